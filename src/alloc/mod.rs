@@ -1,0 +1,192 @@
+//! The allocator: which ready task a claimant should take next.
+//!
+//! Ready = pending (or waiting past its wait date), every dependency finished, no
+//! claim on it (a lapsed lease still holds the task until it is taken over), and inside
+//! the caller's project/phase filter. Ready tasks are ranked by, in order:
+//! 1. inherited priority: the highest priority among the task and every open task that
+//!    transitively waits on it (over the whole graph, not just the filter);
+//! 2. downstream release: how many open tasks transitively wait on it;
+//! 3. urgency ([`urgency`]), higher first;
+//! 4. peer spread: fewer live claims by other claimants in its (project, phase) cell;
+//! 5. locality: the cell of the claimant's last claimed task first;
+//! and finally the older id, so the order is total and deterministic.
+
+pub mod graph;
+pub mod next;
+pub mod urgency;
+
+use crate::clock::Micros;
+use crate::task::{priority_str, Priority, Status, Task};
+use serde::Serialize;
+use std::cmp::Ordering;
+use std::collections::{HashMap, HashSet};
+
+/// A (project, phase) cell.
+pub type Cell = (Option<String>, String);
+
+/// Restricts which tasks are candidates (the graph measures still see every task).
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    pub projects: Vec<String>,
+    pub phases: Vec<String>,
+}
+
+impl Filter {
+    fn admits(&self, t: &Task) -> bool {
+        (self.projects.is_empty()
+            || t.project
+                .as_ref()
+                .is_some_and(|p| self.projects.contains(p)))
+            && (self.phases.is_empty() || self.phases.contains(&t.phase))
+    }
+}
+
+/// Everything the ranking looks at, gathered by the caller from the store.
+pub struct Input<'a> {
+    /// Every open (pending or waiting) task.
+    pub tasks: &'a [Task],
+    /// Ids of tasks under any claim, live or lapsed.
+    pub claimed: HashSet<&'a str>,
+    /// Live claims held by claimants other than the caller, per cell.
+    pub peer_cells: HashMap<Cell, usize>,
+    /// The cell of the caller's last claimed task.
+    pub last_cell: Option<Cell>,
+    pub filter: Filter,
+    pub now: Micros,
+}
+
+/// One ranked ready task with the figures that placed it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Candidate {
+    /// Index into [`Input::tasks`].
+    #[serde(skip)]
+    pub index: usize,
+    pub inherited_priority: Option<Priority>,
+    /// The task whose priority this one inherits (its own id when not raised).
+    pub inherited_from: String,
+    pub releases: usize,
+    pub urgency: f64,
+    pub peers: usize,
+    pub local: bool,
+}
+
+/// Ranks the ready tasks, best first.
+pub fn rank(input: &Input<'_>) -> Vec<Candidate> {
+    let tasks = input.tasks;
+    let index: HashMap<&str, usize> = tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.id.as_str(), i))
+        .collect();
+    // Only open prerequisites count: finished ones no longer block or inherit.
+    let waits_on: Vec<Vec<usize>> = tasks
+        .iter()
+        .map(|t| {
+            t.depends
+                .iter()
+                .filter_map(|d| index.get(d.as_str()).copied())
+                .collect()
+        })
+        .collect();
+    let priority: Vec<Option<Priority>> = tasks.iter().map(|t| t.priority).collect();
+    let m = graph::measure(&priority, &waits_on);
+
+    let mut out: Vec<Candidate> = tasks
+        .iter()
+        .enumerate()
+        .filter(|(i, t)| {
+            let awake = t.status == Status::Pending
+                || (t.status == Status::Waiting && t.wait.is_some_and(|w| w <= input.now));
+            awake
+                && waits_on[*i].is_empty()
+                && !input.claimed.contains(t.id.as_str())
+                && input.filter.admits(t)
+        })
+        .map(|(i, t)| {
+            let cell = (t.project.clone(), t.phase.clone());
+            Candidate {
+                index: i,
+                inherited_priority: m.inherited[i],
+                inherited_from: tasks[m.inherited_from[i]].id.clone(),
+                releases: m.releases[i],
+                urgency: urgency::urgency(t, input.now),
+                peers: input.peer_cells.get(&cell).copied().unwrap_or(0),
+                local: input.last_cell.as_ref() == Some(&cell),
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| compare(a, b).then_with(|| tasks[a.index].id.cmp(&tasks[b.index].id)));
+    out
+}
+
+/// The ranking order on the five criteria (without the final id tie-break).
+fn compare(a: &Candidate, b: &Candidate) -> Ordering {
+    b.inherited_priority
+        .cmp(&a.inherited_priority)
+        .then(b.releases.cmp(&a.releases))
+        .then(b.urgency.total_cmp(&a.urgency))
+        .then(a.peers.cmp(&b.peers))
+        .then(b.local.cmp(&a.local))
+}
+
+/// Says in words why `a` ranks above `b`.
+pub fn explain(tasks: &[Task], a: &Candidate, b: &Candidate) -> String {
+    let (ta, tb) = (&tasks[a.index], &tasks[b.index]);
+    let (ha, hb) = (ta.handle(), tb.handle());
+    let source = |c: &Candidate, t: &Task| {
+        if c.inherited_from == t.id {
+            "its own".to_string()
+        } else {
+            let from = tasks.iter().find(|x| x.id == c.inherited_from);
+            format!(
+                "inherited from {}, which waits on it",
+                from.map(Task::handle)
+                    .unwrap_or_else(|| c.inherited_from.clone())
+            )
+        }
+    };
+    if a.inherited_priority != b.inherited_priority {
+        return format!(
+            "{ha} ranks above {hb} on inherited priority: {} ({}) beats {} ({})",
+            priority_str(a.inherited_priority),
+            source(a, ta),
+            priority_str(b.inherited_priority),
+            source(b, tb)
+        );
+    }
+    let same = format!(
+        "both have inherited priority {}",
+        priority_str(a.inherited_priority)
+    );
+    if a.releases != b.releases {
+        return format!(
+            "{ha} ranks above {hb} on downstream release: {same}, but {} task(s) wait on {ha} and {} on {hb}",
+            a.releases, b.releases
+        );
+    }
+    let same = format!("{same} and release {} task(s)", a.releases);
+    if a.urgency != b.urgency {
+        return format!(
+            "{ha} ranks above {hb} on urgency: {same}, but urgency {:.1} beats {:.1}",
+            a.urgency, b.urgency
+        );
+    }
+    let same = format!("{same}, with urgency {:.1}", a.urgency);
+    if a.peers != b.peers {
+        return format!(
+            "{ha} ranks above {hb} on peer spread: {same}, but other claimants hold {} live claim(s) in its cell and {} in {hb}'s",
+            a.peers, b.peers
+        );
+    }
+    if a.local != b.local {
+        return format!(
+            "{ha} ranks above {hb} on locality: {same}, but it is in the cell of the claimant's last task"
+        );
+    }
+    format!(
+        "{ha} ranks above {hb} only by age: they tie on every criterion ({same}) and {ha} is older"
+    )
+}
+
+#[cfg(test)]
+mod tests;

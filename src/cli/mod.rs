@@ -1,0 +1,164 @@
+//! The command line: clap definitions and output. This is the only layer that reads
+//! the environment (`SPICE_HOME`), the working directory or the terminal; it passes
+//! explicit paths, a clock and options to the library.
+
+mod render;
+mod task;
+
+use crate::clock::SystemClock;
+use crate::error::{Error, Result};
+use crate::store::Store;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "spice",
+    version,
+    about = "A fleet supervisor for coding agents"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Tasks, the allocator and leased claims.
+    #[command(subcommand)]
+    Task(task::TaskCmd),
+    /// The state store itself.
+    #[command(subcommand)]
+    Store(StoreCmd),
+}
+
+#[derive(Debug, Subcommand)]
+enum StoreCmd {
+    /// Print the state directory and database in use.
+    Path,
+    /// Run SQLite's integrity check on the database.
+    Check,
+}
+
+/// Runs the command line and returns the process exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return clap_error(e),
+    };
+    match run(cli) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("spice: {}", one_line(&e.to_string()));
+            e.exit_code()
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Task(cmd) => task::run(cmd, &Env::from_process()?),
+        Command::Store(cmd) => {
+            let env = Env::from_process()?;
+            let store = env.open()?;
+            match cmd {
+                StoreCmd::Path => {
+                    println!("{}", store.path().display());
+                    Ok(())
+                }
+                StoreCmd::Check => {
+                    store.integrity_check()?;
+                    println!("ok: {}", store.path().display());
+                    Ok(())
+                }
+            }
+        }
+    }
+}
+
+/// What the CLI learned from the process: where state lives and where the repo is.
+pub(crate) struct Env {
+    pub state_dir: PathBuf,
+    /// The top of the git work tree the command runs in, if any.
+    pub repo_top: Option<PathBuf>,
+}
+
+impl Env {
+    fn from_process() -> Result<Env> {
+        let repo_top = git_path(&["rev-parse", "--show-toplevel"]);
+        let state_dir = match std::env::var_os("SPICE_HOME").filter(|v| !v.is_empty()) {
+            Some(home) => PathBuf::from(home),
+            None => match git_path(&["rev-parse", "--path-format=absolute", "--git-common-dir"]) {
+                Some(common) => common.join("spice"),
+                None => return Err(Error::input(
+                    "no state directory: not inside a git repository and SPICE_HOME is not set \
+                         (run spice inside a git repository, or set SPICE_HOME to a directory)",
+                )),
+            },
+        };
+        Ok(Env {
+            state_dir,
+            repo_top,
+        })
+    }
+
+    pub fn open(&self) -> Result<Store> {
+        Store::open_dir(&self.state_dir, Arc::new(SystemClock))
+    }
+
+    /// The `lanes/` directory of the repository.
+    pub fn lanes_dir(&self) -> Result<PathBuf> {
+        self.repo_top
+            .as_ref()
+            .map(|t| t.join("lanes"))
+            .ok_or_else(|| {
+                Error::input("--lane needs a git repository (lanes live in its lanes/ directory)")
+            })
+    }
+}
+
+fn git_path(args: &[&str]) -> Option<PathBuf> {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8(out.stdout).ok()?;
+    let path = text.trim_end_matches(['\n', '\r']);
+    (!path.is_empty()).then(|| PathBuf::from(path))
+}
+
+/// Clap's errors are several lines long; spice's contract is one line.
+fn clap_error(e: clap::Error) -> i32 {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayVersion
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                2
+            } else {
+                0
+            }
+        }
+        _ => {
+            let text = e.render().to_string();
+            let first = text
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("invalid arguments")
+                .trim_start_matches("error: ");
+            eprintln!("spice: {} (see --help)", first.trim());
+            2
+        }
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split('\n').map(str::trim).collect::<Vec<_>>().join(" ")
+}

@@ -1,0 +1,258 @@
+//! Output: JSON documents for scripts, plain tables for people.
+//!
+//! JSON field names follow Taskwarrior where they overlap (`description` for the
+//! title); times are RFC 3339 in UTC.
+
+use crate::alloc::Candidate;
+use crate::clock::Micros;
+use crate::store::{Claim, LedgerEntry};
+use crate::task::{priority_str, Task};
+use crate::when;
+use serde_json::{json, Value};
+
+pub fn print_json<T: serde::Serialize + ?Sized>(v: &T) {
+    println!(
+        "{}",
+        serde_json::to_string(v).expect("JSON values serialise")
+    );
+}
+
+fn time(t: Option<Micros>) -> Value {
+    t.map(|t| Value::String(when::rfc3339(t)))
+        .unwrap_or(Value::Null)
+}
+
+pub fn task_json(t: &Task) -> Value {
+    json!({
+        "id": t.id,
+        "handle": t.handle(),
+        "uuid": t.uuid,
+        "description": t.title,
+        "body": t.body,
+        "project": t.project,
+        "phase": t.phase,
+        "priority": t.priority,
+        "status": t.status,
+        "due": time(t.due),
+        "wait": time(t.wait),
+        "tags": t.tags,
+        "depends": t.depends,
+        "entry": time(Some(t.entry)),
+        "end": time(t.end),
+        "modified": time(Some(t.modified)),
+        "annotations": t.annotations.iter().map(|a| json!({
+            "entry": when::rfc3339(a.entry), "description": a.description,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+pub fn claim_json(c: &Claim) -> Value {
+    json!({
+        "id": c.task_id,
+        "handle": c.handle,
+        "description": c.title,
+        "claimant": c.claimant,
+        "lane": c.lane,
+        "worktree": c.worktree,
+        "fence": c.fence,
+        "lease_until": when::rfc3339(c.lease_until),
+        "claimed_at": when::rfc3339(c.claimed_at),
+        "renewed_at": when::rfc3339(c.renewed_at),
+    })
+}
+
+pub fn ledger_json(e: &LedgerEntry) -> Value {
+    json!({
+        "seq": e.seq,
+        "task": e.task_id,
+        "at": when::rfc3339(e.at),
+        "kind": e.kind,
+        "actor": e.actor,
+        "fence": e.fence,
+        "detail": e.detail,
+    })
+}
+
+pub fn candidate_json(t: &Task, c: &Candidate) -> Value {
+    json!({
+        "id": t.id,
+        "handle": t.handle(),
+        "description": t.title,
+        "project": t.project,
+        "phase": t.phase,
+        "priority": t.priority,
+        "inherited_priority": c.inherited_priority,
+        "inherited_from": c.inherited_from,
+        "releases": c.releases,
+        "urgency": c.urgency,
+        "peers": c.peers,
+        "local": c.local,
+        "due": time(t.due),
+    })
+}
+
+pub fn claim_out(c: &Claim, json: bool) {
+    if json {
+        print_json(&claim_json(c));
+    } else {
+        println!(
+            "{} claimed by {} (fence {}) until {}",
+            c.handle,
+            c.claimant,
+            c.fence,
+            when::rfc3339(c.lease_until)
+        );
+    }
+}
+
+/// Truncates to `n` characters for a table cell.
+fn cell(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let mut out: String = s.chars().take(n.saturating_sub(1)).collect();
+        out.push('…');
+        out
+    }
+}
+
+pub fn task_table(tasks: &[Task], claims: &[Claim], now: Micros) {
+    if tasks.is_empty() {
+        println!("no tasks");
+        return;
+    }
+    let claim_of: std::collections::HashMap<&str, &Claim> =
+        claims.iter().map(|c| (c.task_id.as_str(), c)).collect();
+    println!(
+        "{:<24} {:<3} {:<10} {:<9} {:<14} TITLE",
+        "HANDLE", "PRI", "PHASE", "STATUS", "CLAIM"
+    );
+    for t in tasks {
+        let claim = match claim_of.get(t.id.as_str()) {
+            Some(c) if c.is_live(now) => cell(&c.claimant, 14),
+            Some(_) => "stale".to_string(),
+            None => String::new(),
+        };
+        println!(
+            "{:<24} {:<3} {:<10} {:<9} {:<14} {}",
+            cell(&t.handle(), 24),
+            priority_str(t.priority),
+            cell(&t.phase, 10),
+            t.status.as_str(),
+            claim,
+            t.title
+        );
+    }
+}
+
+pub fn candidate_table(tasks: &[Task], ranking: &[Candidate]) {
+    if ranking.is_empty() {
+        println!("nothing ready");
+        return;
+    }
+    println!(
+        "{:<4} {:<24} {:<3} {:<4} {:>8} {:>7} TITLE",
+        "RANK", "HANDLE", "PRI", "INH", "RELEASES", "URGENCY"
+    );
+    for (i, c) in ranking.iter().enumerate() {
+        let t = &tasks[c.index];
+        println!(
+            "{:<4} {:<24} {:<3} {:<4} {:>8} {:>7.1} {}",
+            i + 1,
+            cell(&t.handle(), 24),
+            priority_str(t.priority),
+            priority_str(c.inherited_priority),
+            c.releases,
+            c.urgency,
+            t.title
+        );
+    }
+}
+
+pub fn claim_table(claims: &[Claim], now: Micros) {
+    if claims.is_empty() {
+        println!("no claims");
+        return;
+    }
+    println!(
+        "{:<24} {:<20} {:>6} {:<12} WORKTREE",
+        "HANDLE", "CLAIMANT", "FENCE", "LEASE"
+    );
+    for c in claims {
+        let lease = if c.is_live(now) {
+            when::span(c.lease_until - now)
+        } else {
+            format!("stale {}", when::span(now - c.lease_until))
+        };
+        println!(
+            "{:<24} {:<20} {:>6} {:<12} {}",
+            cell(&c.handle, 24),
+            cell(&c.claimant, 20),
+            c.fence,
+            lease,
+            c.worktree.as_deref().unwrap_or("-")
+        );
+    }
+}
+
+pub fn ledger_table(entries: &[LedgerEntry]) {
+    for e in entries {
+        let detail = match &e.detail {
+            Value::Object(m) if m.is_empty() => String::new(),
+            v => v.to_string(),
+        };
+        println!(
+            "{}  {:<16} {:<20} {:>6} {}",
+            when::short(e.at),
+            e.kind,
+            e.actor.as_deref().unwrap_or("-"),
+            e.fence.map(|f| f.to_string()).unwrap_or_default(),
+            detail
+        );
+    }
+}
+
+pub fn task_detail(
+    t: &Task,
+    dependents: &[String],
+    claim: Option<&Claim>,
+    ledger: &[LedgerEntry],
+    now: Micros,
+) {
+    println!("{}  {}", t.handle(), t.title);
+    println!("  status    {} (phase {})", t.status.as_str(), t.phase);
+    println!("  priority  {}", priority_str(t.priority));
+    println!("  uuid      {}", t.uuid);
+    if let Some(d) = t.due {
+        println!("  due       {}", when::short(d));
+    }
+    if !t.tags.is_empty() {
+        println!("  tags      {}", t.tags.join(" "));
+    }
+    if !t.depends.is_empty() {
+        println!("  waits on  {}", t.depends.join(" "));
+    }
+    if !dependents.is_empty() {
+        println!("  unblocks  {}", dependents.join(" "));
+    }
+    if let Some(c) = claim {
+        let state = if c.is_live(now) { "live" } else { "stale" };
+        println!(
+            "  claim     {} (fence {}, {state} until {})",
+            c.claimant,
+            c.fence,
+            when::short(c.lease_until)
+        );
+    }
+    if !t.body.is_empty() {
+        println!();
+        for line in t.body.lines() {
+            println!("  {line}");
+        }
+    }
+    for a in &t.annotations {
+        println!("  {} {}", when::short(a.entry), a.description);
+    }
+    println!();
+    ledger_table(ledger);
+}

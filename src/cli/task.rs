@@ -1,0 +1,615 @@
+//! `spice task …`: the task plane on its own.
+
+use super::render;
+use super::Env;
+use crate::alloc::{self, next, Filter};
+use crate::clock::Micros;
+use crate::error::{Error, Result};
+use crate::store::{ClaimRequest, ListFilter, Store, Takeover, TaskUpdate};
+use crate::task::{taskwarrior, NewTask, Priority, Status};
+use crate::when;
+use clap::{Args, Subcommand};
+use std::io::Read;
+use std::time::Duration;
+
+/// `H`, `M`, `L` or `none`: clap cannot hold an `Option<Option<_>>` as a value.
+#[derive(Debug, Clone, Copy)]
+pub struct Prio(Option<Priority>);
+/// A date or `none`.
+#[derive(Debug, Clone, Copy)]
+pub struct MaybeDate(Option<Micros>);
+
+fn priority(s: &str) -> std::result::Result<Prio, String> {
+    Priority::parse(s).map(Prio)
+}
+fn date(s: &str) -> std::result::Result<Micros, String> {
+    when::parse_date(s)
+}
+fn optional_date(s: &str) -> std::result::Result<MaybeDate, String> {
+    if s == "none" {
+        Ok(MaybeDate(None))
+    } else {
+        when::parse_date(s).map(|d| MaybeDate(Some(d)))
+    }
+}
+fn duration(s: &str) -> std::result::Result<Duration, String> {
+    when::parse_duration(s)
+}
+fn status(s: &str) -> std::result::Result<Status, String> {
+    Status::parse(s)
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TaskCmd {
+    /// Add a task.
+    Add {
+        /// The title (several words are joined with spaces).
+        #[arg(required = true)]
+        title: Vec<String>,
+        #[arg(long)]
+        body: Option<String>,
+        #[arg(long)]
+        project: Option<String>,
+        /// The starting phase (default: the first of the project's flow).
+        #[arg(long)]
+        phase: Option<String>,
+        /// H, M, L or none.
+        #[arg(long, value_parser = priority)]
+        priority: Option<Prio>,
+        /// A task this one waits on (repeatable).
+        #[arg(long = "depends", value_name = "ID")]
+        depends: Vec<String>,
+        /// YYYY-MM-DD, RFC 3339 or YYYYMMDDTHHMMSSZ.
+        #[arg(long, value_parser = date)]
+        due: Option<Micros>,
+        #[arg(long = "tag", value_name = "TAG")]
+        tags: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List tasks (open ones unless --status or --all).
+    List {
+        #[arg(long)]
+        project: Option<String>,
+        #[arg(long)]
+        phase: Option<String>,
+        #[arg(long)]
+        tag: Option<String>,
+        #[arg(long, value_parser = status)]
+        status: Vec<Status>,
+        #[arg(long, conflicts_with = "status")]
+        all: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one task with its dependencies, dependents, claim and ledger.
+    Show {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Change a task's title, body, project, priority, due date or tags.
+    Modify {
+        id: String,
+        #[arg(long)]
+        title: Option<String>,
+        #[arg(long)]
+        body: Option<String>,
+        /// A project, or "none".
+        #[arg(long)]
+        project: Option<String>,
+        #[arg(long, value_parser = priority)]
+        priority: Option<Prio>,
+        /// A date, or "none".
+        #[arg(long, value_parser = optional_date)]
+        due: Option<MaybeDate>,
+        #[arg(long = "tag", value_name = "TAG")]
+        tags: Vec<String>,
+        #[arg(long = "untag", value_name = "TAG")]
+        untags: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add a note to a task.
+    Annotate { id: String, text: Vec<String> },
+    /// Make a task wait on others (--on), or stop waiting (--remove).
+    Dep {
+        id: String,
+        #[arg(long, value_name = "ID", required_unless_present = "remove")]
+        on: Vec<String>,
+        #[arg(long, value_name = "ID")]
+        remove: Vec<String>,
+    },
+    /// Show or set the phase flow of a project (or the default flow).
+    Flow {
+        #[arg(long)]
+        project: Option<String>,
+        /// The phases in order; none prints the current flow.
+        phases: Vec<String>,
+    },
+    /// Complete the current phase (--done) or move a task to PHASE.
+    Phase {
+        id: String,
+        #[arg(required_unless_present = "done", conflicts_with = "done")]
+        phase: Option<String>,
+        #[arg(long)]
+        done: bool,
+        #[arg(long)]
+        claimant: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Mark a task completed (releasing its claim).
+    Done {
+        id: String,
+        #[arg(long)]
+        claimant: Option<String>,
+    },
+    /// Mark a task deleted.
+    Delete {
+        id: String,
+        #[arg(long)]
+        claimant: Option<String>,
+    },
+    /// Rank the ready tasks; with --claim, take the best one as a lease.
+    Next(NextArgs),
+    /// Claim one task as a lease.
+    Claim {
+        id: String,
+        #[command(flatten)]
+        lease: LeaseArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Extend a lease, or pass it to a successor session.
+    Renew {
+        id: String,
+        #[arg(long)]
+        claimant: String,
+        #[arg(long)]
+        successor: Option<String>,
+        #[arg(long, value_parser = duration)]
+        lease: Option<Duration>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Give a claimed task back.
+    Release {
+        id: String,
+        #[arg(long)]
+        claimant: String,
+    },
+    /// Take over a claim whose lease lapsed, naming the fence you saw.
+    Takeover {
+        id: String,
+        #[arg(long, value_name = "FENCE")]
+        stale: i64,
+        #[command(flatten)]
+        lease: LeaseArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List claims, live and lapsed.
+    Claims {
+        /// Only claims whose lease has lapsed.
+        #[arg(long)]
+        stale: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The history of a task.
+    Ledger {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Import a Taskwarrior `task export` (FILE, or - for stdin).
+    Import {
+        #[arg(long, value_name = "FILE")]
+        taskwarrior: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Export every task as Taskwarrior JSON (for `task import`).
+    Export {
+        #[arg(long, required = true)]
+        taskwarrior: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct LeaseArgs {
+    #[arg(long)]
+    claimant: String,
+    #[arg(long)]
+    worktree: Option<String>,
+    #[arg(long)]
+    lane: Option<String>,
+    /// Lease length (default 30m).
+    #[arg(long, value_parser = duration)]
+    lease: Option<Duration>,
+}
+
+impl LeaseArgs {
+    fn request(&self) -> ClaimRequest {
+        ClaimRequest {
+            claimant: self.claimant.clone(),
+            lane: self.lane.clone(),
+            worktree: self.worktree.clone(),
+            lease: self.lease.unwrap_or(crate::store::DEFAULT_LEASE),
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct NextArgs {
+    /// How many candidates to print.
+    #[arg(long, default_value_t = 10)]
+    limit: usize,
+    /// Use this lane's project and phase filter (lanes/LANE.toml).
+    #[arg(long)]
+    lane: Option<String>,
+    #[arg(long = "project", value_name = "PROJECT")]
+    projects: Vec<String>,
+    #[arg(long = "phase", value_name = "PHASE")]
+    phases: Vec<String>,
+    /// Rank for this claimant (peer spread and locality depend on who asks).
+    #[arg(long)]
+    claimant: Option<String>,
+    /// Claim the best candidate (needs --claimant).
+    #[arg(long, requires = "claimant")]
+    claim: bool,
+    /// With --claim: claim up to N tasks, one transaction each.
+    #[arg(long, requires = "claim", default_value_t = 1)]
+    count: usize,
+    #[arg(long)]
+    worktree: Option<String>,
+    #[arg(long, value_parser = duration)]
+    lease: Option<Duration>,
+    /// Say in words why the first candidate beat the second.
+    #[arg(long, conflicts_with = "claim")]
+    explain: bool,
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
+    let mut store = env.open()?;
+    let s = &mut store;
+    match cmd {
+        TaskCmd::Add {
+            title,
+            body,
+            project,
+            phase,
+            priority,
+            depends,
+            due,
+            tags,
+            json,
+        } => {
+            let new = NewTask {
+                title: title.join(" "),
+                body: body.unwrap_or_default(),
+                project,
+                phase,
+                priority: priority.and_then(|p| p.0),
+                due,
+                tags,
+                ..NewTask::default()
+            };
+            let task = s.add_task(new, &depends)?;
+            if json {
+                render::print_json(&render::task_json(&task));
+            } else {
+                println!("{}", task.handle());
+            }
+        }
+        TaskCmd::List {
+            project,
+            phase,
+            tag,
+            status,
+            all,
+            json,
+        } => {
+            let statuses = if all {
+                vec![]
+            } else if status.is_empty() {
+                vec![Status::Pending, Status::Waiting]
+            } else {
+                status
+            };
+            let tasks = s.list(&ListFilter {
+                statuses,
+                project,
+                phase,
+                tag,
+            })?;
+            let claims = s.claims()?;
+            if json {
+                render::print_json(&tasks.iter().map(render::task_json).collect::<Vec<_>>());
+            } else {
+                render::task_table(&tasks, &claims, s.now());
+            }
+        }
+        TaskCmd::Show { id, json } => {
+            let task = s.task(&id)?;
+            let dependents = s.dependents(&task.id)?;
+            let claim = s.claim_on(&task.id)?;
+            let ledger = s.ledger(&task.id)?;
+            if json {
+                let mut v = render::task_json(&task);
+                v["dependents"] = serde_json::json!(dependents);
+                v["claim"] = claim
+                    .as_ref()
+                    .map(render::claim_json)
+                    .unwrap_or(serde_json::Value::Null);
+                v["ledger"] =
+                    serde_json::json!(ledger.iter().map(render::ledger_json).collect::<Vec<_>>());
+                render::print_json(&v);
+            } else {
+                render::task_detail(&task, &dependents, claim.as_ref(), &ledger, s.now());
+            }
+        }
+        TaskCmd::Modify {
+            id,
+            title,
+            body,
+            project,
+            priority,
+            due,
+            tags,
+            untags,
+            json,
+        } => {
+            let up = TaskUpdate {
+                title,
+                body,
+                project: project.map(|p| (p != "none").then_some(p)),
+                priority: priority.map(|p| p.0),
+                due: due.map(|d| d.0),
+                add_tags: tags,
+                remove_tags: untags,
+            };
+            let task = s.modify(&id, &up)?;
+            if json {
+                render::print_json(&render::task_json(&task));
+            } else {
+                println!("{}", task.handle());
+            }
+        }
+        TaskCmd::Annotate { id, text } => {
+            if text.is_empty() {
+                return Err(Error::input("annotate needs some text"));
+            }
+            let task = s.annotate(&id, &text.join(" "))?;
+            println!("{}", task.handle());
+        }
+        TaskCmd::Dep { id, on, remove } => {
+            for o in &on {
+                s.add_dep(&id, o)?;
+            }
+            for r in &remove {
+                s.remove_dep(&id, r)?;
+            }
+        }
+        TaskCmd::Flow { project, phases } => {
+            if !phases.is_empty() {
+                let phases: Vec<String> = phases
+                    .iter()
+                    .flat_map(|p| p.split(','))
+                    .map(|p| p.trim().to_string())
+                    .collect();
+                s.set_flow(project.as_deref(), &phases)?;
+            }
+            println!("{}", s.flow(project.as_deref())?.join(" → "));
+        }
+        TaskCmd::Phase {
+            id,
+            phase,
+            done,
+            claimant,
+            json,
+        } => {
+            if done {
+                let out = s.complete_phase(&id, claimant.as_deref())?;
+                if json {
+                    render::print_json(&out);
+                } else {
+                    match &out.to {
+                        Some(to) => println!("{} → {to}", out.from),
+                        None => println!("{} → completed", out.from),
+                    }
+                }
+            } else {
+                let phase = phase.expect("clap requires a phase without --done");
+                s.set_phase(&id, &phase, claimant.as_deref())?;
+                println!("{phase}");
+            }
+        }
+        TaskCmd::Done { id, claimant } => {
+            let id = s.done(&id, claimant.as_deref())?;
+            println!("{}", s.task(&id)?.handle());
+        }
+        TaskCmd::Delete { id, claimant } => {
+            let id = s.delete(&id, claimant.as_deref())?;
+            println!("{}", s.task(&id)?.handle());
+        }
+        TaskCmd::Next(args) => next_cmd(s, env, args)?,
+        TaskCmd::Claim { id, lease, json } => {
+            let claim = s.claim(&id, &lease.request())?;
+            render::claim_out(&claim, json);
+        }
+        TaskCmd::Renew {
+            id,
+            claimant,
+            successor,
+            lease,
+            json,
+        } => {
+            let lease = lease.unwrap_or(crate::store::DEFAULT_LEASE);
+            let claim = s.renew(&id, &claimant, successor.as_deref(), lease)?;
+            render::claim_out(&claim, json);
+        }
+        TaskCmd::Release { id, claimant } => {
+            let id = s.release(&id, &claimant)?;
+            println!("{}", s.task(&id)?.handle());
+        }
+        TaskCmd::Takeover {
+            id,
+            stale,
+            lease,
+            json,
+        } => {
+            let req = lease.request();
+            let t = Takeover {
+                stale_fence: stale,
+                claimant: req.claimant,
+                lane: req.lane,
+                worktree: req.worktree,
+                lease: req.lease,
+            };
+            let claim = s.takeover(&id, &t)?;
+            render::claim_out(&claim, json);
+        }
+        TaskCmd::Claims { stale, json } => {
+            let now = s.now();
+            let claims: Vec<_> = s
+                .claims()?
+                .into_iter()
+                .filter(|c| !stale || !c.is_live(now))
+                .collect();
+            if json {
+                render::print_json(&claims.iter().map(render::claim_json).collect::<Vec<_>>());
+            } else {
+                render::claim_table(&claims, now);
+            }
+        }
+        TaskCmd::Ledger { id, json } => {
+            let ledger = s.ledger(&id)?;
+            if json {
+                render::print_json(&ledger.iter().map(render::ledger_json).collect::<Vec<_>>());
+            } else {
+                render::ledger_table(&ledger);
+            }
+        }
+        TaskCmd::Import {
+            taskwarrior: file,
+            json,
+        } => {
+            let (text, source) = read_input(&file)?;
+            let tasks = taskwarrior::parse_export(&text, &source)?;
+            let report = s.import(&tasks, &source)?;
+            if json {
+                render::print_json(&report);
+            } else {
+                println!(
+                    "imported {} task(s) from {source}: {} added, {} updated, {} dependencies",
+                    tasks.len(),
+                    report.added,
+                    report.updated,
+                    report.dependencies
+                );
+            }
+        }
+        TaskCmd::Export { .. } => {
+            let tasks = s.list(&ListFilter::default())?;
+            let uuid_of = tasks
+                .iter()
+                .map(|t| (t.id.clone(), t.uuid.clone()))
+                .collect();
+            render::print_json(&taskwarrior::export(&tasks, &uuid_of));
+        }
+    }
+    Ok(())
+}
+
+fn next_cmd(s: &mut Store, env: &Env, args: NextArgs) -> Result<()> {
+    let mut filter = Filter {
+        projects: args.projects,
+        phases: args.phases,
+    };
+    let mut lane_name = None;
+    if let Some(lane) = &args.lane {
+        let l = crate::config::lane::load(&env.lanes_dir()?, lane)?;
+        filter.projects.extend(l.projects);
+        filter.phases.extend(l.phases);
+        lane_name = Some(lane.clone());
+    }
+    if args.claim {
+        let req = ClaimRequest {
+            claimant: args
+                .claimant
+                .clone()
+                .expect("clap requires --claimant with --claim"),
+            lane: lane_name,
+            worktree: args.worktree,
+            lease: args.lease.unwrap_or(crate::store::DEFAULT_LEASE),
+        };
+        let mut claimed = Vec::new();
+        for _ in 0..args.count.max(1) {
+            match next::claim_next(s, &req, &filter)? {
+                Some(c) => claimed.push(c),
+                None => break,
+            }
+        }
+        if args.json {
+            let v: Vec<_> = claimed.iter().map(render::claim_json).collect();
+            match (args.count, v.len()) {
+                (1, 0) => println!("null"),
+                (1, _) => render::print_json(&v[0]),
+                _ => render::print_json(&v),
+            }
+        } else if claimed.is_empty() {
+            println!("nothing ready");
+        } else {
+            for c in &claimed {
+                render::claim_out(c, false);
+            }
+        }
+        return Ok(());
+    }
+    let (snap, ranking) = next::ranked(s, args.claimant.as_deref(), &filter)?;
+    if args.json {
+        let v: Vec<_> = ranking
+            .iter()
+            .take(args.limit)
+            .map(|c| render::candidate_json(&snap.tasks[c.index], c))
+            .collect();
+        render::print_json(&v);
+    } else {
+        render::candidate_table(&snap.tasks, &ranking[..ranking.len().min(args.limit)]);
+    }
+    if args.explain {
+        match ranking.as_slice() {
+            [a, b, ..] => println!("{}", alloc::explain(&snap.tasks, a, b)),
+            [a] => println!("{} is the only ready task", snap.tasks[a.index].handle()),
+            [] => {}
+        }
+    }
+    Ok(())
+}
+
+fn read_input(file: &str) -> Result<(String, String)> {
+    if file == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|source| Error::Io {
+                context: "failed to read standard input".into(),
+                source,
+            })?;
+        Ok((text, "<stdin>".into()))
+    } else {
+        let text = std::fs::read_to_string(file).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => Error::input(format!("{file}: no such file")),
+            std::io::ErrorKind::InvalidData => Error::input(format!("{file}: not UTF-8 text")),
+            _ => Error::Io {
+                context: format!("failed to read {file}"),
+                source: e,
+            },
+        })?;
+        Ok((text, file.to_string()))
+    }
+}

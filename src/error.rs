@@ -1,0 +1,92 @@
+//! Errors and exit codes.
+//!
+//! Messages are lowercase fragments that read well after "spice: " and name the file,
+//! task, key or field at fault. The kind decides the exit code, which scripts rely on:
+//!
+//! | code | meaning |
+//! | --- | --- |
+//! | 0 | success (including "nothing ready") |
+//! | 1 | the operation failed (I/O, git, an internal error) |
+//! | 2 | bad input: arguments, config, ids, JSON, cycles; nothing was written |
+//! | 3 | conflict: the claim is held by someone else, a fence is stale, a task is not ready |
+//! | 4 | the store is unusable: corrupt, or written by a newer spice |
+
+use thiserror::Error;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, Error)]
+pub enum Error {
+    /// The user asked for something malformed or impossible; nothing was written.
+    #[error("{0}")]
+    Input(String),
+    /// The request was well-formed but lost to another claimant or a stale view.
+    #[error("{0}")]
+    Conflict(String),
+    /// The database cannot be used as it is; spice refuses rather than repairs.
+    #[error("{0}")]
+    Store(String),
+    #[error("{context}: {source}")]
+    Sqlite {
+        context: String,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Other(String),
+}
+
+impl Error {
+    pub fn input(msg: impl Into<String>) -> Self {
+        Error::Input(msg.into())
+    }
+    pub fn conflict(msg: impl Into<String>) -> Self {
+        Error::Conflict(msg.into())
+    }
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Input(_) => 2,
+            Error::Conflict(_) => 3,
+            Error::Store(_) => 4,
+            Error::Sqlite { source, .. } if is_corruption(source) => 4,
+            _ => 1,
+        }
+    }
+}
+
+/// True for SQLite errors that mean the file is not a usable database.
+pub fn is_corruption(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseCorrupt) | Some(rusqlite::ErrorCode::NotADatabase)
+    )
+}
+
+/// Attaches "what failed" to a SQLite error.
+pub trait SqlContext<T> {
+    fn ctx(self, context: impl FnOnce() -> String) -> Result<T>;
+}
+
+impl<T> SqlContext<T> for std::result::Result<T, rusqlite::Error> {
+    fn ctx(self, context: impl FnOnce() -> String) -> Result<T> {
+        self.map_err(|source| Error::Sqlite {
+            context: context(),
+            source,
+        })
+    }
+}
+
+impl From<rusqlite::Error> for Error {
+    fn from(source: rusqlite::Error) -> Self {
+        Error::Sqlite {
+            context: "database".into(),
+            source,
+        }
+    }
+}

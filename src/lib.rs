@@ -1,0 +1,31 @@
+//! spice: a fleet supervisor for coding agents.
+//!
+//! This crate is the library behind the `spice` binary. The module map follows the
+//! design (`DESIGN.md` §5); `ARCHITECTURE.md` in the repository is the current truth.
+//!
+//! | module | owns |
+//! | --- | --- |
+//! | [`stamp`] | base52 moment stamps, the ids of tasks and items |
+//! | [`clock`] | time as a seam, so leases can be tested without waiting |
+//! | [`when`] | parsing dates and durations as people and Taskwarrior write them |
+//! | [`task`] | the task model, and Taskwarrior import/export |
+//! | [`store`] | the SQLite authority: tasks, deps, flows, claims, ledger |
+//! | [`alloc`] | the allocator: inherited priority, downstream release, tie-breaks |
+//! | [`cli`] | argument parsing and output; the only layer that reads env, cwd or TTY |
+//!
+//! Invariants the whole crate keeps: the store is the only authority for tasks and
+//! claims (nothing caches a second copy); every write is one `BEGIN IMMEDIATE`
+//! transaction; a write on a claimed task comes from its holder; nothing in the
+//! library reads the environment or the system clock directly.
+
+pub mod alloc;
+pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod error;
+pub mod stamp;
+pub mod store;
+pub mod task;
+pub mod when;
+
+pub use error::{Error, Result};

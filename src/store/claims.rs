@@ -1,0 +1,431 @@
+//! Claims are leases: claimant, lane, worktree, lease deadline and fence token,
+//! written together in one `BEGIN IMMEDIATE` transaction.
+//!
+//! Invariants:
+//! - A task has at most one claim; the claim is taken only if the task is ready
+//!   (pending, every dependency finished, no claim at all) as checked inside the same
+//!   transaction that writes it.
+//! - A lapsed lease is not free work: the task stays claimed until the holder renews
+//!   it or someone takes it over naming the exact fence they saw ([`Store::takeover`]).
+//! - Every fence is new (a database-wide counter), so a fence names one holding of one
+//!   claim: a claim, a takeover and a renewal to a successor each get a fresh one; a
+//!   plain renewal keeps it.
+//! - Every write on a claimed task must come from the current holder; anyone else's is
+//!   refused with the holder named ([`check_holder`]).
+//! - A renewal never shortens a lease that is already longer.
+
+use super::ledger::append;
+use super::resolve::resolve;
+use super::Store;
+use crate::clock::Micros;
+use crate::error::{Error, Result};
+use crate::task::handle;
+use crate::when;
+use rusqlite::{params, OptionalExtension, Transaction};
+use serde::Serialize;
+use std::time::Duration;
+
+/// The lease a claim gets when the caller names none.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30 * 60);
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Claim {
+    pub task_id: String,
+    pub handle: String,
+    pub title: String,
+    pub claimant: String,
+    pub lane: Option<String>,
+    pub worktree: Option<String>,
+    pub fence: i64,
+    pub lease_until: Micros,
+    pub claimed_at: Micros,
+    pub renewed_at: Micros,
+}
+
+impl Claim {
+    /// A lease is live until (not including) its deadline.
+    pub fn is_live(&self, now: Micros) -> bool {
+        self.lease_until > now
+    }
+}
+
+/// What `claim` needs besides the task.
+#[derive(Debug, Clone)]
+pub struct ClaimRequest {
+    pub claimant: String,
+    pub lane: Option<String>,
+    pub worktree: Option<String>,
+    pub lease: Duration,
+}
+
+/// What `takeover` needs: the fence the caller saw on the stale claim.
+#[derive(Debug, Clone)]
+pub struct Takeover {
+    pub stale_fence: i64,
+    pub claimant: String,
+    pub lane: Option<String>,
+    pub worktree: Option<String>,
+    pub lease: Duration,
+}
+
+const CLAIM_SELECT: &str = "SELECT c.task_id, t.project, t.title, c.claimant, c.lane, c.worktree,
+    c.fence, c.lease_until, c.claimed_at, c.renewed_at
+    FROM claims c JOIN tasks t ON t.id = c.task_id";
+
+fn row_to_claim(r: &rusqlite::Row<'_>) -> rusqlite::Result<Claim> {
+    let id: String = r.get(0)?;
+    let project: Option<String> = r.get(1)?;
+    Ok(Claim {
+        handle: handle(project.as_deref(), &id),
+        task_id: id,
+        title: r.get(2)?,
+        claimant: r.get(3)?,
+        lane: r.get(4)?,
+        worktree: r.get(5)?,
+        fence: r.get(6)?,
+        lease_until: r.get(7)?,
+        claimed_at: r.get(8)?,
+        renewed_at: r.get(9)?,
+    })
+}
+
+pub(super) fn claim_of(tx: &Transaction<'_>, id: &str) -> Result<Option<Claim>> {
+    Ok(tx
+        .prepare_cached(&format!("{CLAIM_SELECT} WHERE c.task_id = ?1"))?
+        .query_row([id], row_to_claim)
+        .optional()?)
+}
+
+pub(super) fn all_claims(tx: &Transaction<'_>) -> Result<Vec<Claim>> {
+    let mut stmt = tx.prepare_cached(&format!("{CLAIM_SELECT} ORDER BY c.claimed_at, c.fence"))?;
+    let rows = stmt.query_map([], row_to_claim)?;
+    Ok(rows.collect::<std::result::Result<Vec<_>, _>>()?)
+}
+
+fn next_fence(tx: &Transaction<'_>) -> Result<i64> {
+    Ok(tx.query_row(
+        "UPDATE meta SET value = value + 1 WHERE key = 'fence' RETURNING value",
+        [],
+        |r| r.get(0),
+    )?)
+}
+
+fn lease_end(now: Micros, lease: Duration) -> Micros {
+    now.saturating_add(when::micros(lease))
+}
+
+/// Describes a claim for an error message: holder, fence, and when its lease ends.
+fn describe(c: &Claim, now: Micros) -> String {
+    let lease = if c.is_live(now) {
+        format!("lease ends in {}", when::span(c.lease_until - now))
+    } else {
+        format!("lease lapsed {} ago", when::span(now - c.lease_until))
+    };
+    format!("{} (fence {}, {lease})", c.claimant, c.fence)
+}
+
+/// Refuses a write on `id` unless it comes from the holder of its claim. Without a
+/// claimant the task must be unclaimed; with one, the claimant must hold it.
+/// Returns the claim's fence when there is a claim.
+pub(super) fn check_holder(
+    tx: &Transaction<'_>,
+    id: &str,
+    claimant: Option<&str>,
+    now: Micros,
+    verb: &str,
+) -> Result<Option<i64>> {
+    match (claim_of(tx, id)?, claimant) {
+        (None, None) => Ok(None),
+        (None, Some(c)) => Err(Error::conflict(format!(
+            "cannot {verb} task {id} as {c}: {c} does not hold it (it is not claimed)"
+        ))),
+        (Some(claim), Some(c)) if claim.claimant == c => Ok(Some(claim.fence)),
+        (Some(claim), Some(c)) => Err(Error::conflict(format!(
+            "cannot {verb} task {id} as {c}: it is held by {}",
+            describe(&claim, now)
+        ))),
+        (Some(claim), None) => Err(Error::conflict(format!(
+            "cannot {verb} task {id}: it is held by {}; pass --claimant {}",
+            describe(&claim, now),
+            claim.claimant
+        ))),
+    }
+}
+
+/// Why `id` cannot be claimed now, or `None` if it is ready.
+fn not_ready(tx: &Transaction<'_>, id: &str, now: Micros) -> Result<Option<String>> {
+    let (status, wait): (String, Option<Micros>) = tx
+        .prepare_cached("SELECT status, wait FROM tasks WHERE id = ?1")?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    let waiting_over = status == "waiting" && wait.is_some_and(|w| w <= now);
+    if status != "pending" && !waiting_over {
+        return Ok(Some(format!("it is {status}")));
+    }
+    if let Some(c) = claim_of(tx, id)? {
+        return Ok(Some(if c.is_live(now) {
+            format!("it is held by {}", describe(&c, now))
+        } else {
+            format!(
+                "it is held by {}; a lapsed lease is taken over with `spice task takeover {id} --stale {}`",
+                describe(&c, now),
+                c.fence
+            )
+        }));
+    }
+    let blocker: Option<String> = tx
+        .prepare_cached(
+            "SELECT d.dep_id FROM deps d JOIN tasks t ON t.id = d.dep_id
+             WHERE d.task_id = ?1 AND t.status IN ('pending', 'waiting') LIMIT 1",
+        )?
+        .query_row([id], |r| r.get(0))
+        .optional()?;
+    Ok(blocker.map(|b| format!("it waits on {b}, which is not done")))
+}
+
+fn insert_claim(tx: &Transaction<'_>, id: &str, req: &ClaimRequest, now: Micros) -> Result<Claim> {
+    let fence = next_fence(tx)?;
+    let until = lease_end(now, req.lease);
+    tx.prepare_cached(
+        "INSERT INTO claims (task_id, claimant, lane, worktree, fence, lease_until, claimed_at, renewed_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
+    )?
+    .execute(params![id, req.claimant, req.lane, req.worktree, fence, until, now])?;
+    let (project, phase): (Option<String>, String) = tx
+        .prepare_cached("SELECT project, phase FROM tasks WHERE id = ?1")?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    append(
+        tx,
+        id,
+        now,
+        "claimed",
+        Some(&req.claimant),
+        Some(fence),
+        serde_json::json!({
+            "lane": req.lane, "worktree": req.worktree, "lease_until": until,
+            "project": project, "phase": phase,
+        }),
+    )?;
+    claim_of(tx, id)?.ok_or_else(|| Error::Other(format!("claim on {id} vanished")))
+}
+
+/// Removes the claim on `id`, recording why in the ledger.
+pub(super) fn drop_claim(
+    tx: &Transaction<'_>,
+    id: &str,
+    now: Micros,
+    kind: &str,
+    actor: Option<&str>,
+) -> Result<()> {
+    let fence: Option<i64> = tx
+        .query_row(
+            "DELETE FROM claims WHERE task_id = ?1 RETURNING fence",
+            [id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    append(tx, id, now, kind, actor, fence, serde_json::json!({}))?;
+    Ok(())
+}
+
+impl Store {
+    /// Claims a ready task. Fails with a conflict naming the reason if it is not ready.
+    pub fn claim(&mut self, input: &str, req: &ClaimRequest) -> Result<Claim> {
+        check_claimant(&req.claimant)?;
+        self.write("claiming a task", |tx, now| {
+            let id = resolve(tx, input)?;
+            if let Some(why) = not_ready(tx, &id, now)? {
+                return Err(Error::conflict(format!("cannot claim task {id}: {why}")));
+            }
+            insert_claim(tx, &id, req, now)
+        })
+    }
+
+    /// Claims `id` if it is still ready; `Ok(None)` if another claimant got there first
+    /// or it stopped being ready since it was ranked.
+    pub fn claim_if_ready(&mut self, id: &str, req: &ClaimRequest) -> Result<Option<Claim>> {
+        check_claimant(&req.claimant)?;
+        self.write("claiming a task", |tx, now| {
+            if not_ready(tx, id, now)?.is_some() {
+                return Ok(None);
+            }
+            insert_claim(tx, id, req, now).map(Some)
+        })
+    }
+
+    /// Extends the holder's lease (never shortening it); with `successor`, passes the
+    /// claim to the successor session under a new fence without releasing it.
+    pub fn renew(
+        &mut self,
+        input: &str,
+        claimant: &str,
+        successor: Option<&str>,
+        lease: Duration,
+    ) -> Result<Claim> {
+        if let Some(s) = successor {
+            check_claimant(s)?;
+        }
+        self.write("renewing a claim", |tx, now| {
+            let id = resolve(tx, input)?;
+            let claim = claim_of(tx, &id)?.ok_or_else(|| {
+                Error::conflict(format!("cannot renew task {id} as {claimant}: it is not claimed"))
+            })?;
+            if claim.claimant != claimant {
+                let passed = match successor_of(tx, &id, claimant)? {
+                    Some(s) => format!(" (the claim passed from {claimant} to {s})"),
+                    None => String::new(),
+                };
+                return Err(Error::conflict(format!(
+                    "cannot renew task {id} as {claimant}: it is held by {}{passed}",
+                    describe(&claim, now)
+                )));
+            }
+            let until = claim.lease_until.max(lease_end(now, lease));
+            match successor {
+                Some(s) if s != claimant => {
+                    let fence = next_fence(tx)?;
+                    tx.execute(
+                        "UPDATE claims SET claimant = ?2, fence = ?3, lease_until = ?4, renewed_at = ?5
+                         WHERE task_id = ?1",
+                        params![id, s, fence, until, now],
+                    )?;
+                    append(
+                        tx,
+                        &id,
+                        now,
+                        "successor",
+                        Some(s),
+                        Some(fence),
+                        serde_json::json!({ "from": claimant, "from_fence": claim.fence, "lease_until": until }),
+                    )?;
+                }
+                _ => {
+                    tx.execute(
+                        "UPDATE claims SET lease_until = ?2, renewed_at = ?3 WHERE task_id = ?1",
+                        params![id, until, now],
+                    )?;
+                }
+            }
+            claim_of(tx, &id)?.ok_or_else(|| Error::Other(format!("claim on {id} vanished")))
+        })
+    }
+
+    /// Gives the task back: it becomes ready again for anyone.
+    pub fn release(&mut self, input: &str, claimant: &str) -> Result<String> {
+        self.write("releasing a claim", |tx, now| {
+            let id = resolve(tx, input)?;
+            check_holder(tx, &id, Some(claimant), now, "release")?;
+            drop_claim(tx, &id, now, "released", Some(claimant))?;
+            Ok(id)
+        })
+    }
+
+    /// Takes over a claim whose lease has lapsed, but only the exact holding the caller
+    /// saw (`stale_fence`). The displaced claimant gets a `displaced` ledger entry.
+    pub fn takeover(&mut self, input: &str, t: &Takeover) -> Result<Claim> {
+        check_claimant(&t.claimant)?;
+        self.write("taking over a claim", |tx, now| {
+            let id = resolve(tx, input)?;
+            let claim = claim_of(tx, &id)?.ok_or_else(|| {
+                Error::conflict(format!(
+                    "cannot take over task {id}: it is not claimed (claim it instead)"
+                ))
+            })?;
+            if claim.fence != t.stale_fence {
+                return Err(Error::conflict(format!(
+                    "cannot take over task {id}: fence {} is not current; it is held by {}",
+                    t.stale_fence,
+                    describe(&claim, now)
+                )));
+            }
+            if claim.is_live(now) {
+                return Err(Error::conflict(format!(
+                    "cannot take over task {id}: its lease is still live, held by {}",
+                    describe(&claim, now)
+                )));
+            }
+            let fence = next_fence(tx)?;
+            let until = lease_end(now, t.lease);
+            let worktree = t.worktree.clone().or(claim.worktree.clone());
+            tx.execute(
+                "UPDATE claims SET claimant = ?2, lane = ?3, worktree = ?4, fence = ?5,
+                 lease_until = ?6, claimed_at = ?7, renewed_at = ?7 WHERE task_id = ?1",
+                params![id, t.claimant, t.lane, worktree, fence, until, now],
+            )?;
+            append(
+                tx,
+                &id,
+                now,
+                "takeover",
+                Some(&t.claimant),
+                Some(fence),
+                serde_json::json!({ "from": claim.claimant, "stale_fence": claim.fence,
+                                    "worktree": worktree, "lease_until": until }),
+            )?;
+            append(
+                tx,
+                &id,
+                now,
+                "displaced",
+                Some(&claim.claimant),
+                Some(claim.fence),
+                serde_json::json!({ "by": t.claimant, "new_fence": fence }),
+            )?;
+            claim_of(tx, &id)?.ok_or_else(|| Error::Other(format!("claim on {id} vanished")))
+        })
+    }
+
+    /// Every claim, live and lapsed, oldest first.
+    pub fn claims(&mut self) -> Result<Vec<Claim>> {
+        self.read("listing claims", |tx, _| all_claims(tx))
+    }
+
+    /// The claim on one task, if any.
+    pub fn claim_on(&mut self, input: &str) -> Result<Option<Claim>> {
+        self.read("reading a claim", |tx, _| {
+            let id = resolve(tx, input)?;
+            claim_of(tx, &id)
+        })
+    }
+
+    /// The (project, phase) cell of the task `claimant` claimed last, if any.
+    pub fn last_cell(&mut self, claimant: &str) -> Result<Option<(Option<String>, String)>> {
+        self.read("reading the ledger", |tx, _| {
+            let detail: Option<String> = tx
+                .prepare_cached(
+                    "SELECT detail FROM ledger WHERE actor = ?1 AND kind = 'claimed'
+                     ORDER BY seq DESC LIMIT 1",
+                )?
+                .query_row([claimant], |r| r.get(0))
+                .optional()?;
+            Ok(detail.and_then(|d| {
+                let v: serde_json::Value = serde_json::from_str(&d).ok()?;
+                let phase = v.get("phase")?.as_str()?.to_string();
+                let project = v
+                    .get("project")
+                    .and_then(|p| p.as_str())
+                    .map(str::to_string);
+                Some((project, phase))
+            }))
+        })
+    }
+}
+
+/// The session the claim passed to from `claimant`, if it did.
+fn successor_of(tx: &Transaction<'_>, id: &str, claimant: &str) -> Result<Option<String>> {
+    Ok(tx
+        .prepare_cached(
+            "SELECT actor FROM ledger WHERE task_id = ?1 AND kind = 'successor'
+             AND json_extract(detail, '$.from') = ?2 ORDER BY seq DESC LIMIT 1",
+        )?
+        .query_row(params![id, claimant], |r| r.get(0))
+        .optional()?)
+}
+
+fn check_claimant(c: &str) -> Result<()> {
+    if c.trim().is_empty() || c.chars().any(char::is_control) {
+        return Err(Error::input(format!(
+            "invalid claimant '{c}': must be non-empty text"
+        )));
+    }
+    Ok(())
+}

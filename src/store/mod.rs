@@ -1,0 +1,193 @@
+//! The SQLite authority: tasks, dependencies, flows, claims and the ledger.
+//!
+//! Callers use the narrow methods on [`Store`] (add, resolve, claim, renew, …), never
+//! raw SQL, so that a second backend can implement the same contract later.
+//!
+//! Invariants:
+//! - Every writing transaction is `BEGIN IMMEDIATE` ([`Store::write`]): it takes the
+//!   write lock before it reads, so the checks it makes (is the task ready, does the
+//!   claim still carry this fence) still hold when it commits.
+//! - The schema is versioned by `PRAGMA user_version`; a database from a newer spice, a
+//!   file that is not SQLite, and a database without spice's tables are refused, never
+//!   recreated or "repaired".
+//! - WAL journal, `synchronous=FULL` (a committed claim survives a machine crash),
+//!   `busy_timeout` so concurrent claimers queue instead of failing.
+
+mod claims;
+mod import;
+mod ledger;
+mod resolve;
+mod schema;
+mod snapshot;
+mod tasks;
+
+pub use claims::{Claim, ClaimRequest, Takeover, DEFAULT_LEASE};
+pub use import::ImportReport;
+pub use ledger::LedgerEntry;
+pub use snapshot::Snapshot;
+pub use tasks::{ListFilter, PhaseOutcome, TaskUpdate};
+
+use crate::clock::{Clock, Micros};
+use crate::error::{Error, Result, SqlContext};
+use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The file name of the database inside the state directory.
+pub const DB_FILE: &str = "spice.db";
+
+/// How long a writer waits for the lock before giving up.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub struct Store {
+    conn: Connection,
+    clock: Arc<dyn Clock>,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Opens (creating if needed) `state_dir/spice.db`.
+    pub fn open_dir(state_dir: &Path, clock: Arc<dyn Clock>) -> Result<Store> {
+        std::fs::create_dir_all(state_dir).map_err(|source| Error::Io {
+            context: format!("failed to create state directory {}", state_dir.display()),
+            source,
+        })?;
+        Store::open(&state_dir.join(DB_FILE), clock)
+    }
+
+    /// Opens the database at `path`, creating and migrating it as needed.
+    pub fn open(path: &Path, clock: Arc<dyn Clock>) -> Result<Store> {
+        check_header(path)?;
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags).map_err(|e| open_error(path, e))?;
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(|e| open_error(path, e))?;
+        conn.execute_batch("PRAGMA foreign_keys = ON; PRAGMA synchronous = FULL;")
+            .map_err(|e| open_error(path, e))?;
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .map_err(|e| open_error(path, e))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0))
+                .map_err(|e| open_error(path, e))?;
+        }
+        let mut store = Store {
+            conn,
+            clock,
+            path: path.to_path_buf(),
+        };
+        schema::migrate(&mut store.conn, path)?;
+        Ok(store)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn now(&self) -> Micros {
+        self.clock.now()
+    }
+
+    /// Runs `f` in a `BEGIN IMMEDIATE` transaction; commits on `Ok`, rolls back on `Err`.
+    pub(crate) fn write<T>(
+        &mut self,
+        what: &str,
+        f: impl FnOnce(&Transaction<'_>, Micros) -> Result<T>,
+    ) -> Result<T> {
+        let now = self.clock.now();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .ctx(|| format!("failed to start {what}"))?;
+        let out = f(&tx, now)?;
+        tx.commit().ctx(|| format!("failed to commit {what}"))?;
+        Ok(out)
+    }
+
+    /// Runs `f` in a read transaction, so it sees one consistent snapshot.
+    pub(crate) fn read<T>(
+        &mut self,
+        what: &str,
+        f: impl FnOnce(&Transaction<'_>, Micros) -> Result<T>,
+    ) -> Result<T> {
+        let now = self.clock.now();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Deferred)
+            .ctx(|| format!("failed to start {what}"))?;
+        f(&tx, now)
+    }
+
+    /// `PRAGMA integrity_check`: `Ok(())` or the problems SQLite found.
+    pub fn integrity_check(&self) -> Result<()> {
+        let mut stmt = self.conn.prepare("PRAGMA integrity_check")?;
+        let rows: Vec<String> = stmt
+            .query_map([], |r| r.get(0))?
+            .collect::<std::result::Result<_, _>>()?;
+        if rows == ["ok"] {
+            Ok(())
+        } else {
+            Err(Error::Store(format!(
+                "{} failed its integrity check: {}",
+                self.path.display(),
+                rows.join("; ")
+            )))
+        }
+    }
+}
+
+const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
+
+/// Refuses a non-empty file that does not start with SQLite's magic: a corrupt or
+/// foreign file is left alone for the operator to inspect.
+fn check_header(path: &Path) -> Result<()> {
+    use std::io::Read;
+    let mut file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => {
+            return Err(Error::Io {
+                context: format!("failed to open {}", path.display()),
+                source,
+            })
+        }
+    };
+    let mut head = [0u8; 16];
+    let mut got = 0;
+    while got < head.len() {
+        match file.read(&mut head[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(source) => {
+                return Err(Error::Io {
+                    context: format!("failed to read {}", path.display()),
+                    source,
+                })
+            }
+        }
+    }
+    if got == 0 || &head[..got] == &SQLITE_MAGIC[..got] && got == 16 {
+        return Ok(());
+    }
+    Err(Error::Store(format!(
+        "{} is not a SQLite database (corrupt or foreign file): refusing to use or replace it",
+        path.display()
+    )))
+}
+
+fn open_error(path: &Path, e: rusqlite::Error) -> Error {
+    if crate::error::is_corruption(&e) {
+        Error::Store(format!(
+            "{} is corrupt ({e}): refusing to use or replace it",
+            path.display()
+        ))
+    } else {
+        Error::Sqlite {
+            context: format!("failed to open {}", path.display()),
+            source: e,
+        }
+    }
+}

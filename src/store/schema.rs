@@ -1,0 +1,142 @@
+//! Migrations keyed by `PRAGMA user_version`. Each entry of [`MIGRATIONS`] moves the
+//! schema up by one version inside the same `BEGIN IMMEDIATE` transaction that bumps
+//! the version, so concurrent first openers apply each migration exactly once.
+
+use crate::error::{Error, Result};
+use rusqlite::{Connection, TransactionBehavior};
+use std::path::Path;
+
+/// The schema version this build writes.
+pub const VERSION: i64 = MIGRATIONS.len() as i64;
+
+const MIGRATIONS: &[&str] = &[
+    // 1: tasks, dependencies, flows, claims, ledger.
+    r#"
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+    INSERT INTO meta (key, value) VALUES ('fence', 0);
+    CREATE TABLE tasks (
+        id TEXT PRIMARY KEY,
+        uuid TEXT NOT NULL UNIQUE,
+        title TEXT NOT NULL,
+        body TEXT NOT NULL DEFAULT '',
+        project TEXT,
+        phase TEXT NOT NULL,
+        priority TEXT CHECK (priority IN ('H', 'M', 'L')),
+        due INTEGER,
+        wait INTEGER,
+        status TEXT NOT NULL CHECK (status IN ('pending', 'waiting', 'completed', 'deleted')),
+        entry INTEGER NOT NULL,
+        end_at INTEGER,
+        modified INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX tasks_status ON tasks (status);
+    CREATE TABLE tags (
+        task_id TEXT NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+        tag TEXT NOT NULL,
+        PRIMARY KEY (task_id, tag)
+    ) WITHOUT ROWID;
+    CREATE TABLE deps (
+        task_id TEXT NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+        dep_id TEXT NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+        PRIMARY KEY (task_id, dep_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX deps_by_dep ON deps (dep_id);
+    CREATE TABLE annotations (
+        task_id TEXT NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+        entry INTEGER NOT NULL,
+        description TEXT NOT NULL
+    );
+    CREATE INDEX annotations_by_task ON annotations (task_id);
+    CREATE TABLE flows (project TEXT PRIMARY KEY, phases TEXT NOT NULL) WITHOUT ROWID;
+    CREATE TABLE claims (
+        task_id TEXT PRIMARY KEY REFERENCES tasks (id),
+        claimant TEXT NOT NULL,
+        lane TEXT,
+        worktree TEXT,
+        fence INTEGER NOT NULL UNIQUE,
+        lease_until INTEGER NOT NULL,
+        claimed_at INTEGER NOT NULL,
+        renewed_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX claims_by_claimant ON claims (claimant);
+    CREATE TABLE ledger (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        task_id TEXT NOT NULL,
+        at INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        actor TEXT,
+        fence INTEGER,
+        detail TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX ledger_by_task ON ledger (task_id, seq);
+    CREATE INDEX ledger_by_actor ON ledger (actor, kind, seq);
+    "#,
+];
+
+/// Brings the database at `path` up to [`VERSION`], or refuses it.
+pub fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
+    let current = user_version(conn, path)?;
+    if current == VERSION {
+        return Ok(());
+    }
+    check_not_newer(current, path)?;
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| store_err(path, e))?;
+    // Another process may have migrated while we waited for the lock.
+    let current: i64 = tx
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(|e| store_err(path, e))?;
+    check_not_newer(current, path)?;
+    if current == 0 {
+        let tables: i64 = tx
+            .query_row(
+                "SELECT count(*) FROM sqlite_schema WHERE type = 'table'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| store_err(path, e))?;
+        if tables > 0 {
+            return Err(Error::Store(format!(
+                "{} is a SQLite database but not spice's (it has tables and no spice schema version): refusing to use it",
+                path.display()
+            )));
+        }
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+        tx.execute_batch(sql).map_err(|e| store_err(path, e))?;
+        tx.pragma_update(None, "user_version", (i + 1) as i64)
+            .map_err(|e| store_err(path, e))?;
+    }
+    tx.commit().map_err(|e| store_err(path, e))?;
+    Ok(())
+}
+
+fn user_version(conn: &Connection, path: &Path) -> Result<i64> {
+    conn.query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(|e| store_err(path, e))
+}
+
+fn check_not_newer(version: i64, path: &Path) -> Result<()> {
+    if version > VERSION {
+        return Err(Error::Store(format!(
+            "{} has schema version {version}, written by a newer spice (this one knows up to {VERSION}): upgrade spice",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+fn store_err(path: &Path, e: rusqlite::Error) -> Error {
+    if crate::error::is_corruption(&e) {
+        Error::Store(format!(
+            "{} is corrupt ({e}): refusing to use or replace it",
+            path.display()
+        ))
+    } else {
+        Error::Sqlite {
+            context: format!("failed to migrate {}", path.display()),
+            source: e,
+        }
+    }
+}

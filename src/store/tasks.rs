@@ -1,0 +1,671 @@
+//! Tasks, their tags, annotations and dependencies, and phase flows.
+//!
+//! Invariants: the dependency graph stays acyclic (every new edge is checked, and an
+//! import is checked whole before anything is written); a task's phase is always one
+//! of its project's flow; a write to a claimed task comes from the claim's holder.
+
+use super::claims::{check_holder, drop_claim};
+use super::ledger::append;
+use super::resolve::resolve;
+use super::Store;
+use crate::clock::Micros;
+use crate::error::{Error, Result, SqlContext};
+use crate::stamp;
+use crate::task::{check_name, handle, Annotation, NewTask, Priority, Status, Task, DEFAULT_FLOW};
+use rusqlite::{params, OptionalExtension, Transaction};
+use std::collections::{HashMap, HashSet, VecDeque};
+
+/// Which tasks `list` returns. Empty fields do not filter.
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    pub statuses: Vec<Status>,
+    pub project: Option<String>,
+    pub phase: Option<String>,
+    pub tag: Option<String>,
+}
+
+/// A change to a task's descriptive fields; `None` leaves a field as it is.
+#[derive(Debug, Clone, Default)]
+pub struct TaskUpdate {
+    pub title: Option<String>,
+    pub body: Option<String>,
+    pub project: Option<Option<String>>,
+    pub priority: Option<Option<Priority>>,
+    pub due: Option<Option<Micros>>,
+    pub add_tags: Vec<String>,
+    pub remove_tags: Vec<String>,
+}
+
+/// What completing a phase did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PhaseOutcome {
+    pub from: String,
+    /// The next phase, or `None` when the flow is finished and the task is completed.
+    pub to: Option<String>,
+}
+
+const TASK_COLUMNS: &str =
+    "id, uuid, title, body, project, phase, priority, due, wait, status, entry, end_at, modified";
+
+fn row_to_task(r: &rusqlite::Row<'_>) -> rusqlite::Result<Task> {
+    let priority: Option<String> = r.get(6)?;
+    let status: String = r.get(9)?;
+    Ok(Task {
+        id: r.get(0)?,
+        uuid: r.get(1)?,
+        title: r.get(2)?,
+        body: r.get(3)?,
+        project: r.get(4)?,
+        phase: r.get(5)?,
+        priority: priority.and_then(|p| Priority::parse(&p).ok().flatten()),
+        due: r.get(7)?,
+        wait: r.get(8)?,
+        status: Status::parse(&status).unwrap_or(Status::Pending),
+        entry: r.get(10)?,
+        end: r.get(11)?,
+        modified: r.get(12)?,
+        depends: Vec::new(),
+        tags: Vec::new(),
+        annotations: Vec::new(),
+    })
+}
+
+impl Store {
+    /// Creates a task. `depends` are ids as typed (prefixes, handles, uuids).
+    pub fn add_task(&mut self, new: NewTask, depends: &[String]) -> Result<Task> {
+        let id = self.write("adding a task", |tx, now| {
+            let dep_ids = depends
+                .iter()
+                .map(|d| resolve(tx, d))
+                .collect::<Result<Vec<_>>>()?;
+            let id = insert_task(tx, &new, now)?;
+            for dep in dep_ids {
+                insert_dep(tx, &id, &dep)?;
+            }
+            append(tx, &id, now, "added", None, None, serde_json::json!({}))?;
+            Ok(id)
+        })?;
+        self.task(&id)
+    }
+
+    /// Resolves a typed id (stamp, prefix, handle or uuid) to a task id.
+    pub fn resolve(&mut self, input: &str) -> Result<String> {
+        self.read("looking up a task", |tx, _| resolve(tx, input))
+    }
+
+    /// One task with its tags, dependencies and annotations.
+    pub fn task(&mut self, input: &str) -> Result<Task> {
+        self.read("reading a task", |tx, _| {
+            let id = resolve(tx, input)?;
+            load_task(tx, &id)
+        })
+    }
+
+    /// Tasks matching `filter`, oldest first.
+    pub fn list(&mut self, filter: &ListFilter) -> Result<Vec<Task>> {
+        self.read("listing tasks", |tx, _| list_tasks(tx, filter))
+    }
+
+    /// The ids of open tasks that directly wait on `id`.
+    pub fn dependents(&mut self, input: &str) -> Result<Vec<String>> {
+        self.read("reading dependents", |tx, _| {
+            let id = resolve(tx, input)?;
+            let mut stmt = tx.prepare_cached(
+                "SELECT d.task_id FROM deps d JOIN tasks t ON t.id = d.task_id
+                 WHERE d.dep_id = ?1 ORDER BY d.task_id",
+            )?;
+            let rows = stmt.query_map([&id], |r| r.get(0))?;
+            Ok(rows.collect::<std::result::Result<Vec<String>, _>>()?)
+        })
+    }
+
+    pub fn modify(&mut self, input: &str, up: &TaskUpdate) -> Result<Task> {
+        let id = self.write("modifying a task", |tx, now| {
+            let id = resolve(tx, input)?;
+            if let Some(t) = &up.title {
+                check_title(t)?;
+                tx.execute("UPDATE tasks SET title = ?2 WHERE id = ?1", params![id, t])?;
+            }
+            if let Some(b) = &up.body {
+                tx.execute("UPDATE tasks SET body = ?2 WHERE id = ?1", params![id, b])?;
+            }
+            if let Some(p) = &up.project {
+                if let Some(name) = p {
+                    check_name("project", name).map_err(Error::input)?;
+                }
+                let phase: String =
+                    tx.query_row("SELECT phase FROM tasks WHERE id = ?1", [&id], |r| r.get(0))?;
+                let flow = flow_of(tx, p.as_deref())?;
+                if !flow.contains(&phase) {
+                    return Err(Error::input(format!(
+                        "cannot move task to project '{}': its phase '{phase}' is not in that project's flow ({})",
+                        p.as_deref().unwrap_or(""),
+                        flow.join(" → ")
+                    )));
+                }
+                tx.execute("UPDATE tasks SET project = ?2 WHERE id = ?1", params![id, p])?;
+            }
+            if let Some(p) = up.priority {
+                tx.execute(
+                    "UPDATE tasks SET priority = ?2 WHERE id = ?1",
+                    params![id, p.map(Priority::as_str)],
+                )?;
+            }
+            if let Some(d) = up.due {
+                tx.execute("UPDATE tasks SET due = ?2 WHERE id = ?1", params![id, d])?;
+            }
+            for t in &up.add_tags {
+                check_name("tag", t).map_err(Error::input)?;
+                tx.execute(
+                    "INSERT OR IGNORE INTO tags (task_id, tag) VALUES (?1, ?2)",
+                    params![id, t],
+                )?;
+            }
+            for t in &up.remove_tags {
+                tx.execute("DELETE FROM tags WHERE task_id = ?1 AND tag = ?2", params![id, t])?;
+            }
+            tx.execute("UPDATE tasks SET modified = ?2 WHERE id = ?1", params![id, now])?;
+            append(tx, &id, now, "modified", None, None, serde_json::json!({}))?;
+            Ok(id)
+        })?;
+        self.task(&id)
+    }
+
+    pub fn annotate(&mut self, input: &str, text: &str) -> Result<Task> {
+        let id = self.write("annotating a task", |tx, now| {
+            let id = resolve(tx, input)?;
+            tx.execute(
+                "INSERT INTO annotations (task_id, entry, description) VALUES (?1, ?2, ?3)",
+                params![id, now, text],
+            )?;
+            tx.execute(
+                "UPDATE tasks SET modified = ?2 WHERE id = ?1",
+                params![id, now],
+            )?;
+            Ok(id)
+        })?;
+        self.task(&id)
+    }
+
+    /// Makes `task` wait on `on`. Refuses an edge that would close a cycle and names it.
+    pub fn add_dep(&mut self, task: &str, on: &str) -> Result<()> {
+        self.write("adding a dependency", |tx, now| {
+            let id = resolve(tx, task)?;
+            let dep = resolve(tx, on)?;
+            if let Some(path) = path_between(tx, &dep, &id)? {
+                // path runs dep → … → id along "waits on" edges; id → dep closes it.
+                let mut cycle = vec![id.clone()];
+                cycle.extend(path);
+                return Err(Error::input(format!(
+                    "dependency cycle: {} (each waits on the next)",
+                    handles(tx, &cycle)?.join(" → ")
+                )));
+            }
+            insert_dep(tx, &id, &dep)?;
+            append(
+                tx,
+                &id,
+                now,
+                "dep_added",
+                None,
+                None,
+                serde_json::json!({ "on": dep }),
+            )?;
+            Ok(())
+        })
+    }
+
+    pub fn remove_dep(&mut self, task: &str, on: &str) -> Result<()> {
+        self.write("removing a dependency", |tx, now| {
+            let id = resolve(tx, task)?;
+            let dep = resolve(tx, on)?;
+            let n = tx.execute(
+                "DELETE FROM deps WHERE task_id = ?1 AND dep_id = ?2",
+                params![id, dep],
+            )?;
+            if n == 0 {
+                return Err(Error::input(format!("task {id} does not depend on {dep}")));
+            }
+            append(
+                tx,
+                &id,
+                now,
+                "dep_removed",
+                None,
+                None,
+                serde_json::json!({ "on": dep }),
+            )?;
+            Ok(())
+        })
+    }
+
+    /// The phase flow of `project` (its own, else the default flow).
+    pub fn flow(&mut self, project: Option<&str>) -> Result<Vec<String>> {
+        self.read("reading a flow", |tx, _| flow_of(tx, project))
+    }
+
+    /// Sets the flow of `project` (`None` = the default for projects without one).
+    /// Refused if open tasks sit in a phase the new flow drops.
+    pub fn set_flow(&mut self, project: Option<&str>, phases: &[String]) -> Result<()> {
+        if phases.is_empty() {
+            return Err(Error::input("a flow needs at least one phase"));
+        }
+        let mut seen = HashSet::new();
+        for p in phases {
+            check_name("phase", p).map_err(Error::input)?;
+            if !seen.insert(p) {
+                return Err(Error::input(format!(
+                    "phase '{p}' appears twice in the flow"
+                )));
+            }
+        }
+        self.write("setting a flow", |tx, _| {
+            let mut stmt = tx.prepare(
+                "SELECT id, phase FROM tasks WHERE status IN ('pending', 'waiting')
+                 AND (?1 IS NULL OR project = ?1)
+                 AND (?1 IS NOT NULL OR project IS NULL
+                      OR project NOT IN (SELECT project FROM flows WHERE project != ''))",
+            )?;
+            let stranded: Vec<(String, String)> = stmt
+                .query_map([project], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<std::result::Result<Vec<_>, _>>()?
+                .into_iter()
+                .filter(|(_, ph)| !phases.contains(ph))
+                .collect();
+            if let Some((id, ph)) = stranded.first() {
+                return Err(Error::input(format!(
+                    "the new flow drops phase '{ph}', which {} open task(s) are in (first: {id})",
+                    stranded.len()
+                )));
+            }
+            tx.execute(
+                "INSERT INTO flows (project, phases) VALUES (?1, ?2)
+                 ON CONFLICT (project) DO UPDATE SET phases = excluded.phases",
+                params![project.unwrap_or(""), phases.join(",")],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Moves a task to `phase` directly (an operator's correction).
+    pub fn set_phase(&mut self, input: &str, phase: &str, claimant: Option<&str>) -> Result<()> {
+        self.write("setting a phase", |tx, now| {
+            let id = resolve(tx, input)?;
+            check_holder(tx, &id, claimant, now, "set the phase of")?;
+            let project: Option<String> =
+                tx.query_row("SELECT project FROM tasks WHERE id = ?1", [&id], |r| {
+                    r.get(0)
+                })?;
+            let flow = flow_of(tx, project.as_deref())?;
+            if !flow.iter().any(|p| p == phase) {
+                return Err(Error::input(format!(
+                    "phase '{phase}' is not in the flow of {} ({})",
+                    handle(project.as_deref(), &id),
+                    flow.join(" → ")
+                )));
+            }
+            tx.execute(
+                "UPDATE tasks SET phase = ?2, modified = ?3 WHERE id = ?1",
+                params![id, phase, now],
+            )?;
+            append(
+                tx,
+                &id,
+                now,
+                "phase_set",
+                claimant,
+                None,
+                serde_json::json!({ "phase": phase }),
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Completes the task's current phase: it moves to the next phase of its flow (or
+    /// is completed after the last), and its claim is released, since the next phase
+    /// may belong to another lane.
+    pub fn complete_phase(&mut self, input: &str, claimant: Option<&str>) -> Result<PhaseOutcome> {
+        self.write("completing a phase", |tx, now| {
+            let id = resolve(tx, input)?;
+            let fence = check_holder(tx, &id, claimant, now, "complete the phase of")?;
+            let (project, phase, status): (Option<String>, String, String) = tx.query_row(
+                "SELECT project, phase, status FROM tasks WHERE id = ?1",
+                [&id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )?;
+            if status != "pending" {
+                return Err(Error::conflict(format!("task {id} is {status}, not pending")));
+            }
+            let flow = flow_of(tx, project.as_deref())?;
+            let pos = flow.iter().position(|p| *p == phase).unwrap_or(flow.len() - 1);
+            let next = flow.get(pos + 1).cloned();
+            match &next {
+                Some(to) => {
+                    tx.execute(
+                        "UPDATE tasks SET phase = ?2, modified = ?3 WHERE id = ?1",
+                        params![id, to, now],
+                    )?;
+                }
+                None => {
+                    tx.execute(
+                        "UPDATE tasks SET status = 'completed', end_at = ?2, modified = ?2 WHERE id = ?1",
+                        params![id, now],
+                    )?;
+                }
+            }
+            append(
+                tx,
+                &id,
+                now,
+                "phase_completed",
+                claimant,
+                fence,
+                serde_json::json!({ "from": phase, "to": next }),
+            )?;
+            if fence.is_some() {
+                drop_claim(tx, &id, now, "released", claimant)?;
+            }
+            Ok(PhaseOutcome { from: phase, to: next })
+        })
+    }
+
+    /// Marks a task completed, whatever its phase, releasing its claim.
+    pub fn done(&mut self, input: &str, claimant: Option<&str>) -> Result<String> {
+        self.finish(input, claimant, Status::Completed)
+    }
+
+    /// Marks a task deleted (kept, like Taskwarrior, so an export still carries it).
+    pub fn delete(&mut self, input: &str, claimant: Option<&str>) -> Result<String> {
+        self.finish(input, claimant, Status::Deleted)
+    }
+
+    fn finish(&mut self, input: &str, claimant: Option<&str>, to: Status) -> Result<String> {
+        self.write("finishing a task", |tx, now| {
+            let id = resolve(tx, input)?;
+            let verb = if to == Status::Completed {
+                "complete"
+            } else {
+                "delete"
+            };
+            let fence = check_holder(tx, &id, claimant, now, verb)?;
+            let status: String =
+                tx.query_row("SELECT status FROM tasks WHERE id = ?1", [&id], |r| {
+                    r.get(0)
+                })?;
+            if !Status::parse(&status).map(Status::is_open).unwrap_or(false) {
+                return Err(Error::conflict(format!("task {id} is already {status}")));
+            }
+            tx.execute(
+                "UPDATE tasks SET status = ?2, end_at = ?3, modified = ?3 WHERE id = ?1",
+                params![id, to.as_str(), now],
+            )?;
+            let kind = if to == Status::Completed {
+                "done"
+            } else {
+                "deleted"
+            };
+            append(tx, &id, now, kind, claimant, fence, serde_json::json!({}))?;
+            if fence.is_some() {
+                drop_claim(tx, &id, now, "released", claimant)?;
+            }
+            Ok(id)
+        })
+    }
+}
+
+/// Inserts one task row (with tags and annotations) under a fresh stamp id.
+pub(super) fn insert_task(tx: &Transaction<'_>, new: &NewTask, now: Micros) -> Result<String> {
+    check_title(&new.title)?;
+    if let Some(p) = &new.project {
+        check_name("project", p).map_err(Error::input)?;
+    }
+    for t in &new.tags {
+        check_name("tag", t).map_err(Error::input)?;
+    }
+    let flow = flow_of(tx, new.project.as_deref())?;
+    let phase = match &new.phase {
+        Some(p) if flow.contains(p) => p.clone(),
+        Some(p) => {
+            return Err(Error::input(format!(
+                "phase '{p}' is not in the flow of project '{}' ({})",
+                new.project.as_deref().unwrap_or(""),
+                flow.join(" → ")
+            )))
+        }
+        None => flow[0].clone(),
+    };
+    let id = fresh_id(tx, now)?;
+    let uuid = match &new.uuid {
+        Some(u) => u.to_ascii_lowercase(),
+        None => uuid::Uuid::new_v4().to_string(),
+    };
+    let status = new.status.unwrap_or(Status::Pending);
+    let end = new.end.or_else(|| (!status.is_open()).then_some(now));
+    tx.execute(
+        "INSERT INTO tasks (id, uuid, title, body, project, phase, priority, due, wait, status, entry, end_at, modified)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+        params![
+            id,
+            uuid,
+            new.title,
+            new.body,
+            new.project,
+            phase,
+            new.priority.map(Priority::as_str),
+            new.due,
+            new.wait,
+            status.as_str(),
+            new.entry.unwrap_or(now),
+            end,
+            now
+        ],
+    )
+    .map_err(|e| match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::ConstraintViolation) => {
+            Error::input(format!("a task with uuid {uuid} already exists"))
+        }
+        _ => e.into(),
+    })?;
+    let mut tag_stmt =
+        tx.prepare_cached("INSERT OR IGNORE INTO tags (task_id, tag) VALUES (?1, ?2)")?;
+    for t in &new.tags {
+        tag_stmt.execute(params![id, t])?;
+    }
+    let mut ann_stmt = tx.prepare_cached(
+        "INSERT INTO annotations (task_id, entry, description) VALUES (?1, ?2, ?3)",
+    )?;
+    for a in &new.annotations {
+        ann_stmt.execute(params![id, a.entry, a.description])?;
+    }
+    Ok(id)
+}
+
+pub(super) fn insert_dep(tx: &Transaction<'_>, id: &str, dep: &str) -> Result<()> {
+    if id == dep {
+        return Err(Error::input(format!(
+            "dependency cycle: {id} → {id} (a task cannot wait on itself)"
+        )));
+    }
+    tx.prepare_cached("INSERT OR IGNORE INTO deps (task_id, dep_id) VALUES (?1, ?2)")?
+        .execute(params![id, dep])?;
+    Ok(())
+}
+
+/// A stamp for `now` that no task has yet: the minter's next value, with a `-N`
+/// suffix if another process minted the same microsecond.
+fn fresh_id(tx: &Transaction<'_>, now: Micros) -> Result<String> {
+    let base = stamp::MINTER.mint(now.max(0) as u64);
+    let mut exists = tx.prepare_cached("SELECT 1 FROM tasks WHERE id = ?1")?;
+    if !exists.exists([&base])? {
+        return Ok(base);
+    }
+    for n in 1.. {
+        let candidate = stamp::with_suffix(&base, n);
+        if !exists.exists([&candidate])? {
+            return Ok(candidate);
+        }
+    }
+    unreachable!("suffixes are unbounded")
+}
+
+fn check_title(title: &str) -> Result<()> {
+    if title.trim().is_empty() {
+        return Err(Error::input("a task needs a non-empty title"));
+    }
+    Ok(())
+}
+
+pub(super) fn flow_of(tx: &Transaction<'_>, project: Option<&str>) -> Result<Vec<String>> {
+    let mut stmt = tx.prepare_cached(
+        "SELECT phases FROM flows WHERE project = ?1 UNION ALL
+         SELECT phases FROM flows WHERE project = '' LIMIT 1",
+    )?;
+    let phases: Option<String> = stmt
+        .query_row([project.unwrap_or("")], |r| r.get(0))
+        .optional()?;
+    Ok(match phases {
+        Some(p) => p.split(',').map(str::to_string).collect(),
+        None => DEFAULT_FLOW.iter().map(|s| s.to_string()).collect(),
+    })
+}
+
+pub(super) fn load_task(tx: &Transaction<'_>, id: &str) -> Result<Task> {
+    let mut task = tx
+        .query_row(
+            &format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1"),
+            [id],
+            row_to_task,
+        )
+        .optional()
+        .ctx(|| format!("failed to read task {id}"))?
+        .ok_or_else(|| Error::input(format!("unknown task '{id}'")))?;
+    let mut stmt = tx.prepare_cached("SELECT tag FROM tags WHERE task_id = ?1 ORDER BY tag")?;
+    task.tags = stmt
+        .query_map([id], |r| r.get(0))?
+        .collect::<std::result::Result<_, _>>()?;
+    let mut stmt =
+        tx.prepare_cached("SELECT dep_id FROM deps WHERE task_id = ?1 ORDER BY dep_id")?;
+    task.depends = stmt
+        .query_map([id], |r| r.get(0))?
+        .collect::<std::result::Result<_, _>>()?;
+    let mut stmt = tx.prepare_cached(
+        "SELECT entry, description FROM annotations WHERE task_id = ?1 ORDER BY entry, rowid",
+    )?;
+    task.annotations = stmt
+        .query_map([id], |r| {
+            Ok(Annotation {
+                entry: r.get(0)?,
+                description: r.get(1)?,
+            })
+        })?
+        .collect::<std::result::Result<_, _>>()?;
+    Ok(task)
+}
+
+/// Lists tasks with their tags, deps and annotations, in three bulk queries rather
+/// than three per task.
+pub(super) fn list_tasks(tx: &Transaction<'_>, filter: &ListFilter) -> Result<Vec<Task>> {
+    let statuses: Vec<&str> = filter.statuses.iter().map(|s| s.as_str()).collect();
+    let status_sql = if statuses.is_empty() {
+        "1".to_string()
+    } else {
+        format!(
+            "status IN ({})",
+            statuses
+                .iter()
+                .map(|s| format!("'{s}'"))
+                .collect::<Vec<_>>()
+                .join(",")
+        )
+    };
+    let sql = format!(
+        "SELECT {TASK_COLUMNS} FROM tasks WHERE {status_sql}
+         AND (?1 IS NULL OR project = ?1) AND (?2 IS NULL OR phase = ?2)
+         AND (?3 IS NULL OR id IN (SELECT task_id FROM tags WHERE tag = ?3))
+         ORDER BY id"
+    );
+    let mut stmt = tx.prepare(&sql)?;
+    let mut tasks: Vec<Task> = stmt
+        .query_map(
+            params![filter.project, filter.phase, filter.tag],
+            row_to_task,
+        )?
+        .collect::<std::result::Result<_, _>>()?;
+    let index: HashMap<String, usize> = tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.id.clone(), i))
+        .collect();
+    let mut stmt = tx.prepare("SELECT task_id, tag FROM tags ORDER BY task_id, tag")?;
+    let mut rows = stmt.query([])?;
+    while let Some(r) = rows.next()? {
+        let id: String = r.get(0)?;
+        if let Some(&i) = index.get(&id) {
+            tasks[i].tags.push(r.get(1)?);
+        }
+    }
+    let mut stmt = tx.prepare("SELECT task_id, dep_id FROM deps ORDER BY task_id, dep_id")?;
+    let mut rows = stmt.query([])?;
+    while let Some(r) = rows.next()? {
+        let id: String = r.get(0)?;
+        if let Some(&i) = index.get(&id) {
+            tasks[i].depends.push(r.get(1)?);
+        }
+    }
+    let mut stmt = tx.prepare(
+        "SELECT task_id, entry, description FROM annotations ORDER BY task_id, entry, rowid",
+    )?;
+    let mut rows = stmt.query([])?;
+    while let Some(r) = rows.next()? {
+        let id: String = r.get(0)?;
+        if let Some(&i) = index.get(&id) {
+            tasks[i].annotations.push(Annotation {
+                entry: r.get(1)?,
+                description: r.get(2)?,
+            });
+        }
+    }
+    Ok(tasks)
+}
+
+/// A path `from → … → to` along "waits on" edges, if there is one (breadth-first, so
+/// the cycle reported is a shortest one).
+fn path_between(tx: &Transaction<'_>, from: &str, to: &str) -> Result<Option<Vec<String>>> {
+    let mut stmt = tx.prepare_cached("SELECT dep_id FROM deps WHERE task_id = ?1")?;
+    let mut parent: HashMap<String, String> = HashMap::new();
+    let mut queue = VecDeque::from([from.to_string()]);
+    let mut seen = HashSet::from([from.to_string()]);
+    while let Some(cur) = queue.pop_front() {
+        if cur == to {
+            let mut path = vec![cur.clone()];
+            let mut at = cur;
+            while let Some(p) = parent.get(&at) {
+                path.push(p.clone());
+                at = p.clone();
+            }
+            path.reverse();
+            return Ok(Some(path));
+        }
+        let next: Vec<String> = stmt
+            .query_map([&cur], |r| r.get(0))?
+            .collect::<std::result::Result<_, _>>()?;
+        for n in next {
+            if seen.insert(n.clone()) {
+                parent.insert(n.clone(), cur.clone());
+                queue.push_back(n);
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// The handles of `ids`, for messages.
+pub(super) fn handles(tx: &Transaction<'_>, ids: &[String]) -> Result<Vec<String>> {
+    let mut stmt = tx.prepare_cached("SELECT project FROM tasks WHERE id = ?1")?;
+    ids.iter()
+        .map(|id| {
+            let project: Option<String> = stmt.query_row([id], |r| r.get(0)).optional()?.flatten();
+            Ok(handle(project.as_deref(), id))
+        })
+        .collect()
+}
