@@ -85,7 +85,7 @@ impl<T> SqlContext<T> for std::result::Result<T, rusqlite::Error> {
 impl From<rusqlite::Error> for Error {
     fn from(source: rusqlite::Error) -> Self {
         Error::Sqlite {
-            context: "database".into(),
+            context: "database error".into(),
             source,
         }
     }

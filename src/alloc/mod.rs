@@ -1,6 +1,6 @@
 //! The allocator: which ready task a claimant should take next.
 //!
-//! Ready = pending (or waiting past its wait date), every dependency finished, no
+//! Ready = open (pending or waiting) and past its wait date if it has one, every dependency finished, no
 //! claim on it (a lapsed lease still holds the task until it is taken over), and inside
 //! the caller's project/phase filter. Ready tasks are ranked by, in order:
 //! 1. inherited priority: the highest priority among the task and every open task that
@@ -16,7 +16,7 @@ pub mod next;
 pub mod urgency;
 
 use crate::clock::Micros;
-use crate::task::{priority_str, Priority, Status, Task};
+use crate::task::{priority_str, Priority, Task};
 use serde::Serialize;
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
@@ -95,8 +95,9 @@ pub fn rank(input: &Input<'_>) -> Vec<Candidate> {
         .iter()
         .enumerate()
         .filter(|(i, t)| {
-            let awake = t.status == Status::Pending
-                || (t.status == Status::Waiting && t.wait.is_some_and(|w| w <= input.now));
+            // Taskwarrior turns "waiting" into "pending" with a future wait date on
+            // import, so the wait date decides, whatever the status says.
+            let awake = t.status.is_open() && t.wait.is_none_or(|w| w <= input.now);
             awake
                 && waits_on[*i].is_empty()
                 && !input.claimed.contains(t.id.as_str())

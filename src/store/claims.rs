@@ -157,9 +157,11 @@ fn not_ready(tx: &Transaction<'_>, id: &str, now: Micros) -> Result<Option<Strin
     let (status, wait): (String, Option<Micros>) = tx
         .prepare_cached("SELECT status, wait FROM tasks WHERE id = ?1")?
         .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))?;
-    let waiting_over = status == "waiting" && wait.is_some_and(|w| w <= now);
-    if status != "pending" && !waiting_over {
+    if status != "pending" && status != "waiting" {
         return Ok(Some(format!("it is {status}")));
+    }
+    if let Some(w) = wait.filter(|w| *w > now) {
+        return Ok(Some(format!("it waits until {}", when::rfc3339(w))));
     }
     if let Some(c) = claim_of(tx, id)? {
         return Ok(Some(if c.is_live(now) {

@@ -102,8 +102,10 @@ impl Store {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .ctx(|| format!("failed to start {what}"))?;
-        let out = f(&tx, now)?;
-        tx.commit().ctx(|| format!("failed to commit {what}"))?;
+        let out = f(&tx, now).map_err(|e| corrupt(&self.path, e))?;
+        tx.commit()
+            .ctx(|| format!("failed to commit {what}"))
+            .map_err(|e| corrupt(&self.path, e))?;
         Ok(out)
     }
 
@@ -118,15 +120,17 @@ impl Store {
             .conn
             .transaction_with_behavior(TransactionBehavior::Deferred)
             .ctx(|| format!("failed to start {what}"))?;
-        f(&tx, now)
+        f(&tx, now).map_err(|e| corrupt(&self.path, e))
     }
 
     /// `PRAGMA integrity_check`: `Ok(())` or the problems SQLite found.
     pub fn integrity_check(&self) -> Result<()> {
-        let mut stmt = self.conn.prepare("PRAGMA integrity_check")?;
-        let rows: Vec<String> = stmt
-            .query_map([], |r| r.get(0))?
-            .collect::<std::result::Result<_, _>>()?;
+        let rows: Vec<String> = (|| {
+            let mut stmt = self.conn.prepare("PRAGMA integrity_check")?;
+            let rows = stmt.query_map([], |r| r.get(0))?;
+            rows.collect::<std::result::Result<_, _>>()
+        })()
+        .map_err(|e| corrupt(&self.path, e.into()))?;
         if rows == ["ok"] {
             Ok(())
         } else {
@@ -176,6 +180,17 @@ fn check_header(path: &Path) -> Result<()> {
         "{} is not a SQLite database (corrupt or foreign file): refusing to use or replace it",
         path.display()
     )))
+}
+
+/// Turns SQLite's "malformed" errors into a refusal that names the file.
+fn corrupt(path: &Path, e: Error) -> Error {
+    match e {
+        Error::Sqlite { source, .. } if crate::error::is_corruption(&source) => Error::Store(format!(
+            "{} is corrupt ({source}): refusing to use or replace it; inspect it with `spice store check`",
+            path.display()
+        )),
+        other => other,
+    }
 }
 
 fn open_error(path: &Path, e: rusqlite::Error) -> Error {

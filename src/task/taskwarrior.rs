@@ -28,25 +28,23 @@ pub fn parse_export(text: &str, source: &str) -> Result<Vec<TwTask>, Error> {
         let msg = e.to_string();
         let suffix = format!(" at line {} column {}", e.line(), e.column());
         let msg = msg.strip_suffix(&suffix).unwrap_or(&msg);
+        let column = e.column();
         Error::input(format!(
-            "{source}: invalid JSON at line {line} column {}: {msg}",
-            e.column()
+            "{source}: invalid JSON at line {line} column {column}: {msg}"
         ))
     };
     let mut items = Vec::new();
     if text.trim_start().starts_with('[') {
         let all: Vec<Value> = serde_json::from_str(text).map_err(|e| syntax(&e, e.line()))?;
-        items.extend(
-            all.into_iter()
-                .enumerate()
-                .map(|(i, v)| (format!("task {}", i + 1), v)),
-        );
+        for (i, v) in all.into_iter().enumerate() {
+            items.push((format!("task {}", i + 1), v));
+        }
     } else {
-        for (i, line) in text
+        let lines = text
             .lines()
             .enumerate()
-            .filter(|(_, l)| !l.trim().is_empty())
-        {
+            .filter(|(_, l)| !l.trim().is_empty());
+        for (i, line) in lines {
             let v = serde_json::from_str(line).map_err(|e| syntax(&e, i + 1))?;
             items.push((format!("line {}", i + 1), v));
         }
@@ -63,17 +61,12 @@ pub fn parse_export(text: &str, source: &str) -> Result<Vec<TwTask>, Error> {
             let found = kind(&value);
             return Err(fail(None, format!("expected a JSON object, found {found}")));
         };
-        let uuid = match obj.get("uuid") {
-            Some(v) => string(v)
-                .and_then(uuid_of)
-                .map_err(|m| fail(None, field("uuid", m)))?,
-            None => return Err(fail(None, field("uuid", "missing".into()))),
-        };
+        let uuid = obj.get("uuid").ok_or_else(|| "missing".to_string());
+        let uuid = uuid.and_then(|v| uuid_of(string(v)?));
+        let uuid = uuid.map_err(|m| fail(None, field("uuid", m)))?;
         if let Some(first) = seen.get(&uuid) {
-            return Err(fail(
-                Some(&uuid),
-                format!("duplicate uuid, also at {first}"),
-            ));
+            let why = format!("duplicate uuid, also at {first}");
+            return Err(fail(Some(&uuid), why));
         }
         let task = parse_fields(&obj, &uuid).map_err(|(f, m)| fail(Some(&uuid), field(f, m)))?;
         seen.insert(uuid, pos);
@@ -119,7 +112,7 @@ fn parse_fields(obj: &Map<String, Value>, uuid: &str) -> Result<TwTask, (&'stati
         None => None,
     };
     let depends = match get("depends") {
-        // 2.6.0 and earlier write a comma-separated string; 2.6.1+ and 3.x write an array.
+        // Older 2.x releases write one comma-separated string; 2.6.2 and 3.x write an array.
         Some(Value::String(s)) => s
             .split(',')
             .filter(|d| !d.trim().is_empty())
@@ -153,7 +146,7 @@ fn parse_fields(obj: &Map<String, Value>, uuid: &str) -> Result<TwTask, (&'stati
     })
 }
 
-fn annotation(v: &Value) -> Result<Annotation, String> {
+fn annotation(v: &Value) -> Res<Annotation> {
     let Value::Object(o) = v else {
         return Err(format!("expected an object, found {}", kind(v)));
     };
@@ -178,13 +171,13 @@ fn list<T>(v: Option<&Value>, f: impl Fn(usize, &Value) -> Res<T>) -> Res<Vec<T>
     }
 }
 
-fn string(v: &Value) -> Result<&str, String> {
+fn string(v: &Value) -> Res<&str> {
     v.as_str()
         .ok_or_else(|| format!("expected a string, found {}", kind(v)))
 }
 
 /// Checks the 8-4-4-4-12 hex shape and lowercases, so uuids compare equal however they were typed.
-fn uuid_of(s: &str) -> Result<String, String> {
+fn uuid_of(s: &str) -> Res<String> {
     let ok = s.len() == 36
         && s.char_indices().all(|(i, c)| match i {
             8 | 13 | 18 | 23 => c == '-',
@@ -194,7 +187,7 @@ fn uuid_of(s: &str) -> Result<String, String> {
         Ok(s.to_ascii_lowercase())
     } else {
         Err(format!(
-            "invalid uuid '{s}': expected 36 characters like 3f2a0c4e-1b2d-4e5f-8a9b-0c1d2e3f4a5b"
+            "invalid uuid '{s}': expected 32 hex digits as 8-4-4-4-12"
         ))
     }
 }
@@ -219,6 +212,7 @@ pub fn export(tasks: &[Task], uuid_of: &HashMap<String, String>) -> Value {
         let deps: Vec<&String> = t.depends.iter().filter_map(|d| uuid_of.get(d)).collect();
         let note = |a: &Annotation| json!({"entry": tw(a.entry), "description": a.description});
         let notes: Vec<Value> = t.annotations.iter().map(note).collect();
+        let body = some(t.body.clone().into(), !t.body.is_empty());
         let mut o = json!({
             "uuid": t.uuid, "description": t.title, "status": t.status.as_str(),
             "entry": tw(t.entry), "modified": tw(t.modified), "phase": t.phase,
@@ -233,10 +227,7 @@ pub fn export(tasks: &[Task], uuid_of: &HashMap<String, String>) -> Value {
             // The array form: what 2.6.2 and 3.x export, and what both import.
             ("depends", some(json!(deps), !deps.is_empty())),
             ("annotations", some(notes.into(), !t.annotations.is_empty())),
-            (
-                "spice_body",
-                some(t.body.clone().into(), !t.body.is_empty()),
-            ),
+            ("spice_body", body),
         ];
         for (k, v) in optional.into_iter().filter_map(|(k, v)| Some((k, v?))) {
             o[k] = v;
@@ -333,7 +324,7 @@ mod tests {
             r#"{"uuid":"{A}","description":"a"}|{"uuid":"{B}","priority":"Z","description":"b"}
                => tasks.json: line 2 (uuid {B}): field 'priority': invalid priority 'Z': expected H, M, L or none"#,
             r#"[{"description":"d"}] => tasks.json: task 1: field 'uuid': missing"#,
-            r#"[{"uuid":"abc"}] => tasks.json: task 1: field 'uuid': invalid uuid 'abc': expected 36 characters like 3f2a0c4e-1b2d-4e5f-8a9b-0c1d2e3f4a5b"#,
+            r#"[{"uuid":"abc"}] => tasks.json: task 1: field 'uuid': invalid uuid 'abc': expected 32 hex digits as 8-4-4-4-12"#,
             r#"[1] => tasks.json: task 1: expected a JSON object, found a number"#,
             r#""s" => tasks.json: line 1: expected a JSON object, found a string"#,
             r#"[|{"uuid": 1,|"description" 5}] => tasks.json: invalid JSON at line 3 column 15: expected `:`"#,
@@ -367,17 +358,12 @@ mod tests {
                 description: "n".into(),
             }],
         };
-        let mut child = Task {
-            id: "s2".into(),
-            uuid: B.into(),
-            title: "child".into(),
-            ..base.clone()
-        };
+        let mut child = base.clone();
+        (child.id, child.uuid, child.title) = ("s2".into(), B.into(), "child".into());
         (child.body, child.project, child.priority, child.due) = (String::new(), None, None, None);
-        (child.wait, child.end, child.status) =
-            (Some(1_893_456_000_000_000), None, Status::Waiting);
+        (child.wait, child.end) = (Some(1_893_456_000_000_000), None); // 20300101T000000Z
         (child.tags, child.annotations, child.phase) = (vec![], vec![], "todo".into());
-        child.depends = vec!["s1".into()];
+        (child.status, child.depends) = (Status::Waiting, vec!["s1".into()]);
         vec![base, child]
     }
 
@@ -386,28 +372,24 @@ mod tests {
     }
 
     #[test]
-    fn export_shape() {
+    fn export_shape_and_round_trip() {
         let v = export(&sample(), &ids());
-        assert_eq!(
-            v,
-            json!([
-                {"uuid": A, "description": "base", "status": "completed", "entry": "20260101T120000Z",
-                 "modified": "20260202T000000Z", "phase": "review", "project": "SPICE", "priority": "M",
-                 "due": "20261101T120000Z", "end": "20260201T000000Z", "tags": ["alpha"],
-                 "annotations": [{"entry": "20260103T120000Z", "description": "n"}], "spice_body": "the body"},
-                {"uuid": B, "description": "child", "status": "waiting", "entry": "20260101T120000Z",
-                 "modified": "20260202T000000Z", "phase": "todo", "wait": "20300101T000000Z", "depends": [A]},
-            ])
-        );
+        let want = json!([
+            {"uuid": A, "description": "base", "status": "completed", "phase": "review",
+             "entry": "20260101T120000Z", "modified": "20260202T000000Z", "due": "20261101T120000Z",
+             "end": "20260201T000000Z", "project": "SPICE", "priority": "M", "tags": ["alpha"],
+             "annotations": [{"entry": "20260103T120000Z", "description": "n"}],
+             "spice_body": "the body"},
+            {"uuid": B, "description": "child", "status": "waiting", "phase": "todo", "depends": [A],
+             "entry": "20260101T120000Z", "modified": "20260202T000000Z", "wait": "20300101T000000Z"},
+        ]);
+        assert_eq!(v, want);
         // A dependency with no known uuid is left out rather than written as a non-uuid.
         let unmapped = export(&sample(), &HashMap::new());
         assert!(unmapped[1].get("depends").is_none());
-    }
 
-    #[test]
-    fn export_then_parse_round_trips() {
-        let tasks = sample();
-        let text = serde_json::to_string_pretty(&export(&tasks, &ids())).unwrap();
+        // Parsing the export gives back every field spice keeps, bar id and modified.
+        let (tasks, text) = (sample(), v.to_string());
         let by_uuid: HashMap<_, _> = ids().into_iter().map(|(i, u)| (u, i)).collect();
         for (t, p) in tasks.iter().zip(parse_export(&text, "rt").unwrap()) {
             let n = p.new;

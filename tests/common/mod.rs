@@ -1,0 +1,146 @@
+//! A hermetic environment for driving the real `spice` binary: a temporary git
+//! repository, a temporary `SPICE_HOME`, and a cleared environment.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+pub struct TestEnv {
+    pub dir: tempfile::TempDir,
+    pub repo: PathBuf,
+    pub home: PathBuf,
+}
+
+/// What a run of the binary produced.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// Asserts success and returns stdout.
+    #[track_caller]
+    pub fn ok(&self) -> &str {
+        assert_eq!(
+            self.code, 0,
+            "expected success; stderr: {}\nstdout: {}",
+            self.stderr, self.stdout
+        );
+        &self.stdout
+    }
+    /// Asserts failure with `code` and a one-line `spice: ` error containing `needle`.
+    #[track_caller]
+    pub fn fails(&self, code: i32, needle: &str) -> String {
+        assert_eq!(
+            self.code, code,
+            "wrong exit code; stderr: {}\nstdout: {}",
+            self.stderr, self.stdout
+        );
+        let err = self.stderr.trim_end();
+        assert!(
+            err.starts_with("spice: "),
+            "error must start with 'spice: ': {err:?}"
+        );
+        assert!(!err.contains('\n'), "error must be one line: {err:?}");
+        assert!(
+            err.contains(needle),
+            "error {err:?} should mention {needle:?}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+        err.to_string()
+    }
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(self.ok()).unwrap_or_else(|e| panic!("bad JSON {e}: {}", self.stdout))
+    }
+}
+
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_spice"))
+}
+
+impl TestEnv {
+    pub fn new() -> TestEnv {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let repo = dir.path().join("repo");
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&repo).unwrap();
+        let st = Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(&repo)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .status()
+            .expect("git runs");
+        assert!(st.success());
+        TestEnv { dir, repo, home }
+    }
+
+    /// A command for the binary with a cleared environment, `SPICE_HOME` set, run in the repo.
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(bin());
+        c.args(args)
+            .current_dir(&self.repo)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.dir.path())
+            .env("SPICE_HOME", &self.home)
+            .stdin(Stdio::null());
+        c
+    }
+
+    pub fn run(&self, args: &[&str]) -> Run {
+        to_run(self.cmd(args).output().expect("spice runs"))
+    }
+
+    pub fn run_stdin(&self, args: &[&str], input: &str) -> Run {
+        use std::io::Write;
+        let mut child = self
+            .cmd(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spice runs");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        to_run(child.wait_with_output().unwrap())
+    }
+
+    /// Adds a task and returns its id.
+    pub fn add(&self, args: &[&str]) -> String {
+        let mut a = vec!["task", "add", "--json"];
+        a.extend_from_slice(args);
+        self.run(&a).json()["id"].as_str().unwrap().to_string()
+    }
+
+    pub fn db(&self) -> PathBuf {
+        self.home.join("spice.db")
+    }
+
+    /// A read-only look at the database, for assertions the CLI does not expose.
+    pub fn sql(&self) -> rusqlite::Connection {
+        rusqlite::Connection::open_with_flags(self.db(), rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap()
+    }
+
+    pub fn count(&self, sql: &str) -> i64 {
+        self.sql().query_row(sql, [], |r| r.get(0)).unwrap()
+    }
+}
+
+pub fn to_run(o: Output) -> Run {
+    Run {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+pub fn shared_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared")
+}

@@ -1,0 +1,239 @@
+//! `spice task` as a user drives it: adding, finding, listing, dependencies, flows.
+
+mod common;
+use common::TestEnv;
+
+#[test]
+fn add_list_show_and_handles() {
+    let env = TestEnv::new();
+    let a = env.add(&[
+        "Write",
+        "the",
+        "parser",
+        "--project",
+        "app",
+        "--priority",
+        "L",
+        "--tag",
+        "rust",
+    ]);
+    let b = env.add(&[
+        "Ship",
+        "--project",
+        "app",
+        "--priority",
+        "H",
+        "--depends",
+        &a,
+        "--due",
+        "2026-12-01",
+    ]);
+    assert_eq!(a.len(), 9, "ids are 9-character stamps");
+    assert!(a < b, "stamps sort in time order");
+    let list = env.run(&["task", "list", "--json"]).json();
+    assert_eq!(list.as_array().unwrap().len(), 2);
+    assert_eq!(list[0]["description"], "Write the parser");
+    assert_eq!(list[1]["depends"][0], a.as_str());
+    assert_eq!(list[1]["due"], "2026-12-01T00:00:00Z");
+    // The handle, a unique prefix of the handle's stamp and the uuid all resolve.
+    let uuid = list[0]["uuid"].as_str().unwrap().to_string();
+    for input in [
+        format!("app-{a}"),
+        format!("app-{}", &a[..8]),
+        uuid,
+        a.clone(),
+    ] {
+        let shown = env.run(&["task", "show", &input, "--json"]).json();
+        assert_eq!(shown["id"], a.as_str(), "{input}");
+        assert_eq!(shown["dependents"][0], b.as_str());
+    }
+    let text = env.run(&["task", "show", &b]).ok().to_string();
+    assert!(text.contains("waits on") && text.contains(&a), "{text}");
+}
+
+#[test]
+fn state_directory_rules() {
+    let env = TestEnv::new();
+    // Without SPICE_HOME, state lives under the git common dir, reached from a worktree too.
+    let out = env
+        .cmd(&["store", "path"])
+        .env_remove("SPICE_HOME")
+        .output()
+        .unwrap();
+    let path = String::from_utf8(out.stdout).unwrap();
+    assert!(path.trim().ends_with(".git/spice/spice.db"), "{path}");
+    // Outside any repository and without SPICE_HOME: said plainly.
+    let outside = env.dir.path().join("plain");
+    std::fs::create_dir_all(&outside).unwrap();
+    let out = env
+        .cmd(&["task", "list"])
+        .env_remove("SPICE_HOME")
+        .env("GIT_CEILING_DIRECTORIES", env.dir.path())
+        .current_dir(&outside)
+        .output()
+        .unwrap();
+    let run = common::to_run(out);
+    run.fails(2, "not inside a git repository and SPICE_HOME is not set");
+    // With SPICE_HOME, it works anywhere.
+    let run = common::to_run(
+        env.cmd(&["task", "list"])
+            .current_dir(&outside)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(run.ok().trim(), "no tasks");
+}
+
+#[test]
+fn ambiguous_and_unknown_ids_are_refused() {
+    let env = TestEnv::new();
+    let a = env.add(&["one"]);
+    let b = env.add(&["two"]);
+    let common: String = a
+        .chars()
+        .zip(b.chars())
+        .take_while(|(x, y)| x == y)
+        .map(|(x, _)| x)
+        .collect();
+    assert!(!common.is_empty());
+    env.run(&["task", "show", &common])
+        .fails(2, "ambiguous task");
+    env.run(&["task", "show", "zzzzzzzzz"])
+        .fails(2, "unknown task 'zzzzzzzzz'");
+    env.run(&["task", "done", "no such id"])
+        .fails(2, "unknown task");
+    // Stamps are case-sensitive: a prefix in the wrong case matches nothing.
+    let upper = a.to_ascii_uppercase();
+    if upper != a {
+        let r = env.run(&["task", "show", &upper]);
+        assert_ne!(r.code, 0);
+    }
+}
+
+#[test]
+fn cycles_are_refused_and_named() {
+    let env = TestEnv::new();
+    let a = env.add(&["a", "--project", "p"]);
+    let b = env.add(&["b", "--project", "p", "--depends", &a]);
+    let c = env.add(&["c", "--project", "p", "--depends", &b]);
+    let before = env.count("SELECT count(*) FROM deps");
+    let err = env
+        .run(&["task", "dep", &a, "--on", &c])
+        .fails(2, "dependency cycle");
+    assert!(
+        err.contains(&format!("p-{a} → p-{c} → p-{b} → p-{a}")),
+        "{err}"
+    );
+    env.run(&["task", "dep", &a, "--on", &a]).fails(2, "cycle");
+    assert_eq!(
+        env.count("SELECT count(*) FROM deps"),
+        before,
+        "nothing written"
+    );
+    env.run(&["task", "dep", &c, "--remove", &b]).ok();
+    env.run(&["task", "dep", &a, "--on", &c]).ok();
+}
+
+#[test]
+fn bad_input_is_one_line_and_writes_nothing() {
+    let env = TestEnv::new();
+    env.add(&["seed"]);
+    let tasks = env.count("SELECT count(*) FROM tasks");
+    let ledger = env.count("SELECT count(*) FROM ledger");
+    env.run(&["task", "add", "x", "--priority", "X"])
+        .fails(2, "invalid priority 'X'");
+    env.run(&["task", "add", "x", "--due", "someday"])
+        .fails(2, "invalid date 'someday'");
+    env.run(&["task", "add", "x", "--depends", "nope"])
+        .fails(2, "unknown task 'nope'");
+    env.run(&["task", "add", "x", "--phase", "qa"])
+        .fails(2, "phase 'qa' is not in the flow");
+    env.run(&["task", "add", "x", "--project", "has space"])
+        .fails(2, "invalid project");
+    env.run(&["task", "add", " "]).fails(2, "non-empty title");
+    env.run(&[
+        "task",
+        "claim",
+        "x",
+        "--claimant",
+        "c",
+        "--lease",
+        "forever",
+    ])
+    .fails(2, "invalid duration 'forever'");
+    env.run(&["task", "bogus"])
+        .fails(2, "unrecognized subcommand");
+    assert_eq!(env.count("SELECT count(*) FROM tasks"), tasks);
+    assert_eq!(env.count("SELECT count(*) FROM ledger"), ledger);
+}
+
+#[test]
+fn flows_and_phases() {
+    let env = TestEnv::new();
+    env.run(&["task", "flow", "--project", "web", "plan", "todo", "verify"])
+        .ok();
+    assert_eq!(
+        env.run(&["task", "flow", "--project", "web"]).ok().trim(),
+        "plan → todo → verify"
+    );
+    assert_eq!(env.run(&["task", "flow"]).ok().trim(), "todo → review");
+    let t = env.add(&["page", "--project", "web"]);
+    assert_eq!(
+        env.run(&["task", "show", &t, "--json"]).json()["phase"],
+        "plan"
+    );
+    env.run(&["task", "phase", &t, "--done"]).ok();
+    env.run(&["task", "phase", &t, "--done"]).ok();
+    let out = env.run(&["task", "phase", &t, "--done", "--json"]).json();
+    assert_eq!(out["from"], "verify");
+    assert!(out["to"].is_null());
+    assert_eq!(
+        env.run(&["task", "show", &t, "--json"]).json()["status"],
+        "completed"
+    );
+    // A flow that would strand open tasks is refused.
+    let u = env.add(&["other", "--project", "web"]);
+    env.run(&["task", "phase", &u, "todo"]).ok();
+    env.run(&["task", "flow", "--project", "web", "plan", "verify"])
+        .fails(2, "drops phase 'todo'");
+}
+
+#[test]
+fn ledger_records_the_life_of_a_task() {
+    let env = TestEnv::new();
+    let t = env.add(&["work"]);
+    env.run(&[
+        "task",
+        "claim",
+        &t,
+        "--claimant",
+        "s1",
+        "--worktree",
+        "/w/1",
+    ])
+    .ok();
+    env.run(&["task", "phase", &t, "--done", "--claimant", "s1"])
+        .ok();
+    env.run(&["task", "claim", &t, "--claimant", "s2"]).ok();
+    env.run(&["task", "done", &t, "--claimant", "s2"]).ok();
+    let kinds: Vec<String> = env
+        .run(&["task", "ledger", &t, "--json"])
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "added",
+            "claimed",
+            "phase_completed",
+            "released",
+            "claimed",
+            "done",
+            "released"
+        ]
+    );
+}
