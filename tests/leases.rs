@@ -158,7 +158,7 @@ fn blocked_and_finished_tasks_cannot_be_claimed() {
                 title: "later".into(),
                 ..NewTask::default()
             },
-            &[id.clone()],
+            std::slice::from_ref(&id),
         )
         .unwrap();
     conflict(

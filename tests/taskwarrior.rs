@@ -13,7 +13,14 @@ fn graph(n: usize) -> Vec<serde_json::Value> {
     let uuid = |i: usize| format!("{i:08x}-0000-4000-8000-000000000000");
     (0..n)
         .map(|i| {
-            let status = ["pending", "pending", "pending", "completed", "deleted", "waiting"][i % 6];
+            let status = [
+                "pending",
+                "pending",
+                "pending",
+                "completed",
+                "deleted",
+                "waiting",
+            ][i % 6];
             let mut t = serde_json::json!({
                 "id": i + 1,
                 "uuid": uuid(i),
@@ -35,7 +42,8 @@ fn graph(n: usize) -> Vec<serde_json::Value> {
                 t["priority"] = "H".into();
             }
             if i % 5 == 0 {
-                t["annotations"] = serde_json::json!([{"entry": "20261101T130000Z", "description": "a note"}]);
+                t["annotations"] =
+                    serde_json::json!([{"entry": "20261101T130000Z", "description": "a note"}]);
             }
             let deps: Vec<String> = [i.wrapping_sub(1), i.wrapping_sub(7)]
                 .into_iter()
@@ -43,7 +51,11 @@ fn graph(n: usize) -> Vec<serde_json::Value> {
                 .map(uuid)
                 .collect();
             if !deps.is_empty() {
-                t["depends"] = if i % 2 == 0 { deps.join(",").into() } else { serde_json::json!(deps) };
+                t["depends"] = if i % 2 == 0 {
+                    deps.join(",").into()
+                } else {
+                    serde_json::json!(deps)
+                };
             }
             t
         })
@@ -58,7 +70,9 @@ fn shape(export: &serde_json::Value) -> BTreeMap<String, (String, String, BTreeS
         .iter()
         .map(|t| {
             let deps: BTreeSet<String> = match &t["depends"] {
-                serde_json::Value::Array(a) => a.iter().map(|d| d.as_str().unwrap().to_string()).collect(),
+                serde_json::Value::Array(a) => {
+                    a.iter().map(|d| d.as_str().unwrap().to_string()).collect()
+                }
                 serde_json::Value::String(s) => s.split(',').map(str::to_string).collect(),
                 _ => BTreeSet::new(),
             };
@@ -69,7 +83,11 @@ fn shape(export: &serde_json::Value) -> BTreeMap<String, (String, String, BTreeS
             };
             (
                 t["uuid"].as_str().unwrap().to_string(),
-                (t["description"].as_str().unwrap().to_string(), status.to_string(), deps),
+                (
+                    t["description"].as_str().unwrap().to_string(),
+                    status.to_string(),
+                    deps,
+                ),
             )
         })
         .collect()
@@ -79,11 +97,24 @@ fn shape(export: &serde_json::Value) -> BTreeMap<String, (String, String, BTreeS
 fn imports_an_export_and_writes_it_back() {
     let env = TestEnv::new();
     let input = serde_json::Value::Array(graph(120));
-    let out = env.run_stdin(&["task", "import", "--taskwarrior", "-", "--json"], &input.to_string()).json();
+    let out = env
+        .run_stdin(
+            &["task", "import", "--taskwarrior", "-", "--json"],
+            &input.to_string(),
+        )
+        .json();
     assert_eq!(out["added"], 120);
-    assert_eq!(env.count("SELECT count(*) FROM tasks WHERE status = 'completed'"), 20);
+    assert_eq!(
+        env.count("SELECT count(*) FROM tasks WHERE status = 'completed'"),
+        20
+    );
     // Importing again updates in place: no duplicates.
-    let again = env.run_stdin(&["task", "import", "--taskwarrior", "-", "--json"], &input.to_string()).json();
+    let again = env
+        .run_stdin(
+            &["task", "import", "--taskwarrior", "-", "--json"],
+            &input.to_string(),
+        )
+        .json();
     assert_eq!(again["updated"], 120);
     assert_eq!(env.count("SELECT count(*) FROM tasks"), 120);
     let exported = env.run(&["task", "export", "--taskwarrior"]).json();
@@ -92,8 +123,14 @@ fn imports_an_export_and_writes_it_back() {
     assert_eq!(first["entry"], "20261101T120000Z");
     assert_eq!(first["annotations"][0]["description"], "a note");
     // Waiting tasks (wait in 2099) are not ready.
-    let next = env.run(&["task", "next", "--json", "--limit", "1000"]).json();
-    assert!(next.as_array().unwrap().iter().all(|c| c["description"] != "task 5"));
+    let next = env
+        .run(&["task", "next", "--json", "--limit", "1000"])
+        .json();
+    assert!(next
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["description"] != "task 5"));
 }
 
 #[test]
@@ -122,17 +159,28 @@ fn malformed_exports_are_refused_whole() {
         let r = env.run_stdin(&["task", "import", "--taskwarrior", "-"], &text);
         r.fails(2, needle);
         assert!(r.stderr.contains("<stdin>"), "{}", r.stderr);
-        assert_eq!(env.count("SELECT count(*) FROM tasks"), 1, "nothing written for {needle}");
+        assert_eq!(
+            env.count("SELECT count(*) FROM tasks"),
+            1,
+            "nothing written for {needle}"
+        );
     }
     let missing = env.dir.path().join("nope.json");
-    env.run(&["task", "import", "--taskwarrior", missing.to_str().unwrap()]).fails(2, "no such file");
+    env.run(&["task", "import", "--taskwarrior", missing.to_str().unwrap()])
+        .fails(2, "no such file");
 }
 
 fn taskwarrior() -> Option<&'static str> {
-    let found = Command::new("task").arg("--version").output().is_ok_and(|o| o.status.success());
+    let found = Command::new("task")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
     if !found {
         // CI installs it; a developer machine without it says so instead of passing silently.
-        assert!(std::env::var_os("CI").is_none(), "taskwarrior is required in CI");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "taskwarrior is required in CI"
+        );
         eprintln!("skipped: taskwarrior (`task`) is not installed");
         return None;
     }
@@ -142,9 +190,18 @@ fn taskwarrior() -> Option<&'static str> {
 fn tw(data: &Path, args: &[&str], stdin: Option<&str>) -> String {
     use std::io::Write;
     let rc = data.join("taskrc");
-    std::fs::write(&rc, format!("data.location={}\n", data.join("data").display())).unwrap();
+    std::fs::write(
+        &rc,
+        format!("data.location={}\n", data.join("data").display()),
+    )
+    .unwrap();
     let mut child = Command::new("task")
-        .args(["rc.confirmation=off", "rc.hooks=off", "rc.verbose=nothing", "rc.json.array=on"])
+        .args([
+            "rc.confirmation=off",
+            "rc.hooks=off",
+            "rc.verbose=nothing",
+            "rc.json.array=on",
+        ])
         .args(args)
         .env("TASKRC", &rc)
         .env("TASKDATA", data.join("data"))
@@ -153,9 +210,18 @@ fn tw(data: &Path, args: &[&str], stdin: Option<&str>) -> String {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.unwrap_or("").as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "task {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "task {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -164,18 +230,37 @@ fn round_trip_through_real_taskwarrior_keeps_tasks_and_dependencies() {
     let Some(_) = taskwarrior() else { return };
     let env = TestEnv::new();
     let original = serde_json::Value::Array(graph(60));
-    env.run_stdin(&["task", "import", "--taskwarrior", "-"], &original.to_string()).ok();
+    env.run_stdin(
+        &["task", "import", "--taskwarrior", "-"],
+        &original.to_string(),
+    )
+    .ok();
     // spice → Taskwarrior
-    let from_spice = env.run(&["task", "export", "--taskwarrior"]).ok().to_string();
+    let from_spice = env
+        .run(&["task", "export", "--taskwarrior"])
+        .ok()
+        .to_string();
     let data = env.dir.path().join("tw");
     std::fs::create_dir_all(data.join("data")).unwrap();
     tw(&data, &["import", "-"], Some(&from_spice));
     let from_tw: serde_json::Value = serde_json::from_str(&tw(&data, &["export"], None)).unwrap();
-    assert_eq!(shape(&from_tw), shape(&original), "Taskwarrior holds what spice exported");
+    assert_eq!(
+        shape(&from_tw),
+        shape(&original),
+        "Taskwarrior holds what spice exported"
+    );
     // Taskwarrior → a fresh spice: still the same tasks and dependencies, phases kept.
     let env2 = TestEnv::new();
-    env2.run_stdin(&["task", "import", "--taskwarrior", "-"], &from_tw.to_string()).ok();
+    env2.run_stdin(
+        &["task", "import", "--taskwarrior", "-"],
+        &from_tw.to_string(),
+    )
+    .ok();
     let back = env2.run(&["task", "export", "--taskwarrior"]).json();
     assert_eq!(shape(&back), shape(&original));
-    assert!(back.as_array().unwrap().iter().all(|t| t["phase"] == "todo"));
+    assert!(back
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|t| t["phase"] == "todo"));
 }

@@ -9,6 +9,7 @@
 //! 3. urgency ([`urgency`]), higher first;
 //! 4. peer spread: fewer live claims by other claimants in its (project, phase) cell;
 //! 5. locality: the cell of the claimant's last claimed task first;
+//!
 //! and finally the older id, so the order is total and deterministic.
 
 pub mod graph;

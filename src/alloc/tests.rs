@@ -1,5 +1,5 @@
 use super::*;
-use crate::task::Priority;
+use crate::task::{Priority, Status};
 use proptest::prelude::*;
 
 const NOW: Micros = 1_800_000_000_000_000;

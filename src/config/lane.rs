@@ -24,9 +24,9 @@ pub struct Lane {
     /// Where this lane's worktrees go; default: under the state directory.
     pub worktrees: Option<PathBuf>,
     /// Lease length, e.g. "30m".
-    pub lease: Option<String>,
+    pub lease: Option<toml::Spanned<String>>,
     /// Renewal interval, e.g. "5m".
-    pub renew: Option<String>,
+    pub renew: Option<toml::Spanned<String>>,
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     pub model: Option<String>,
@@ -79,9 +79,8 @@ pub fn parse(path: &Path, text: &str) -> Result<Lane> {
     let lane: Lane = toml::from_str(text).map_err(|e| toml_error(path, text, &e))?;
     for (field, value) in [("lease", &lane.lease), ("renew", &lane.renew)] {
         if let Some(v) = value {
-            crate::when::parse_duration(v).map_err(|e| {
-                let offset = text.find(&format!("{field}")).unwrap_or(0);
-                let (l, c) = super::line_col(text, offset);
+            crate::when::parse_duration(v.get_ref()).map_err(|e| {
+                let (l, c) = super::line_col(text, v.span().start);
                 Error::input(format!("{}:{l}:{c}: field '{field}': {e}", path.display()))
             })?;
         }
@@ -123,7 +122,7 @@ mod tests {
         )
         .unwrap_err()
         .to_string();
-        assert!(e.starts_with("l.toml:2:1: field 'lease'"), "{e}");
+        assert!(e.starts_with("l.toml:2:9: field 'lease'"), "{e}");
     }
 
     #[test]

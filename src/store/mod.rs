@@ -173,7 +173,7 @@ fn check_header(path: &Path) -> Result<()> {
             }
         }
     }
-    if got == 0 || &head[..got] == &SQLITE_MAGIC[..got] && got == 16 {
+    if got == 0 || (got == head.len() && head == *SQLITE_MAGIC) {
         return Ok(());
     }
     Err(Error::Store(format!(
