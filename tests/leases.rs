@@ -2,7 +2,7 @@
 //! successor, and fenced writes after a claim is lost. Time only moves when told.
 
 use spice::clock::ManualClock;
-use spice::store::{ClaimRequest, Store, Takeover};
+use spice::store::{ClaimRequest, Holder, Store, Takeover};
 use spice::task::NewTask;
 use spice::Error;
 use std::sync::Arc;
@@ -34,6 +34,10 @@ fn req(who: &str, lease: Duration) -> ClaimRequest {
         worktree: Some(format!("/wt/{who}")),
         lease,
     }
+}
+
+fn h(who: &str) -> Holder {
+    Holder::new(who)
 }
 
 fn conflict(e: Error, needle: &str) {
@@ -99,16 +103,16 @@ fn takeover_needs_the_exact_stale_fence() {
 fn renewal_extends_never_shortens_and_passes_to_a_successor() {
     let (_d, mut s, clock, id) = setup();
     let c = s.claim(&id, &req("s1", 60 * MIN)).unwrap();
-    let r = s.renew(&id, "s1", None, 5 * MIN).unwrap();
+    let r = s.renew(&id, &h("s1"), None, 5 * MIN).unwrap();
     assert_eq!(
         r.lease_until, c.lease_until,
         "a shorter renewal keeps the longer lease"
     );
     assert_eq!(r.fence, c.fence);
     clock.advance(59 * MIN);
-    let r = s.renew(&id, "s1", None, 30 * MIN).unwrap();
+    let r = s.renew(&id, &h("s1"), None, 30 * MIN).unwrap();
     assert!(r.lease_until > c.lease_until);
-    let succ = s.renew(&id, "s1", Some("s2"), 30 * MIN).unwrap();
+    let succ = s.renew(&id, &h("s1"), Some("s2"), 30 * MIN).unwrap();
     assert_eq!(succ.claimant, "s2");
     assert_ne!(succ.fence, c.fence);
     assert_eq!(
@@ -117,10 +121,10 @@ fn renewal_extends_never_shortens_and_passes_to_a_successor() {
     );
     // The predecessor's later renewals fail and say why.
     conflict(
-        s.renew(&id, "s1", None, MIN).unwrap_err(),
+        s.renew(&id, &h("s1"), None, MIN).unwrap_err(),
         "passed from s1 to s2",
     );
-    s.renew(&id, "s2", None, MIN).unwrap();
+    s.renew(&id, &h("s2"), None, MIN).unwrap();
     let kinds: Vec<String> = s.ledger(&id).unwrap().into_iter().map(|e| e.kind).collect();
     assert_eq!(kinds, ["added", "claimed", "successor"]);
 }
@@ -138,14 +142,20 @@ fn writes_after_losing_the_claim_are_refused() {
         lease: MIN,
     };
     s.takeover(&id, &t).unwrap();
-    conflict(s.renew(&id, "a", None, MIN).unwrap_err(), "held by b");
-    conflict(s.release(&id, "a").unwrap_err(), "held by b");
-    conflict(s.complete_phase(&id, Some("a")).unwrap_err(), "held by b");
-    conflict(s.done(&id, Some("a")).unwrap_err(), "held by b");
+    conflict(s.renew(&id, &h("a"), None, MIN).unwrap_err(), "held by b");
+    conflict(s.release(&id, &h("a")).unwrap_err(), "held by b");
+    conflict(
+        s.complete_phase(&id, Some(&h("a"))).unwrap_err(),
+        "held by b",
+    );
+    conflict(s.done(&id, Some(&h("a"))).unwrap_err(), "held by b");
     conflict(s.done(&id, None).unwrap_err(), "pass --claimant b");
     // The holder's writes go through; after release, the old holder still cannot act.
-    s.complete_phase(&id, Some("b")).unwrap();
-    conflict(s.done(&id, Some("a")).unwrap_err(), "a does not hold it");
+    s.complete_phase(&id, Some(&h("b"))).unwrap();
+    conflict(
+        s.done(&id, Some(&h("a"))).unwrap_err(),
+        "a does not hold it",
+    );
     assert_eq!(s.task(&id).unwrap().phase, "review");
 }
 
@@ -168,4 +178,95 @@ fn blocked_and_finished_tasks_cannot_be_claimed() {
     s.done(&id, None).unwrap();
     conflict(s.claim(&id, &req("a", MIN)).unwrap_err(), "is completed");
     s.claim(&later.id, &req("a", MIN)).unwrap();
+}
+
+/// Regression: writes were checked by claimant name only, so a leftover worker of an
+/// earlier holding by the same claimant could still act after the claim was re-taken.
+#[test]
+fn a_fenced_write_from_an_ended_holding_is_refused() {
+    let (_d, mut s, _clock, id) = setup();
+    let first = s.claim(&id, &req("a", MIN)).unwrap();
+    s.release(&id, &h("a")).unwrap();
+    let second = s.claim(&id, &req("a", MIN)).unwrap();
+    assert_ne!(first.fence, second.fence);
+    let old = Holder::fenced("a", first.fence);
+    conflict(
+        s.renew(&id, &old, None, MIN).unwrap_err(),
+        "that holding ended",
+    );
+    conflict(
+        s.complete_phase(&id, Some(&old)).unwrap_err(),
+        "that holding ended",
+    );
+    conflict(s.release(&id, &old).unwrap_err(), "that holding ended");
+    s.renew(&id, &Holder::fenced("a", second.fence), None, MIN)
+        .unwrap();
+}
+
+/// Regression: takeover replaced the lane with NULL when none was named.
+#[test]
+fn takeover_keeps_lane_and_worktree_and_moves_locality() {
+    let (_d, mut s, clock, id) = setup();
+    let mut r = req("a", MIN);
+    r.lane = Some("core".into());
+    let c = s.claim(&id, &r).unwrap();
+    clock.advance(2 * MIN);
+    let t = Takeover {
+        stale_fence: c.fence,
+        claimant: "b".into(),
+        lane: None,
+        worktree: None,
+        lease: MIN,
+    };
+    let taken = s.takeover(&id, &t).unwrap();
+    assert_eq!(taken.lane.as_deref(), Some("core"));
+    assert_eq!(
+        s.last_cell("b").unwrap(),
+        Some((Some("p".into()), "todo".into()))
+    );
+}
+
+/// Regression: the claim did not re-check the caller's filter, so a task that moved
+/// to another phase after ranking could be claimed by a lane that does not take it.
+#[test]
+fn a_task_that_left_the_filter_after_ranking_is_not_claimed() {
+    let (_d, mut s, _clock, id) = setup();
+    let filter = spice::alloc::Filter {
+        projects: vec![],
+        phases: vec!["todo".into()],
+    };
+    s.set_phase(&id, "review", None).unwrap();
+    assert!(s
+        .claim_if_ready(&id, &req("a", MIN), &filter)
+        .unwrap()
+        .is_none());
+    s.set_phase(&id, "todo", None).unwrap();
+    assert!(s
+        .claim_if_ready(&id, &req("a", MIN), &filter)
+        .unwrap()
+        .is_some());
+}
+
+/// Regression: a waiting task past its wait date was claimable but its phase could
+/// not be completed ("is waiting, not pending").
+#[test]
+fn a_woken_waiting_task_can_finish_its_phase() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(1_800_000_000_000_000);
+    let mut s = Store::open_dir(dir.path(), Arc::new(clock.clone())).unwrap();
+    let t = s
+        .add_task(
+            NewTask {
+                title: "later".into(),
+                status: Some(spice::task::Status::Waiting),
+                wait: Some(1_800_000_000_000_000 + 1),
+                ..NewTask::default()
+            },
+            &[],
+        )
+        .unwrap();
+    conflict(s.claim(&t.id, &req("a", MIN)).unwrap_err(), "waits until");
+    clock.advance(MIN);
+    s.claim(&t.id, &req("a", MIN)).unwrap();
+    s.complete_phase(&t.id, Some(&h("a"))).unwrap();
 }

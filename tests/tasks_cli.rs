@@ -237,3 +237,98 @@ fn ledger_records_the_life_of_a_task() {
         ]
     );
 }
+
+/// Regression: `dep X --on A --on B` committed X→A before refusing the cycle through B.
+#[test]
+fn a_refused_dependency_change_writes_none_of_it() {
+    let env = TestEnv::new();
+    let a = env.add(&["a"]);
+    let x = env.add(&["x"]);
+    let b = env.add(&["b", "--depends", &x]);
+    env.run(&["task", "dep", &x, "--on", &a, "--on", &b])
+        .fails(2, "dependency cycle");
+    assert_eq!(env.count("SELECT count(*) FROM deps"), 1);
+}
+
+/// Regression: `flow --project ""` replaced the default flow unchecked, and a task in
+/// a phase outside its flow was then silently completed by `phase --done`.
+#[test]
+fn flows_refuse_empty_projects_and_stray_phases_are_errors() {
+    let env = TestEnv::new();
+    env.run(&["task", "flow", "--project", "", "a", "b"])
+        .fails(2, "invalid project");
+    let t = env.add(&["t", "--project", "web"]);
+    env.sql_write("UPDATE tasks SET phase = 'limbo'");
+    env.run(&["task", "phase", &t, "--done"])
+        .fails(2, "not in its flow");
+    assert_eq!(
+        env.run(&["task", "show", &t, "--json"]).json()["status"],
+        "pending"
+    );
+}
+
+#[test]
+fn fence_pins_cli_writes_to_one_holding() {
+    let env = TestEnv::new();
+    let t = env.add(&["t"]);
+    let f1 = env
+        .run(&["task", "claim", &t, "--claimant", "me", "--json"])
+        .json()["fence"]
+        .as_i64()
+        .unwrap();
+    env.run(&[
+        "task",
+        "release",
+        &t,
+        "--claimant",
+        "me",
+        "--fence",
+        &f1.to_string(),
+    ])
+    .ok();
+    let f2 = env
+        .run(&["task", "claim", &t, "--claimant", "me", "--json"])
+        .json()["fence"]
+        .as_i64()
+        .unwrap();
+    env.run(&[
+        "task",
+        "done",
+        &t,
+        "--claimant",
+        "me",
+        "--fence",
+        &f1.to_string(),
+    ])
+    .fails(3, "that holding ended");
+    env.run(&["task", "done", &t, "--fence", "1"])
+        .fails(2, "--claimant");
+    env.run(&[
+        "task",
+        "done",
+        &t,
+        "--claimant",
+        "me",
+        "--fence",
+        &f2.to_string(),
+    ])
+    .ok();
+}
+
+/// Regression: re-importing a claimed task changed it under its holder.
+#[test]
+fn reimporting_a_claimed_task_is_refused() {
+    let env = TestEnv::new();
+    let t = env.add(&["t"]);
+    let export = env
+        .run(&["task", "export", "--taskwarrior"])
+        .ok()
+        .replace("\"pending\"", "\"completed\"");
+    env.run(&["task", "claim", &t, "--claimant", "me"]).ok();
+    env.run_stdin(&["task", "import", "--taskwarrior", "-"], &export)
+        .fails(3, "claimed by me");
+    assert_eq!(
+        env.run(&["task", "show", &t, "--json"]).json()["status"],
+        "pending"
+    );
+}

@@ -34,11 +34,13 @@ pub struct Filter {
 
 impl Filter {
     fn admits(&self, t: &Task) -> bool {
-        (self.projects.is_empty()
-            || t.project
-                .as_ref()
-                .is_some_and(|p| self.projects.contains(p)))
-            && (self.phases.is_empty() || self.phases.contains(&t.phase))
+        self.admits_cell(t.project.as_deref(), &t.phase)
+    }
+
+    /// True if a task in this (project, phase) cell is a candidate.
+    pub fn admits_cell(&self, project: Option<&str>, phase: &str) -> bool {
+        (self.projects.is_empty() || project.is_some_and(|p| self.projects.iter().any(|x| x == p)))
+            && (self.phases.is_empty() || self.phases.iter().any(|x| x == phase))
     }
 }
 

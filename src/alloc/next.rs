@@ -72,7 +72,7 @@ pub fn claim_next(store: &mut Store, req: &ClaimRequest, filter: &Filter) -> Res
             return Ok(None);
         }
         for c in &ranking {
-            if let Some(claim) = store.claim_if_ready(&snap.tasks[c.index].id, req)? {
+            if let Some(claim) = store.claim_if_ready(&snap.tasks[c.index].id, req, filter)? {
                 return Ok(Some(claim));
             }
         }

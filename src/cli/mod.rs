@@ -86,10 +86,10 @@ pub(crate) struct Env {
 
 impl Env {
     fn from_process() -> Result<Env> {
-        let repo_top = git_path(&["rev-parse", "--show-toplevel"]);
+        let (repo_top, common) = git_dirs();
         let state_dir = match std::env::var_os("SPICE_HOME").filter(|v| !v.is_empty()) {
             Some(home) => PathBuf::from(home),
-            None => match git_path(&["rev-parse", "--path-format=absolute", "--git-common-dir"]) {
+            None => match common {
                 Some(common) => common.join("spice"),
                 None => return Err(Error::input(
                     "no state directory: not inside a git repository and SPICE_HOME is not set \
@@ -118,18 +118,36 @@ impl Env {
     }
 }
 
-fn git_path(args: &[&str]) -> Option<PathBuf> {
+/// The work tree's top and the git common directory (shared by every worktree of a
+/// repository). Relative output is resolved against the current directory, so this
+/// works on git versions without `--path-format`.
+fn git_dirs() -> (Option<PathBuf>, Option<PathBuf>) {
+    match git_lines(&["rev-parse", "--show-toplevel", "--git-common-dir"]).as_slice() {
+        [top, common] => (Some(top.clone()), Some(common.clone())),
+        // A bare repository has no work tree, so the first form fails there.
+        _ => (None, git_lines(&["rev-parse", "--git-common-dir"]).pop()),
+    }
+}
+
+fn git_lines(args: &[&str]) -> Vec<PathBuf> {
     let out = std::process::Command::new("git")
         .args(args)
         .stderr(std::process::Stdio::null())
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
+        .output();
+    match out {
+        Ok(o) if o.status.success() => {
+            let cwd = std::env::current_dir().unwrap_or_default();
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .filter(|l| !l.is_empty())
+                .map(|l| {
+                    let p = cwd.join(l);
+                    std::fs::canonicalize(&p).unwrap_or(p)
+                })
+                .collect()
+        }
+        _ => Vec::new(),
     }
-    let text = String::from_utf8(out.stdout).ok()?;
-    let path = text.trim_end_matches(['\n', '\r']);
-    (!path.is_empty()).then(|| PathBuf::from(path))
 }
 
 /// Clap's errors are several lines long; spice's contract is one line.
@@ -147,13 +165,17 @@ fn clap_error(e: clap::Error) -> i32 {
             }
         }
         _ => {
+            // Everything before the usage block, folded into one line.
             let text = e.render().to_string();
-            let first = text
+            let body: Vec<&str> = text
                 .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("invalid arguments")
-                .trim_start_matches("error: ");
-            eprintln!("spice: {} (see --help)", first.trim());
+                .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect();
+            let msg = body.join(" ");
+            let msg = msg.trim_start_matches("error: ");
+            eprintln!("spice: {msg} (see --help)");
             2
         }
     }

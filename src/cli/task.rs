@@ -5,7 +5,7 @@ use super::Env;
 use crate::alloc::{self, next, Filter};
 use crate::clock::Micros;
 use crate::error::{Error, Result};
-use crate::store::{ClaimRequest, ListFilter, Store, Takeover, TaskUpdate};
+use crate::store::{ClaimRequest, Holder, ListFilter, Store, Takeover, TaskUpdate};
 use crate::task::{taskwarrior, NewTask, Priority, Status};
 use crate::when;
 use clap::{Args, Subcommand};
@@ -134,22 +134,22 @@ pub enum TaskCmd {
         phase: Option<String>,
         #[arg(long)]
         done: bool,
-        #[arg(long)]
-        claimant: Option<String>,
+        #[command(flatten)]
+        holder: HolderArgs,
         #[arg(long)]
         json: bool,
     },
     /// Mark a task completed (releasing its claim).
     Done {
         id: String,
-        #[arg(long)]
-        claimant: Option<String>,
+        #[command(flatten)]
+        holder: HolderArgs,
     },
     /// Mark a task deleted.
     Delete {
         id: String,
-        #[arg(long)]
-        claimant: Option<String>,
+        #[command(flatten)]
+        holder: HolderArgs,
     },
     /// Rank the ready tasks; with --claim, take the best one as a lease.
     Next(NextArgs),
@@ -166,6 +166,9 @@ pub enum TaskCmd {
         id: String,
         #[arg(long)]
         claimant: String,
+        /// Refuse unless the claim still carries this fence.
+        #[arg(long)]
+        fence: Option<i64>,
         #[arg(long)]
         successor: Option<String>,
         #[arg(long, value_parser = duration)]
@@ -178,6 +181,9 @@ pub enum TaskCmd {
         id: String,
         #[arg(long)]
         claimant: String,
+        /// Refuse unless the claim still carries this fence.
+        #[arg(long)]
+        fence: Option<i64>,
     },
     /// Take over a claim whose lease lapsed, naming the fence you saw.
     Takeover {
@@ -215,6 +221,26 @@ pub enum TaskCmd {
         #[arg(long, required = true)]
         taskwarrior: bool,
     },
+}
+
+/// Who acts on a claimed task: its holder, optionally pinned to one holding (fence).
+#[derive(Debug, Args)]
+pub struct HolderArgs {
+    /// The claim's holder; needed when the task is claimed.
+    #[arg(long)]
+    claimant: Option<String>,
+    /// Refuse unless the claim still carries this fence.
+    #[arg(long, requires = "claimant")]
+    fence: Option<i64>,
+}
+
+impl HolderArgs {
+    fn holder(&self) -> Option<Holder> {
+        self.claimant.as_ref().map(|c| Holder {
+            claimant: c.clone(),
+            fence: self.fence,
+        })
+    }
 }
 
 #[derive(Debug, Args)]
@@ -387,12 +413,7 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
             println!("{}", task.handle());
         }
         TaskCmd::Dep { id, on, remove } => {
-            for o in &on {
-                s.add_dep(&id, o)?;
-            }
-            for r in &remove {
-                s.remove_dep(&id, r)?;
-            }
+            s.change_deps(&id, &on, &remove)?;
         }
         TaskCmd::Flow { project, phases } => {
             if !phases.is_empty() {
@@ -409,11 +430,11 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
             id,
             phase,
             done,
-            claimant,
+            holder,
             json,
         } => {
             if done {
-                let out = s.complete_phase(&id, claimant.as_deref())?;
+                let out = s.complete_phase(&id, holder.holder().as_ref())?;
                 if json {
                     render::print_json(&out);
                 } else {
@@ -424,16 +445,16 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
                 }
             } else {
                 let phase = phase.expect("clap requires a phase without --done");
-                s.set_phase(&id, &phase, claimant.as_deref())?;
+                s.set_phase(&id, &phase, holder.holder().as_ref())?;
                 println!("{phase}");
             }
         }
-        TaskCmd::Done { id, claimant } => {
-            let id = s.done(&id, claimant.as_deref())?;
+        TaskCmd::Done { id, holder } => {
+            let id = s.done(&id, holder.holder().as_ref())?;
             println!("{}", s.task(&id)?.handle());
         }
-        TaskCmd::Delete { id, claimant } => {
-            let id = s.delete(&id, claimant.as_deref())?;
+        TaskCmd::Delete { id, holder } => {
+            let id = s.delete(&id, holder.holder().as_ref())?;
             println!("{}", s.task(&id)?.handle());
         }
         TaskCmd::Next(args) => next_cmd(s, env, args)?,
@@ -444,16 +465,26 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
         TaskCmd::Renew {
             id,
             claimant,
+            fence,
             successor,
             lease,
             json,
         } => {
             let lease = lease.unwrap_or(crate::store::DEFAULT_LEASE);
-            let claim = s.renew(&id, &claimant, successor.as_deref(), lease)?;
+            let claim = s.renew(
+                &id,
+                &Holder { claimant, fence },
+                successor.as_deref(),
+                lease,
+            )?;
             render::claim_out(&claim, json);
         }
-        TaskCmd::Release { id, claimant } => {
-            let id = s.release(&id, &claimant)?;
+        TaskCmd::Release {
+            id,
+            claimant,
+            fence,
+        } => {
+            let id = s.release(&id, &Holder { claimant, fence })?;
             println!("{}", s.task(&id)?.handle());
         }
         TaskCmd::Takeover {
@@ -582,10 +613,16 @@ fn next_cmd(s: &mut Store, env: &Env, args: NextArgs) -> Result<()> {
         render::candidate_table(&snap.tasks, &ranking[..ranking.len().min(args.limit)]);
     }
     if args.explain {
-        match ranking.as_slice() {
-            [a, b, ..] => println!("{}", alloc::explain(&snap.tasks, a, b)),
-            [a] => println!("{} is the only ready task", snap.tasks[a.index].handle()),
-            [] => {}
+        let why = match ranking.as_slice() {
+            [a, b, ..] => alloc::explain(&snap.tasks, a, b),
+            [a] => format!("{} is the only ready task", snap.tasks[a.index].handle()),
+            [] => return Ok(()),
+        };
+        // With --json, stdout stays one JSON document.
+        if args.json {
+            eprintln!("{why}");
+        } else {
+            println!("{why}");
         }
     }
     Ok(())

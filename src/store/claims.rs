@@ -58,6 +58,30 @@ pub struct ClaimRequest {
     pub lease: Duration,
 }
 
+/// Who a write on a claimed task comes from: the claimant, and optionally the fence
+/// of the holding it believes it has. With a fence, a claimant that lost the claim and
+/// later regained it under a new fence cannot act on its old holding.
+#[derive(Debug, Clone)]
+pub struct Holder {
+    pub claimant: String,
+    pub fence: Option<i64>,
+}
+
+impl Holder {
+    pub fn new(claimant: impl Into<String>) -> Holder {
+        Holder {
+            claimant: claimant.into(),
+            fence: None,
+        }
+    }
+    pub fn fenced(claimant: impl Into<String>, fence: i64) -> Holder {
+        Holder {
+            claimant: claimant.into(),
+            fence: Some(fence),
+        }
+    }
+}
+
 /// What `takeover` needs: the fence the caller saw on the stale claim.
 #[derive(Debug, Clone)]
 pub struct Takeover {
@@ -125,23 +149,32 @@ fn describe(c: &Claim, now: Micros) -> String {
 }
 
 /// Refuses a write on `id` unless it comes from the holder of its claim. Without a
-/// claimant the task must be unclaimed; with one, the claimant must hold it.
-/// Returns the claim's fence when there is a claim.
+/// holder the task must be unclaimed; with one, the claimant must hold it, under the
+/// same fence if one is given. Returns the claim's fence when there is a claim.
 pub(super) fn check_holder(
     tx: &Transaction<'_>,
     id: &str,
-    claimant: Option<&str>,
+    holder: Option<&Holder>,
     now: Micros,
     verb: &str,
 ) -> Result<Option<i64>> {
-    match (claim_of(tx, id)?, claimant) {
+    match (claim_of(tx, id)?, holder) {
         (None, None) => Ok(None),
-        (None, Some(c)) => Err(Error::conflict(format!(
-            "cannot {verb} task {id} as {c}: {c} does not hold it (it is not claimed)"
+        (None, Some(h)) => Err(Error::conflict(format!(
+            "cannot {verb} task {id} as {c}: {c} does not hold it (it is not claimed)",
+            c = h.claimant
         ))),
-        (Some(claim), Some(c)) if claim.claimant == c => Ok(Some(claim.fence)),
-        (Some(claim), Some(c)) => Err(Error::conflict(format!(
-            "cannot {verb} task {id} as {c}: it is held by {}",
+        (Some(claim), Some(h)) if claim.claimant == h.claimant => match h.fence {
+            Some(f) if f != claim.fence => Err(Error::conflict(format!(
+                "cannot {verb} task {id} as {} with fence {f}: that holding ended; the claim is now {}",
+                h.claimant,
+                describe(&claim, now)
+            ))),
+            _ => Ok(Some(claim.fence)),
+        },
+        (Some(claim), Some(h)) => Err(Error::conflict(format!(
+            "cannot {verb} task {id} as {}: it is held by {}",
+            h.claimant,
             describe(&claim, now)
         ))),
         (Some(claim), None) => Err(Error::conflict(format!(
@@ -192,9 +225,7 @@ fn insert_claim(tx: &Transaction<'_>, id: &str, req: &ClaimRequest, now: Micros)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
     )?
     .execute(params![id, req.claimant, req.lane, req.worktree, fence, until, now])?;
-    let (project, phase): (Option<String>, String) = tx
-        .prepare_cached("SELECT project, phase FROM tasks WHERE id = ?1")?
-        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    let (project, phase) = cell_of(tx, id)?;
     append(
         tx,
         id,
@@ -242,12 +273,19 @@ impl Store {
         })
     }
 
-    /// Claims `id` if it is still ready; `Ok(None)` if another claimant got there first
-    /// or it stopped being ready since it was ranked.
-    pub fn claim_if_ready(&mut self, id: &str, req: &ClaimRequest) -> Result<Option<Claim>> {
+    /// Claims `id` if it is still ready and still in the caller's filter; `Ok(None)` if
+    /// another claimant got there first or it changed since it was ranked.
+    pub fn claim_if_ready(
+        &mut self,
+        id: &str,
+        req: &ClaimRequest,
+        filter: &crate::alloc::Filter,
+    ) -> Result<Option<Claim>> {
         check_claimant(&req.claimant)?;
         self.write("claiming a task", |tx, now| {
-            if not_ready(tx, id, now)?.is_some() {
+            let (project, phase) = cell_of(tx, id)?;
+            if !filter.admits_cell(project.as_deref(), &phase) || not_ready(tx, id, now)?.is_some()
+            {
                 return Ok(None);
             }
             insert_claim(tx, id, req, now).map(Some)
@@ -259,10 +297,11 @@ impl Store {
     pub fn renew(
         &mut self,
         input: &str,
-        claimant: &str,
+        holder: &Holder,
         successor: Option<&str>,
         lease: Duration,
     ) -> Result<Claim> {
+        let claimant = holder.claimant.as_str();
         if let Some(s) = successor {
             check_claimant(s)?;
         }
@@ -281,9 +320,11 @@ impl Store {
                     describe(&claim, now)
                 )));
             }
+            check_holder(tx, &id, Some(holder), now, "renew")?;
             let until = claim.lease_until.max(lease_end(now, lease));
             match successor {
                 Some(s) if s != claimant => {
+                    let (project, phase) = cell_of(tx, &id)?;
                     let fence = next_fence(tx)?;
                     tx.execute(
                         "UPDATE claims SET claimant = ?2, fence = ?3, lease_until = ?4, renewed_at = ?5
@@ -297,7 +338,8 @@ impl Store {
                         "successor",
                         Some(s),
                         Some(fence),
-                        serde_json::json!({ "from": claimant, "from_fence": claim.fence, "lease_until": until }),
+                        serde_json::json!({ "from": claimant, "from_fence": claim.fence, "lease_until": until,
+                                            "project": project, "phase": phase }),
                     )?;
                 }
                 _ => {
@@ -312,11 +354,11 @@ impl Store {
     }
 
     /// Gives the task back: it becomes ready again for anyone.
-    pub fn release(&mut self, input: &str, claimant: &str) -> Result<String> {
+    pub fn release(&mut self, input: &str, holder: &Holder) -> Result<String> {
         self.write("releasing a claim", |tx, now| {
             let id = resolve(tx, input)?;
-            check_holder(tx, &id, Some(claimant), now, "release")?;
-            drop_claim(tx, &id, now, "released", Some(claimant))?;
+            check_holder(tx, &id, Some(holder), now, "release")?;
+            drop_claim(tx, &id, now, "released", Some(&holder.claimant))?;
             Ok(id)
         })
     }
@@ -347,12 +389,15 @@ impl Store {
             }
             let fence = next_fence(tx)?;
             let until = lease_end(now, t.lease);
+            // The work stays where it is: worktree and lane carry over unless named.
             let worktree = t.worktree.clone().or(claim.worktree.clone());
+            let lane = t.lane.clone().or(claim.lane.clone());
             tx.execute(
                 "UPDATE claims SET claimant = ?2, lane = ?3, worktree = ?4, fence = ?5,
                  lease_until = ?6, claimed_at = ?7, renewed_at = ?7 WHERE task_id = ?1",
-                params![id, t.claimant, t.lane, worktree, fence, until, now],
+                params![id, t.claimant, lane, worktree, fence, until, now],
             )?;
+            let (project, phase) = cell_of(tx, &id)?;
             append(
                 tx,
                 &id,
@@ -361,7 +406,8 @@ impl Store {
                 Some(&t.claimant),
                 Some(fence),
                 serde_json::json!({ "from": claim.claimant, "stale_fence": claim.fence,
-                                    "worktree": worktree, "lease_until": until }),
+                                    "worktree": worktree, "lease_until": until,
+                                    "project": project, "phase": phase }),
             )?;
             append(
                 tx,
@@ -389,12 +435,14 @@ impl Store {
         })
     }
 
-    /// The (project, phase) cell of the task `claimant` claimed last, if any.
+    /// The (project, phase) cell of the task `claimant` last came to hold (by claim,
+    /// takeover or succession), if any.
     pub fn last_cell(&mut self, claimant: &str) -> Result<Option<(Option<String>, String)>> {
         self.read("reading the ledger", |tx, _| {
             let detail: Option<String> = tx
                 .prepare_cached(
-                    "SELECT detail FROM ledger WHERE actor = ?1 AND kind = 'claimed'
+                    "SELECT detail FROM ledger WHERE actor = ?1
+                     AND kind IN ('claimed', 'takeover', 'successor')
                      ORDER BY seq DESC LIMIT 1",
                 )?
                 .query_row([claimant], |r| r.get(0))
@@ -410,6 +458,12 @@ impl Store {
             }))
         })
     }
+}
+
+fn cell_of(tx: &Transaction<'_>, id: &str) -> Result<(Option<String>, String)> {
+    Ok(tx
+        .prepare_cached("SELECT project, phase FROM tasks WHERE id = ?1")?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))?)
 }
 
 /// The session the claim passed to from `claimant`, if it did.

@@ -36,13 +36,20 @@ impl Store {
                     .optional()?;
                 let id = match existing {
                     Some(id) => {
-                        update_task(tx, &id, tw, now)?;
+                        // The export is the task's whole state, but a claimed task is
+                        // its holder's to change: re-importing it must wait for release.
+                        if let Some(c) = super::claims::claim_of(tx, &id)? {
+                            return Err(Error::conflict(format!(
+                                "{source}: task {uuid}: it is claimed by {} (fence {}); release it before re-importing",
+                                c.claimant, c.fence
+                            )));
+                        }
+                        update_task(tx, &id, tw, now).map_err(|e| located(e, source, &uuid))?;
                         report.updated += 1;
                         id
                     }
                     None => {
-                        let id = insert_task(tx, &tw.new, now)
-                            .map_err(|e| Error::input(format!("{source}: task {uuid}: {e}")))?;
+                        let id = insert_task(tx, &tw.new, now).map_err(|e| located(e, source, &uuid))?;
                         report.added += 1;
                         id
                     }
@@ -67,8 +74,7 @@ impl Store {
                                 ))
                             })?,
                     };
-                    insert_dep(tx, id, &dep_id)
-                        .map_err(|e| Error::input(format!("{source}: task {uuid}: {e}")))?;
+                    insert_dep(tx, id, &dep_id).map_err(|e| located(e, source, &uuid))?;
                     report.dependencies += 1;
                 }
             }
@@ -83,6 +89,15 @@ impl Store {
     }
 }
 
+/// Prefixes bad-input errors with where they came from; other errors pass unchanged
+/// so their exit code (I/O, busy, corrupt) survives.
+fn located(e: Error, source: &str, uuid: &str) -> Error {
+    match e {
+        Error::Input(m) => Error::input(format!("{source}: task {uuid}: {m}")),
+        other => other,
+    }
+}
+
 fn update_task(tx: &Transaction<'_>, id: &str, tw: &TwTask, now: i64) -> Result<()> {
     let n = &tw.new;
     let current_phase: String =
@@ -91,8 +106,7 @@ fn update_task(tx: &Transaction<'_>, id: &str, tw: &TwTask, now: i64) -> Result<
     let phase = n.phase.clone().unwrap_or(current_phase);
     if !flow.contains(&phase) {
         return Err(Error::input(format!(
-            "task {}: phase '{phase}' is not in the flow of project '{}' ({})",
-            n.uuid.as_deref().unwrap_or(id),
+            "field 'phase': '{phase}' is not in the flow of project '{}' ({})",
             n.project.as_deref().unwrap_or(""),
             flow.join(" → ")
         )));

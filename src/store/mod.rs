@@ -21,7 +21,7 @@ mod schema;
 mod snapshot;
 mod tasks;
 
-pub use claims::{Claim, ClaimRequest, Takeover, DEFAULT_LEASE};
+pub use claims::{Claim, ClaimRequest, Holder, Takeover, DEFAULT_LEASE};
 pub use import::ImportReport;
 pub use ledger::LedgerEntry;
 pub use snapshot::Snapshot;
@@ -97,11 +97,12 @@ impl Store {
         what: &str,
         f: impl FnOnce(&Transaction<'_>, Micros) -> Result<T>,
     ) -> Result<T> {
-        let now = self.clock.now();
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .ctx(|| format!("failed to start {what}"))?;
+        // After the lock: a writer that waited for it must not stamp the past.
+        let now = self.clock.now();
         let out = f(&tx, now).map_err(|e| corrupt(&self.path, e))?;
         tx.commit()
             .ctx(|| format!("failed to commit {what}"))

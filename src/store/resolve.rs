@@ -10,6 +10,9 @@ use rusqlite::{params, OptionalExtension, Transaction};
 
 /// How many matches an ambiguity message lists.
 const SHOWN: usize = 4;
+/// How many rows one prefix lookup reads: enough to tell unique from ambiguous and to
+/// say roughly how ambiguous, without scanning a huge prefix range.
+const PER_LOOKUP: usize = 64;
 
 pub fn resolve(tx: &Transaction<'_>, input: &str) -> Result<String> {
     let text = input.trim();
@@ -67,8 +70,10 @@ pub fn resolve(tx: &Transaction<'_>, input: &str) -> Result<String> {
         1 => Ok(matches.remove(0)),
         n => {
             let shown: Vec<&str> = matches.iter().take(SHOWN).map(String::as_str).collect();
+            // Lookups stop at PER_LOOKUP rows, so a count that reached it is a floor.
+            let plus = if n >= PER_LOOKUP { "+" } else { "" };
             let more = if n > SHOWN {
-                format!(" and {} more", n - SHOWN)
+                format!(" and {}{plus} more", n - SHOWN)
             } else {
                 String::new()
             };
@@ -86,16 +91,18 @@ fn prefix_matches(
     project: Option<&str>,
 ) -> Result<Vec<String>> {
     // Every id byte is below 0x7f, so [prefix, prefix+0x7f) is exactly the ids
-    // starting with prefix. At most SHOWN+1 rows are needed to tell "unique" apart.
+    // starting with prefix.
     let upper = format!("{prefix}\u{7f}");
     let mut stmt = tx
         .prepare_cached(
             "SELECT id FROM tasks WHERE id >= ?1 AND id < ?2
-               AND (?3 IS NULL OR project = ?3) ORDER BY id LIMIT 64",
+               AND (?3 IS NULL OR project = ?3) ORDER BY id LIMIT ?4",
         )
         .ctx(|| "failed to prepare id lookup".into())?;
     let rows = stmt
-        .query_map(params![prefix, upper, project], |r| r.get::<_, String>(0))
+        .query_map(params![prefix, upper, project, PER_LOOKUP as i64], |r| {
+            r.get::<_, String>(0)
+        })
         .ctx(|| format!("failed to look up task {prefix}"))?;
     rows.collect::<std::result::Result<Vec<_>, _>>()
         .ctx(|| format!("failed to look up task {prefix}"))

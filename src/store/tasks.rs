@@ -2,9 +2,10 @@
 //!
 //! Invariants: the dependency graph stays acyclic (every new edge is checked, and an
 //! import is checked whole before anything is written); a task's phase is always one
-//! of its project's flow; a write to a claimed task comes from the claim's holder.
+//! of its project's flow; a write that acts on a claim (phase, done, delete) comes from
+//! the claim's holder, while descriptive edits (modify, annotate) stay the operator's.
 
-use super::claims::{check_holder, drop_claim};
+use super::claims::{check_holder, drop_claim, Holder};
 use super::ledger::append;
 use super::resolve::resolve;
 use super::Store;
@@ -187,54 +188,53 @@ impl Store {
         self.task(&id)
     }
 
-    /// Makes `task` wait on `on`. Refuses an edge that would close a cycle and names it.
-    pub fn add_dep(&mut self, task: &str, on: &str) -> Result<()> {
-        self.write("adding a dependency", |tx, now| {
+    /// Makes `task` wait on each of `add` and stop waiting on each of `remove`, all in
+    /// one transaction: an edge that would close a cycle refuses the whole change and
+    /// the message names the cycle.
+    pub fn change_deps(&mut self, task: &str, add: &[String], remove: &[String]) -> Result<()> {
+        self.write("changing dependencies", |tx, now| {
             let id = resolve(tx, task)?;
-            let dep = resolve(tx, on)?;
-            if let Some(path) = path_between(tx, &dep, &id)? {
-                // path runs dep → … → id along "waits on" edges; id → dep closes it.
-                let mut cycle = vec![id.clone()];
-                cycle.extend(path);
-                return Err(Error::input(format!(
-                    "dependency cycle: {} (each waits on the next)",
-                    handles(tx, &cycle)?.join(" → ")
-                )));
+            for on in remove {
+                let dep = resolve(tx, on)?;
+                let n = tx.execute(
+                    "DELETE FROM deps WHERE task_id = ?1 AND dep_id = ?2",
+                    params![id, dep],
+                )?;
+                if n == 0 {
+                    return Err(Error::input(format!("task {id} does not depend on {dep}")));
+                }
+                append(
+                    tx,
+                    &id,
+                    now,
+                    "dep_removed",
+                    None,
+                    None,
+                    serde_json::json!({ "on": dep }),
+                )?;
             }
-            insert_dep(tx, &id, &dep)?;
-            append(
-                tx,
-                &id,
-                now,
-                "dep_added",
-                None,
-                None,
-                serde_json::json!({ "on": dep }),
-            )?;
-            Ok(())
-        })
-    }
-
-    pub fn remove_dep(&mut self, task: &str, on: &str) -> Result<()> {
-        self.write("removing a dependency", |tx, now| {
-            let id = resolve(tx, task)?;
-            let dep = resolve(tx, on)?;
-            let n = tx.execute(
-                "DELETE FROM deps WHERE task_id = ?1 AND dep_id = ?2",
-                params![id, dep],
-            )?;
-            if n == 0 {
-                return Err(Error::input(format!("task {id} does not depend on {dep}")));
+            for on in add {
+                let dep = resolve(tx, on)?;
+                if let Some(path) = path_between(tx, &dep, &id)? {
+                    // path runs dep → … → id along "waits on" edges; id → dep closes it.
+                    let mut cycle = vec![id.clone()];
+                    cycle.extend(path);
+                    return Err(Error::input(format!(
+                        "dependency cycle: {} (each waits on the next)",
+                        handles(tx, &cycle)?.join(" → ")
+                    )));
+                }
+                insert_dep(tx, &id, &dep)?;
+                append(
+                    tx,
+                    &id,
+                    now,
+                    "dep_added",
+                    None,
+                    None,
+                    serde_json::json!({ "on": dep }),
+                )?;
             }
-            append(
-                tx,
-                &id,
-                now,
-                "dep_removed",
-                None,
-                None,
-                serde_json::json!({ "on": dep }),
-            )?;
             Ok(())
         })
     }
@@ -247,6 +247,9 @@ impl Store {
     /// Sets the flow of `project` (`None` = the default for projects without one).
     /// Refused if open tasks sit in a phase the new flow drops.
     pub fn set_flow(&mut self, project: Option<&str>, phases: &[String]) -> Result<()> {
+        if let Some(p) = project {
+            check_name("project", p).map_err(Error::input)?;
+        }
         if phases.is_empty() {
             return Err(Error::input("a flow needs at least one phase"));
         }
@@ -288,10 +291,11 @@ impl Store {
     }
 
     /// Moves a task to `phase` directly (an operator's correction).
-    pub fn set_phase(&mut self, input: &str, phase: &str, claimant: Option<&str>) -> Result<()> {
+    pub fn set_phase(&mut self, input: &str, phase: &str, holder: Option<&Holder>) -> Result<()> {
+        let claimant = holder.map(|h| h.claimant.as_str());
         self.write("setting a phase", |tx, now| {
             let id = resolve(tx, input)?;
-            check_holder(tx, &id, claimant, now, "set the phase of")?;
+            check_holder(tx, &id, holder, now, "set the phase of")?;
             let project: Option<String> =
                 tx.query_row("SELECT project FROM tasks WHERE id = ?1", [&id], |r| {
                     r.get(0)
@@ -324,20 +328,26 @@ impl Store {
     /// Completes the task's current phase: it moves to the next phase of its flow (or
     /// is completed after the last), and its claim is released, since the next phase
     /// may belong to another lane.
-    pub fn complete_phase(&mut self, input: &str, claimant: Option<&str>) -> Result<PhaseOutcome> {
+    pub fn complete_phase(&mut self, input: &str, holder: Option<&Holder>) -> Result<PhaseOutcome> {
+        let claimant = holder.map(|h| h.claimant.as_str());
         self.write("completing a phase", |tx, now| {
             let id = resolve(tx, input)?;
-            let fence = check_holder(tx, &id, claimant, now, "complete the phase of")?;
+            let fence = check_holder(tx, &id, holder, now, "complete the phase of")?;
             let (project, phase, status): (Option<String>, String, String) = tx.query_row(
                 "SELECT project, phase, status FROM tasks WHERE id = ?1",
                 [&id],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )?;
-            if status != "pending" {
-                return Err(Error::conflict(format!("task {id} is {status}, not pending")));
+            if !Status::parse(&status).is_ok_and(Status::is_open) {
+                return Err(Error::conflict(format!("task {id} is {status}, not open")));
             }
             let flow = flow_of(tx, project.as_deref())?;
-            let pos = flow.iter().position(|p| *p == phase).unwrap_or(flow.len() - 1);
+            let pos = flow.iter().position(|p| *p == phase).ok_or_else(|| {
+                Error::input(format!(
+                    "task {id} is in phase '{phase}', which is not in its flow ({}): move it with `spice task phase {id} PHASE`",
+                    flow.join(" → ")
+                ))
+            })?;
             let next = flow.get(pos + 1).cloned();
             match &next {
                 Some(to) => {
@@ -370,16 +380,17 @@ impl Store {
     }
 
     /// Marks a task completed, whatever its phase, releasing its claim.
-    pub fn done(&mut self, input: &str, claimant: Option<&str>) -> Result<String> {
-        self.finish(input, claimant, Status::Completed)
+    pub fn done(&mut self, input: &str, holder: Option<&Holder>) -> Result<String> {
+        self.finish(input, holder, Status::Completed)
     }
 
     /// Marks a task deleted (kept, like Taskwarrior, so an export still carries it).
-    pub fn delete(&mut self, input: &str, claimant: Option<&str>) -> Result<String> {
-        self.finish(input, claimant, Status::Deleted)
+    pub fn delete(&mut self, input: &str, holder: Option<&Holder>) -> Result<String> {
+        self.finish(input, holder, Status::Deleted)
     }
 
-    fn finish(&mut self, input: &str, claimant: Option<&str>, to: Status) -> Result<String> {
+    fn finish(&mut self, input: &str, holder: Option<&Holder>, to: Status) -> Result<String> {
+        let claimant = holder.map(|h| h.claimant.as_str());
         self.write("finishing a task", |tx, now| {
             let id = resolve(tx, input)?;
             let verb = if to == Status::Completed {
@@ -387,7 +398,7 @@ impl Store {
             } else {
                 "delete"
             };
-            let fence = check_holder(tx, &id, claimant, now, verb)?;
+            let fence = check_holder(tx, &id, holder, now, verb)?;
             let status: String =
                 tx.query_row("SELECT status FROM tasks WHERE id = ?1", [&id], |r| {
                     r.get(0)

@@ -128,6 +128,14 @@ impl TestEnv {
             .unwrap()
     }
 
+    /// Writes behind spice's back, to build states the CLI refuses to create.
+    pub fn sql_write(&self, sql: &str) {
+        rusqlite::Connection::open(self.db())
+            .unwrap()
+            .execute_batch(sql)
+            .unwrap();
+    }
+
     pub fn count(&self, sql: &str) -> i64 {
         self.sql().query_row(sql, [], |r| r.get(0)).unwrap()
     }
