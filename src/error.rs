@@ -10,6 +10,9 @@
 //! | 2 | bad input: arguments, config, ids, JSON, cycles; nothing was written |
 //! | 3 | conflict: the claim is held by someone else, a fence is stale, a task is not ready |
 //! | 4 | the store is unusable: corrupt, or written by a newer spice |
+//! | 126, 127 | `spice exec`: the command cannot run / was not found (as shells do) |
+//!
+//! `spice exec` otherwise exits with its command's code, or 128+N after signal N.
 
 use thiserror::Error;
 
@@ -40,6 +43,10 @@ pub enum Error {
     },
     #[error("{0}")]
     Other(String),
+    /// Ends the process with this exact code (the wrapper's 126/127 for a command that
+    /// cannot run, as shells do).
+    #[error("{1}")]
+    Exit(i32, String),
 }
 
 impl Error {
@@ -54,6 +61,7 @@ impl Error {
             Error::Input(_) => 2,
             Error::Conflict(_) => 3,
             Error::Store(_) => 4,
+            Error::Exit(code, _) => *code,
             Error::Sqlite { source, .. } if is_corruption(source) => 4,
             _ => 1,
         }

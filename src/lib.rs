@@ -24,6 +24,7 @@ pub mod clock;
 pub mod config;
 pub mod error;
 pub mod stamp;
+pub mod steer;
 pub mod store;
 pub mod task;
 pub mod when;

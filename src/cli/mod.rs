@@ -3,6 +3,7 @@
 //! explicit paths, a clock and options to the library.
 
 mod render;
+mod steer;
 mod task;
 
 use crate::clock::SystemClock;
@@ -28,6 +29,20 @@ enum Command {
     /// Tasks, the allocator and leased claims.
     #[command(subcommand)]
     Task(task::TaskCmd),
+    /// Create a steering item for a lane, worktree or session; prints its key.
+    Steer(steer::SteerArgs),
+    /// List steering items (pending ones unless --all).
+    Inbox(steer::InboxArgs),
+    /// The ACK/NACK grammar: parse prose, or retire the items it acknowledges.
+    #[command(subcommand)]
+    Ack(steer::AckCmd),
+    /// Run a command, showing pending steering on its stderr before, during and after.
+    Exec(steer::ExecArgs),
+    /// Print the startup file that routes an agent's shell commands through `spice exec`.
+    ShellInit {
+        #[arg(value_enum)]
+        shell: steer::Shell,
+    },
     /// The state store itself.
     #[command(subcommand)]
     Store(StoreCmd),
@@ -47,8 +62,13 @@ pub fn main() -> i32 {
         Ok(cli) => cli,
         Err(e) => return clap_error(e),
     };
-    match run(cli) {
-        Ok(()) => 0,
+    let result = match cli.command {
+        // The wrapper's exit code is its command's, not spice's.
+        Command::Exec(args) => steer::exec(args),
+        command => run(command).map(|()| 0),
+    };
+    match result {
+        Ok(code) => code,
         Err(e) => {
             eprintln!("spice: {}", one_line(&e.to_string()));
             e.exit_code()
@@ -56,9 +76,14 @@ pub fn main() -> i32 {
     }
 }
 
-fn run(cli: Cli) -> Result<()> {
-    match cli.command {
+fn run(command: Command) -> Result<()> {
+    match command {
         Command::Task(cmd) => task::run(cmd, &Env::from_process()?),
+        Command::Steer(args) => steer::steer(args, &Env::from_process()?),
+        Command::Inbox(args) => steer::inbox(args, &Env::from_process()?),
+        Command::Ack(cmd) => steer::ack(cmd, Env::from_process),
+        Command::ShellInit { shell } => steer::shell_init(shell),
+        Command::Exec(_) => unreachable!("handled in main"),
         Command::Store(cmd) => {
             let env = Env::from_process()?;
             let store = env.open()?;
@@ -148,6 +173,31 @@ fn git_lines(args: &[&str]) -> Vec<PathBuf> {
         }
         _ => Vec::new(),
     }
+}
+
+/// Finds the work tree top and git common directory containing `dir` without running
+/// git: the hot path of `spice exec` cannot afford a process. Handles a `.git`
+/// directory, a `.git` file (linked worktrees, submodules) and `commondir`.
+pub(crate) fn find_git(dir: &std::path::Path) -> Option<(PathBuf, PathBuf)> {
+    for top in dir.ancestors() {
+        let dot = top.join(".git");
+        let gitdir = if dot.is_dir() {
+            dot
+        } else if dot.is_file() {
+            let text = std::fs::read_to_string(&dot).ok()?;
+            let rel = text.strip_prefix("gitdir:")?.trim();
+            top.join(rel)
+        } else {
+            continue;
+        };
+        let common = match std::fs::read_to_string(gitdir.join("commondir")) {
+            Ok(c) => gitdir.join(c.trim()),
+            Err(_) => gitdir,
+        };
+        let common = std::fs::canonicalize(&common).unwrap_or(common);
+        return Some((top.to_path_buf(), common));
+    }
+    None
 }
 
 /// Clap's errors are several lines long; spice's contract is one line.

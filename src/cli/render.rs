@@ -5,7 +5,8 @@
 
 use crate::alloc::Candidate;
 use crate::clock::Micros;
-use crate::store::{Claim, LedgerEntry};
+use crate::steer::grammar::Directive;
+use crate::store::{Claim, Effect, Item, LedgerEntry, Outcome};
 use crate::task::{priority_str, Task};
 use crate::when;
 use serde_json::{json, Value};
@@ -255,4 +256,73 @@ pub fn task_detail(
     }
     println!();
     ledger_table(ledger);
+}
+
+pub fn item_json(i: &Item, now: Micros) -> Value {
+    json!({
+        "key": i.key,
+        "target": i.target.name,
+        "target_kind": i.target.kind,
+        "text": i.text,
+        "state": i.state,
+        "created": when::rfc3339(i.created),
+        "age_seconds": (now - i.created) / 1_000_000,
+        "expires": when::rfc3339(i.expires),
+        "shown": i.shown,
+        "last_shown": time(i.last_shown),
+        "closed_at": time(i.closed_at),
+        "problem": i.problem,
+    })
+}
+
+pub fn item_table(items: &[Item], now: Micros) {
+    if items.is_empty() {
+        println!("no steering items");
+        return;
+    }
+    println!(
+        "{:<11} {:<9} {:<28} {:>7} {:>5} TEXT",
+        "KEY", "STATE", "TARGET", "AGE", "SHOWN"
+    );
+    for i in items {
+        let first = i.text.lines().next().unwrap_or("");
+        println!(
+            "{:<11} {:<9} {:<28} {:>7} {:>5} {}",
+            i.key,
+            i.state.as_str(),
+            cell(&i.target.to_string(), 28),
+            when::span(now - i.created),
+            i.shown,
+            first
+        );
+    }
+}
+
+pub fn directive_line(d: &Directive) -> String {
+    let pol = match d.polarity {
+        crate::steer::grammar::Polarity::Ack => "ack",
+        crate::steer::grammar::Polarity::Nack => "nack",
+    };
+    if d.problem.is_some() {
+        return format!("line {}: {pol} without a key (keyless)", d.line);
+    }
+    let body = d.body.as_deref().unwrap_or("");
+    format!(
+        "line {}: {pol} {}: {}",
+        d.line,
+        d.keys.join(", "),
+        body.replace('\n', " / ")
+    )
+}
+
+pub fn outcome_line(o: &Outcome) -> String {
+    let what = match o.effect {
+        Effect::Acked => "acked",
+        Effect::Refused => "refused",
+        Effect::NoReason => "NACK without a reason: recorded, still pending",
+        Effect::AlreadyClosed => "already closed: recorded, state unchanged",
+        Effect::UnknownKey => "unknown key: recorded, nothing retired",
+        Effect::Duplicate => "seen before at this line: nothing new",
+    };
+    format!("{} (line {}): {what}", o.key, o.line)
 }

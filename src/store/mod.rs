@@ -15,6 +15,7 @@
 
 mod claims;
 mod import;
+mod inbox;
 mod ledger;
 mod resolve;
 mod schema;
@@ -23,6 +24,7 @@ mod tasks;
 
 pub use claims::{Claim, ClaimRequest, Holder, Takeover, DEFAULT_LEASE};
 pub use import::ImportReport;
+pub use inbox::{AckRecord, Effect, Item, ItemState, Outcome, Target, TargetKind, DEFAULT_TTL};
 pub use ledger::LedgerEntry;
 pub use snapshot::Snapshot;
 pub use tasks::{ListFilter, PhaseOutcome, TaskUpdate};
@@ -81,6 +83,14 @@ impl Store {
         };
         schema::migrate(&mut store.conn, path)?;
         Ok(store)
+    }
+
+    /// How long a write waits for another writer's lock. Interactive paths that must
+    /// not stall (the exec wrapper forwarding signals) use a short one.
+    pub fn set_busy_timeout(&self, timeout: Duration) -> Result<()> {
+        self.conn
+            .busy_timeout(timeout)
+            .ctx(|| "failed to set busy timeout".into())
     }
 
     pub fn path(&self) -> &Path {

@@ -19,7 +19,7 @@ pub fn resolve(tx: &Transaction<'_>, input: &str) -> Result<String> {
     if text.is_empty() {
         return Err(Error::input("empty task id"));
     }
-    if looks_like_uuid(text) {
+    if crate::task::looks_like_uuid(text) {
         return tx
             .query_row(
                 "SELECT id FROM tasks WHERE uuid = ?1",
@@ -106,12 +106,4 @@ fn prefix_matches(
         .ctx(|| format!("failed to look up task {prefix}"))?;
     rows.collect::<std::result::Result<Vec<_>, _>>()
         .ctx(|| format!("failed to look up task {prefix}"))
-}
-
-fn looks_like_uuid(text: &str) -> bool {
-    text.len() == 36
-        && text.bytes().enumerate().all(|(i, c)| match i {
-            8 | 13 | 18 | 23 => c == b'-',
-            _ => c.is_ascii_hexdigit(),
-        })
 }

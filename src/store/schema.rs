@@ -71,6 +71,36 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX ledger_by_task ON ledger (task_id, seq);
     CREATE INDEX ledger_by_actor ON ledger (actor, kind, seq);
     "#,
+    // 2: steering items and the acknowledgments found for them.
+    r#"
+    CREATE TABLE steering (
+        key TEXT PRIMARY KEY,
+        target_kind TEXT NOT NULL CHECK (target_kind IN ('lane', 'worktree', 'session')),
+        target TEXT NOT NULL,
+        text TEXT NOT NULL,
+        state TEXT NOT NULL DEFAULT 'pending'
+            CHECK (state IN ('pending', 'acked', 'refused', 'expired')),
+        created INTEGER NOT NULL,
+        expires INTEGER NOT NULL,
+        shown INTEGER NOT NULL DEFAULT 0,
+        last_shown INTEGER,
+        closed_at INTEGER,
+        problem TEXT
+    ) WITHOUT ROWID;
+    CREATE INDEX steering_by_target ON steering (state, target_kind, target);
+    CREATE TABLE acks (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        key TEXT NOT NULL,
+        polarity TEXT NOT NULL CHECK (polarity IN ('ack', 'nack')),
+        body TEXT NOT NULL,
+        source TEXT NOT NULL,
+        line INTEGER NOT NULL,
+        at INTEGER NOT NULL,
+        effect TEXT NOT NULL,
+        UNIQUE (key, polarity, source, line)
+    );
+    CREATE INDEX acks_by_key ON acks (key, seq);
+    "#,
 ];
 
 /// Brings the database at `path` up to [`VERSION`], or refuses it.

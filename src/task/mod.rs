@@ -159,3 +159,12 @@ pub fn check_name(kind: &str, name: &str) -> Result<(), String> {
         ))
     }
 }
+
+/// True for the 8-4-4-4-12 hex shape of a uuid.
+pub fn looks_like_uuid(text: &str) -> bool {
+    text.len() == 36
+        && text.bytes().enumerate().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => c == b'-',
+            _ => c.is_ascii_hexdigit(),
+        })
+}

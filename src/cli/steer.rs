@@ -1,0 +1,315 @@
+//! `spice steer`, `spice inbox`, `spice ack`, `spice exec`, `spice shell-init`.
+
+use super::{render, Env};
+use crate::clock::SystemClock;
+use crate::error::{Error, Result};
+use crate::steer::{exec, grammar};
+use crate::store::{Target, TargetKind, DEFAULT_TTL};
+use crate::when;
+use clap::{Args, Subcommand, ValueEnum};
+use std::ffi::OsString;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn duration(s: &str) -> std::result::Result<Duration, String> {
+    when::parse_duration(s)
+}
+
+#[derive(Debug, Args)]
+pub struct SteerArgs {
+    /// A lane name, a worktree path, a session id, or lane:/worktree:/session: explicitly.
+    target: String,
+    /// The message (several words are joined); `-` reads it from stdin.
+    #[arg(required = true)]
+    message: Vec<String>,
+    /// How long the item waits for an answer before it expires.
+    #[arg(long, value_parser = duration)]
+    ttl: Option<Duration>,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct InboxArgs {
+    /// Only items for this target.
+    target: Option<String>,
+    /// Every state, not just pending.
+    #[arg(long)]
+    all: bool,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AckCmd {
+    /// Print the directives the text on stdin issues, in source order.
+    Parse {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Retire the items the text on stdin acknowledges.
+    Apply {
+        /// Where the text came from, kept with each acknowledgment.
+        #[arg(long, default_value = "<stdin>")]
+        source: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// The command and its arguments (after `--`).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+    command: Vec<OsString>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Shell {
+    Bash,
+    Zsh,
+}
+
+pub fn steer(args: SteerArgs, env: &Env) -> Result<()> {
+    let text = if args.message.len() == 1 && args.message[0] == "-" {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .map_err(|source| Error::Io {
+                context: "failed to read the message from stdin".into(),
+                source,
+            })?;
+        s.trim_end().to_string()
+    } else {
+        args.message.join(" ")
+    };
+    let target = parse_target(env, &args.target)?;
+    let mut store = env.open()?;
+    let item = store.steer(&target, &text, args.ttl.unwrap_or(DEFAULT_TTL))?;
+    if args.json {
+        render::print_json(&render::item_json(&item, store.now()));
+    } else {
+        println!("{}", item.key);
+    }
+    Ok(())
+}
+
+pub fn inbox(args: InboxArgs, env: &Env) -> Result<()> {
+    let targets = match &args.target {
+        Some(t) => vec![parse_target(env, t)?],
+        None => vec![],
+    };
+    let mut store = env.open()?;
+    let items = store.inbox(&targets, args.all)?;
+    let now = store.now();
+    if args.json {
+        render::print_json(
+            &items
+                .iter()
+                .map(|i| render::item_json(i, now))
+                .collect::<Vec<_>>(),
+        );
+    } else {
+        render::item_table(&items, now);
+    }
+    Ok(())
+}
+
+pub fn ack(cmd: AckCmd, env: impl FnOnce() -> Result<Env>) -> Result<()> {
+    let mut text = String::new();
+    std::io::stdin()
+        .read_to_string(&mut text)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::InvalidData => Error::input("stdin is not UTF-8 text"),
+            _ => Error::Io {
+                context: "failed to read stdin".into(),
+                source: e,
+            },
+        })?;
+    let directives = grammar::parse(&text);
+    match cmd {
+        AckCmd::Parse { json } => {
+            for d in &directives {
+                if json {
+                    render::print_json(d);
+                } else {
+                    println!("{}", render::directive_line(d));
+                }
+            }
+        }
+        AckCmd::Apply { source, json } => {
+            let env = env()?;
+            let mut store = env.open()?;
+            let outcomes = store.apply_acks(&directives, &source)?;
+            for d in directives.iter().filter(|d| d.problem.is_some()) {
+                let msg = format!(
+                    "line {}: ACK without a key (keyless); nothing retired",
+                    d.line
+                );
+                if json {
+                    render::print_json(&serde_json::json!({"line": d.line, "problem": "keyless"}));
+                } else {
+                    println!("{msg}");
+                }
+            }
+            for o in &outcomes {
+                if json {
+                    render::print_json(o);
+                } else {
+                    println!("{}", render::outcome_line(o));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Gathers the wrapper's inputs from the environment and runs it.
+pub fn exec(args: ExecArgs) -> Result<i32> {
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let git = super::find_git(&cwd);
+    let state_dir = std::env::var_os("SPICE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| git.as_ref().map(|(_, common)| common.join("spice")));
+    let mut targets = Vec::new();
+    if let Some(s) = std::env::var("SPICE_SESSION")
+        .ok()
+        .filter(|s| !s.is_empty())
+    {
+        targets.push(Target {
+            kind: TargetKind::Session,
+            name: s,
+        });
+    }
+    if let Some(l) = std::env::var("SPICE_LANE").ok().filter(|s| !s.is_empty()) {
+        targets.push(Target {
+            kind: TargetKind::Lane,
+            name: l,
+        });
+    }
+    if let Some((top, _)) = &git {
+        targets.push(Target {
+            kind: TargetKind::Worktree,
+            name: top.display().to_string(),
+        });
+    }
+    let cfg = exec::ExecConfig {
+        argv: args.command,
+        state_dir,
+        targets,
+        backoff: exec::BACKOFF.to_vec(),
+    };
+    exec::run(cfg, Arc::new(SystemClock))
+}
+
+pub fn shell_init(shell: Shell) -> Result<()> {
+    let me = std::env::current_exe().map_err(|source| Error::Io {
+        context: "failed to locate the spice binary".into(),
+        source,
+    })?;
+    let me = shell_quote(&me.display().to_string());
+    let text = match shell {
+        Shell::Bash => format!(
+            r#"# spice shell redirector for bash, loaded through BASH_ENV.
+# Re-runs a top-level `bash -c` command through `spice exec` exactly once, so the
+# operator's steering shows on its stderr. SPICE_EXEC_ACTIVE marks everything below
+# it, so nested shells and scripts run untouched.
+if [ -z "${{SPICE_EXEC_ACTIVE:-}}" ] && [ -n "${{BASH_EXECUTION_STRING:-}}" ] && [ -x {me} ]; then
+  export SPICE_EXEC_ACTIVE=1
+  exec {me} exec -- "${{BASH:-bash}}" -c "$BASH_EXECUTION_STRING" "$0" "$@"
+fi
+"#
+        ),
+        Shell::Zsh => format!(
+            r#"# spice shell redirector for zsh: the .zshenv of the ZDOTDIR spice points at.
+# First restore the user's own startup files, then re-run a top-level `zsh -c`
+# command through `spice exec` exactly once.
+if [[ -n "${{SPICE_ORIG_ZDOTDIR-}}" ]]; then export ZDOTDIR="$SPICE_ORIG_ZDOTDIR"; else unset ZDOTDIR; fi
+[[ -f "${{ZDOTDIR:-$HOME}}/.zshenv" ]] && source "${{ZDOTDIR:-$HOME}}/.zshenv"
+if [[ -z "${{SPICE_EXEC_ACTIVE-}}" && -n "${{ZSH_EXECUTION_STRING-}}" && -x {me} ]]; then
+  export SPICE_EXEC_ACTIVE=1
+  exec {me} exec -- "${{ZSH_NAME:-zsh}}" -c "$ZSH_EXECUTION_STRING"
+fi
+"#
+        ),
+    };
+    print!("{text}");
+    Ok(())
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// Reads a target as the operator typed it.
+pub fn parse_target(env: &Env, text: &str) -> Result<Target> {
+    let text = text.trim();
+    if let Some((kind, rest)) = text.split_once(':') {
+        let kind = match kind {
+            "lane" => Some(TargetKind::Lane),
+            "worktree" => Some(TargetKind::Worktree),
+            "session" => Some(TargetKind::Session),
+            _ => None,
+        };
+        if let Some(kind) = kind {
+            if rest.is_empty() {
+                return Err(Error::input(format!(
+                    "invalid target '{text}': nothing after ':'"
+                )));
+            }
+            if kind == TargetKind::Lane {
+                crate::config::lane::check_lane_name(rest)?;
+            }
+            let name = match kind {
+                TargetKind::Worktree => worktree_name(Path::new(rest))?,
+                _ => rest.to_string(),
+            };
+            return Ok(Target { kind, name });
+        }
+    }
+    let path = Path::new(text);
+    if text.contains('/') || text == "." || path.is_dir() {
+        return Ok(Target {
+            kind: TargetKind::Worktree,
+            name: worktree_name(path)?,
+        });
+    }
+    if let Ok(dir) = env.lanes_dir() {
+        if crate::config::lane::check_lane_name(text).is_ok()
+            && dir.join(format!("{text}.toml")).is_file()
+        {
+            return Ok(Target {
+                kind: TargetKind::Lane,
+                name: text.to_string(),
+            });
+        }
+    }
+    if crate::stamp::is_stamp(text) || crate::task::looks_like_uuid(text) {
+        return Ok(Target {
+            kind: TargetKind::Session,
+            name: text.to_string(),
+        });
+    }
+    Err(Error::input(format!(
+        "unknown target '{text}': not a lane (no lanes/{text}.toml), a directory or a session id; \
+         write lane:{text}, worktree:PATH or session:ID to be explicit"
+    )))
+}
+
+/// A worktree target is the canonical top of the git work tree holding `path`.
+fn worktree_name(path: &Path) -> Result<String> {
+    let abs = std::fs::canonicalize(path).map_err(|_| {
+        Error::input(format!(
+            "invalid worktree '{}': no such directory",
+            path.display()
+        ))
+    })?;
+    Ok(super::find_git(&abs)
+        .map(|(top, _)| top)
+        .unwrap_or(abs)
+        .display()
+        .to_string())
+}

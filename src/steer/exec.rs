@@ -1,0 +1,348 @@
+//! `spice exec -- CMD …`: runs an agent's command and shows it the steering items
+//! addressed to it on stderr: before the command, the moment a new one is created
+//! while it runs, again on a back-off while unanswered, and after it ends.
+//!
+//! Invariants:
+//! - stdout, stdin and the command's stderr are the child's own file descriptors,
+//!   inherited untouched: the wrapper never reads or rewrites them.
+//! - The command runs in its own process group; SIGINT, SIGTERM, SIGHUP and SIGQUIT
+//!   sent to the wrapper are forwarded to that group; the exit status is the child's,
+//!   and death by signal N exits 128+N.
+//! - New items are pushed by a change notification on the store (inotify on the state
+//!   directory: every commit touches the WAL), with a once-a-second safety poll; the
+//!   wrapper never polls faster than that.
+//! - Without a store, the wrapper replaces itself with the command (`execvp`): no
+//!   output added, no process in between.
+//! - A broken store never stops the command: the wrapper warns once and runs it.
+
+use crate::clock::{Clock, Micros};
+use crate::error::{Error, Result};
+use crate::store::{Item, Store, Target};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+use nix::sys::signal::{killpg, SigSet, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::unistd::Pid;
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::io::Write;
+use std::os::fd::AsFd;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Re-show an unanswered item this long after it was last shown, then the next gap;
+/// the last gap repeats.
+pub const BACKOFF: [Duration; 3] = [
+    Duration::from_secs(15),
+    Duration::from_secs(60),
+    Duration::from_secs(300),
+];
+/// The safety poll when no change notification arrives.
+const SAFETY_POLL: Duration = Duration::from_secs(1);
+/// How long after a change notification the store is read once more.
+const SETTLE: Duration = Duration::from_millis(30);
+
+/// Everything the wrapper needs, gathered by the CLI layer.
+pub struct ExecConfig {
+    pub argv: Vec<OsString>,
+    /// The state directory, if there is one; `None` or a missing database = no store.
+    pub state_dir: Option<PathBuf>,
+    /// Whom the items must be addressed to (session, lane, worktree).
+    pub targets: Vec<Target>,
+    pub backoff: Vec<Duration>,
+}
+
+const SIGNALS: [Signal; 5] = [
+    Signal::SIGINT,
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+    Signal::SIGCHLD,
+];
+
+/// Runs the command and returns the exit code the wrapper must exit with.
+pub fn run(cfg: ExecConfig, clock: Arc<dyn Clock>) -> Result<i32> {
+    if cfg.argv.is_empty() {
+        return Err(Error::input(
+            "spice exec needs a command: spice exec -- CMD [ARG]...",
+        ));
+    }
+    let db = cfg
+        .state_dir
+        .as_ref()
+        .map(|d| d.join(crate::store::DB_FILE))
+        .filter(|p| p.exists());
+    let Some(db) = db else {
+        return Err(exec_in_place(&cfg.argv));
+    };
+    let store = match Store::open(&db, clock.clone()) {
+        // Recording a showing may wait briefly for a writer, never long enough to
+        // delay forwarding a signal noticeably.
+        Ok(s) => s
+            .set_busy_timeout(Duration::from_millis(250))
+            .ok()
+            .map(|()| s),
+        Err(e) => {
+            warn(&format!(
+                "steering unavailable ({e}); running the command anyway"
+            ));
+            None
+        }
+    };
+    let mut shower = Shower {
+        store,
+        targets: cfg.targets,
+        backoff: if cfg.backoff.is_empty() {
+            BACKOFF.to_vec()
+        } else {
+            cfg.backoff
+        },
+        schedule: HashMap::new(),
+    };
+    shower.show(Moment::Before);
+
+    // Block the signals we handle so they arrive on a signalfd instead of killing us;
+    // the child gets an empty mask back before it execs.
+    let mut mask = SigSet::empty();
+    for s in SIGNALS {
+        mask.add(s);
+    }
+    mask.thread_block()
+        .map_err(|e| Error::Other(format!("failed to block signals: {e}")))?;
+    let sfd = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
+        .map_err(|e| Error::Other(format!("failed to open a signalfd: {e}")))?;
+
+    let take_tty = foreground_tty();
+    let mut cmd = std::process::Command::new(&cfg.argv[0]);
+    cmd.args(&cfg.argv[1..]).env("SPICE_EXEC_ACTIVE", "1");
+    // SAFETY: only async-signal-safe calls (setpgid, sigaction, tcsetpgrp, sigprocmask)
+    // between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0))?;
+            if take_tty {
+                // Become the terminal's foreground group so the command can read it;
+                // ignoring SIGTTOU for the call is what shells do.
+                let ign = nix::sys::signal::SigAction::new(
+                    nix::sys::signal::SigHandler::SigIgn,
+                    nix::sys::signal::SaFlags::empty(),
+                    SigSet::empty(),
+                );
+                let old = nix::sys::signal::sigaction(Signal::SIGTTOU, &ign)?;
+                let _ = nix::unistd::tcsetpgrp(std::io::stdin(), nix::unistd::getpid());
+                nix::sys::signal::sigaction(Signal::SIGTTOU, &old)?;
+            }
+            SigSet::empty().thread_set_mask()?;
+            Ok(())
+        });
+    }
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = SigSet::all().thread_unblock();
+            let name = cfg.argv[0].to_string_lossy();
+            return Err(if e.kind() == std::io::ErrorKind::NotFound {
+                Error::Exit(127, format!("{name}: command not found"))
+            } else {
+                Error::Exit(126, format!("{name}: {e}"))
+            });
+        }
+    };
+    let pgid = Pid::from_raw(child.id() as i32);
+    let _ = nix::unistd::setpgid(pgid, pgid); // also from the parent: no race either way
+
+    let watch = shower
+        .store
+        .as_ref()
+        .and_then(|_| watch_dir(cfg.state_dir.as_ref()?));
+    // A change notification can arrive before the writer's commit is visible (SQLite
+    // writes WAL frames, then publishes the commit through shared memory, which makes
+    // no event), so every burst of events is followed by one settled re-check.
+    let mut recheck: Option<Instant> = None;
+    let status = loop {
+        if let Some(st) = child
+            .try_wait()
+            .map_err(|e| Error::Other(format!("wait failed: {e}")))?
+        {
+            break st;
+        }
+        let mut wait = shower.next_due().min(SAFETY_POLL);
+        if let Some(at) = recheck {
+            wait = wait.min(at.saturating_duration_since(Instant::now()));
+        }
+        let timeout = PollTimeout::try_from(wait.as_millis().clamp(1, 60_000) as i32)
+            .unwrap_or(PollTimeout::NONE);
+        let (sig_ready, store_changed) = {
+            let mut fds = vec![PollFd::new(sfd.as_fd(), PollFlags::POLLIN)];
+            if let Some(w) = &watch {
+                fds.push(PollFd::new(w.as_fd(), PollFlags::POLLIN));
+            }
+            match poll(&mut fds, timeout) {
+                Ok(_) => {
+                    let ready = |f: &PollFd| f.revents().is_some_and(|r| !r.is_empty());
+                    (ready(&fds[0]), fds.get(1).is_some_and(ready))
+                }
+                Err(nix::errno::Errno::EINTR) => (false, false),
+                Err(e) => return Err(Error::Other(format!("poll failed: {e}"))),
+            }
+        };
+        if sig_ready {
+            while let Ok(Some(info)) = sfd.read_signal() {
+                let sig = Signal::try_from(info.ssi_signo as i32).ok();
+                if let Some(sig) = sig.filter(|s| *s != Signal::SIGCHLD) {
+                    let _ = killpg(pgid, sig);
+                }
+            }
+        }
+        if store_changed {
+            if let Some(w) = &watch {
+                let _ = w.read_events();
+            }
+            recheck = Some(Instant::now() + SETTLE);
+        } else if recheck.is_some_and(|at| at <= Instant::now()) {
+            recheck = None;
+        }
+        shower.show(Moment::During);
+    };
+    if take_tty {
+        reclaim_tty();
+    }
+    let _ = SigSet::all().thread_unblock();
+    shower.show(Moment::After);
+    Ok(match (status.code(), status.signal()) {
+        (Some(code), _) => code,
+        (None, Some(sig)) => 128 + sig,
+        _ => 1,
+    })
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Moment {
+    Before,
+    During,
+    After,
+}
+
+/// Decides what to show when, and records each showing in the store.
+struct Shower {
+    store: Option<Store>,
+    targets: Vec<Target>,
+    backoff: Vec<Duration>,
+    /// Items shown by this run: when each is due again and how many times it was shown.
+    schedule: HashMap<String, (Instant, usize)>,
+}
+
+impl Shower {
+    fn next_due(&self) -> Duration {
+        let now = Instant::now();
+        self.schedule
+            .values()
+            .map(|(due, _)| due.saturating_duration_since(now))
+            .min()
+            .unwrap_or(SAFETY_POLL)
+    }
+
+    fn show(&mut self, moment: Moment) {
+        let Some(store) = self.store.as_mut() else {
+            return;
+        };
+        let items = match store.inbox(&self.targets, false) {
+            Ok(items) => items,
+            Err(e) => {
+                warn(&format!("steering unavailable ({e})"));
+                self.store = None;
+                return;
+            }
+        };
+        let now = Instant::now();
+        let wall = store.now();
+        let due: Vec<&Item> = items
+            .iter()
+            .filter(|i| match (moment, self.schedule.get(&i.key)) {
+                (Moment::During, Some((when, _))) => *when <= now,
+                _ => true,
+            })
+            .collect();
+        if due.is_empty() {
+            return;
+        }
+        let _ = std::io::stderr().write_all(frame(&due, wall).as_bytes());
+        for i in &due {
+            let n = self.schedule.get(&i.key).map_or(0, |(_, n)| n + 1);
+            let gap = self.backoff[n.min(self.backoff.len() - 1)];
+            self.schedule.insert(i.key.clone(), (now + gap, n));
+        }
+        let keys: Vec<String> = due.iter().map(|i| i.key.clone()).collect();
+        if let Err(e) = store.mark_shown(&keys) {
+            warn(&format!("could not record shown items ({e})"));
+        }
+    }
+}
+
+/// The framed block on stderr. Framed so it cannot be mistaken for the command's own
+/// output; it tells the agent exactly how to answer.
+pub fn frame(items: &[&Item], now: Micros) -> String {
+    let mut out = String::new();
+    let n = items.len();
+    let plural = if n == 1 { "item" } else { "items" };
+    out.push_str(&format!("\n┌── spice: {n} steering {plural} for you ──\n"));
+    for i in items {
+        out.push_str(&format!(
+            "│ [{}] from the operator, {} ago, shown {} time(s) before\n",
+            i.key,
+            crate::when::span(now - i.created),
+            i.shown
+        ));
+        for line in i.text.lines() {
+            out.push_str(&format!("│   {line}\n"));
+        }
+    }
+    out.push_str(
+        "│ Answer each in your next reply, on its own line: ACK <key>: <what you did>\n\
+         │ or, if you will not do it, NACK <key>: <why not>.\n",
+    );
+    out.push_str("└──\n");
+    out
+}
+
+/// Replaces this process with the command; returns only on failure.
+fn exec_in_place(argv: &[OsString]) -> Error {
+    let e = std::process::Command::new(&argv[0]).args(&argv[1..]).exec();
+    let name = argv[0].to_string_lossy();
+    if e.kind() == std::io::ErrorKind::NotFound {
+        Error::Exit(127, format!("{name}: command not found"))
+    } else {
+        Error::Exit(126, format!("{name}: {e}"))
+    }
+}
+
+fn watch_dir(dir: &PathBuf) -> Option<Inotify> {
+    let ino = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).ok()?;
+    ino.add_watch(
+        dir.as_path(),
+        AddWatchFlags::IN_MODIFY
+            | AddWatchFlags::IN_CLOSE_WRITE
+            | AddWatchFlags::IN_CREATE
+            | AddWatchFlags::IN_MOVED_TO,
+    )
+    .ok()?;
+    Some(ino)
+}
+
+/// True if stdin is a terminal whose foreground group is ours.
+fn foreground_tty() -> bool {
+    let stdin = std::io::stdin();
+    nix::unistd::isatty(std::os::fd::AsRawFd::as_raw_fd(&stdin)).unwrap_or(false)
+        && nix::unistd::tcgetpgrp(&stdin).is_ok_and(|g| g == nix::unistd::getpgrp())
+}
+
+fn reclaim_tty() {
+    let _ = nix::sys::signal::SigSet::from(Signal::SIGTTOU).thread_block();
+    let _ = nix::unistd::tcsetpgrp(std::io::stdin(), nix::unistd::getpgrp());
+}
+
+fn warn(msg: &str) {
+    let _ = writeln!(std::io::stderr(), "spice exec: {msg}");
+}

@@ -1,0 +1,311 @@
+//! Directive recognition on one issued line: the token, its position, its header (keys
+//! and separator), and the use-versus-mention checks of [`super::clause`].
+//!
+//! The header grammar, each part a named rule below:
+//!
+//! ```text
+//! directive := emphasis? TOKEN emphasis? lead-sep? filler{0,3} key (joiner filler{0,3} key)* tail
+//! TOKEN     := "ACK" | "NACK", ALL CAPS, not joined to a word on either side
+//! key       := wrapper? stamp wrapper?      (stamp: 9 base52 digits, optional -N)
+//! joiner    := "," | "&" | "/" | "and" | ", and" | whitespace
+//! tail      := emphasis? separator? emphasis?    separator: : , ; . — – - --
+//! ```
+//!
+//! Position: a directive is issued only where a reader would take it as one, at the
+//! start of the line's content (after indentation, list markers, task box, heading and
+//! up to three emphasis markers), right after the previous directive's header, or after
+//! a sentence or clause mark (`.` `!` `?` `;` `:`) and a space: "Done. ACK k: fixed"
+//! issues, "then I ACK k" does not. A header with a token but no key, shaped like a
+//! directive (a separator right after the token, or nothing else on the line), is
+//! *keyless*.
+//!
+//! Invariants: offsets are byte offsets into the line, on char boundaries; each
+//! candidate is examined in time proportional to its own header, so a line costs linear
+//! time in its length.
+
+use memchr::memmem::Finder;
+
+use super::clause::{self, Clause, CodeSpans};
+use super::markdown::{content_start, skip_back_emphasis, skip_back_ws, skip_emphasis, skip_ws};
+use super::Polarity;
+use crate::stamp;
+
+/// Filler words allowed between the token and a key ("ACK inbox key k").
+const FILLERS: &[&str] = &[
+    "inbox", "steering", "item", "items", "key", "keys", "for", "on", "of", "to", "the",
+];
+/// At most this many filler words before each key.
+const MAX_FILLERS: usize = 3;
+
+/// Wrappers allowed around a key alone: (opener, closer). Backtick runs are handled
+/// apart, since their closer is a run of the same length.
+const KEY_WRAPPERS: &[(&str, &str)] =
+    &[("\"", "\""), ("'", "'"), ("“", "”"), ("‘", "’"), ("«", "»")];
+
+/// A directive found on one line.
+pub(super) struct Found {
+    pub polarity: Polarity,
+    /// Empty for a keyless directive.
+    pub keys: Vec<String>,
+    /// Where the directive's lead-in starts: the previous directive's body ends here.
+    pub lead: usize,
+    /// Where its body starts (just after the header).
+    pub body: usize,
+}
+
+/// Finds every directive issued on `line`, in order.
+pub(super) fn scan(line: &str, finder: &Finder<'_>, out: &mut Vec<Found>) {
+    let b = line.as_bytes();
+    let start = content_start(b);
+    let mut clause = Clause::new(start);
+    let mut spans: Option<CodeSpans> = None;
+    let mut previous: Option<usize> = None;
+    for p in finder.find_iter(b) {
+        let Some((t, polarity)) = token_at(line, p) else {
+            continue;
+        };
+        if previous.is_some_and(|end| t < end) {
+            continue;
+        }
+        let e = skip_back_emphasis(b, t);
+        if clause::quoted_before(line, e) {
+            continue;
+        }
+        let Some(lead) = position(b, e, start, previous) else {
+            continue;
+        };
+        let Some((keys, body)) = header(line, p + 3) else {
+            continue;
+        };
+        let spans = spans.get_or_insert_with(|| CodeSpans::new(b));
+        if spans.contains(t) || clause.discards(line, t, spans) {
+            continue;
+        }
+        out.push(Found {
+            polarity,
+            keys,
+            lead,
+            body,
+        });
+        previous = Some(body);
+        clause.restart(body);
+    }
+}
+
+/// The token around an `ACK` found at `p`: `NACK` if an `N` precedes. ALL CAPS and
+/// standalone: no letter or digit before it, and after it no letter or digit, nor a
+/// letter joined by `'`, `’` or `-` ("ACK'd", "ACK-ed").
+fn token_at(line: &str, p: usize) -> Option<(usize, Polarity)> {
+    let b = line.as_bytes();
+    let (t, polarity) = if p > 0 && b[p - 1] == b'N' {
+        (p - 1, Polarity::Nack)
+    } else {
+        (p, Polarity::Ack)
+    };
+    if line[..t]
+        .chars()
+        .next_back()
+        .is_some_and(char::is_alphanumeric)
+    {
+        return None;
+    }
+    let mut after = line[p + 3..].chars();
+    match after.next() {
+        Some(c) if c.is_alphanumeric() => None,
+        Some('\'' | '’' | '-') if after.next().is_some_and(char::is_alphanumeric) => None,
+        _ => Some((t, polarity)),
+    }
+}
+
+/// Where the directive whose token (with its emphasis) starts at `e` begins its
+/// lead-in, if it stands at an issued position.
+fn position(b: &[u8], e: usize, start: usize, previous: Option<usize>) -> Option<usize> {
+    if e == start {
+        return Some(0);
+    }
+    let w = skip_back_ws(b, e);
+    if let Some(end) = previous {
+        if w <= end {
+            return Some(end);
+        }
+    }
+    if w == e {
+        return None;
+    }
+    let c = w - b[..w]
+        .iter()
+        .rev()
+        .take_while(|&&c| matches!(c, b'*' | b'_' | b')'))
+        .count();
+    let mark = c.checked_sub(1)?;
+    match b[mark] {
+        b'.' if !clause::abbreviation_before(b, mark) => Some(c),
+        b'!' | b'?' => Some(c),
+        // The mark belongs to neither body: "done; NACK k" leaves "done".
+        b';' | b':' => Some(mark),
+        _ => None,
+    }
+}
+
+/// Parses the header after the token (which ends at `a`): the keys and where the body
+/// starts. Keyless headers give no keys.
+fn header(line: &str, a: usize) -> Option<(Vec<String>, usize)> {
+    let b = line.as_bytes();
+    let i = skip_emphasis(b, a);
+    let s = skip_ws(b, i);
+    let lead_sep = separator(b, s);
+    if lead_sep.is_none() && s == i && s < b.len() {
+        // Glued to what follows: "ACK`k`", "ACK(k)".
+        return None;
+    }
+    let k = lead_sep.map_or(s, |n| skip_ws(b, skip_emphasis(b, s + n)));
+    if let Some((keys, end)) = key_list(line, k) {
+        return Some((keys, tail(b, end)));
+    }
+    let f = skip_ws(b, skip_emphasis(b, skip_fillers(b, k)));
+    let f_sep = separator(b, f);
+    if lead_sep.is_some() || f == b.len() || f_sep.is_some() {
+        let end = f + f_sep.unwrap_or(0);
+        return Some((Vec::new(), skip_ws(b, skip_emphasis(b, end))));
+    }
+    None
+}
+
+/// One or more keys joined by commas, `&`, `/`, `and` or spaces, deduplicated.
+fn key_list(line: &str, at: usize) -> Option<(Vec<String>, usize)> {
+    let b = line.as_bytes();
+    let mut keys: Vec<&str> = Vec::new();
+    let (mut at, mut end) = (at, at);
+    while let Some((key, e)) = key_token(line, skip_emphasis(b, skip_fillers(b, at))) {
+        keys.push(key);
+        end = e;
+        let q = skip_ws(b, skip_emphasis(b, end));
+        at = match joiner(b, q) {
+            Some(n) => skip_ws(b, q + n),
+            None if q > end => q,
+            None => break,
+        };
+    }
+    (!keys.is_empty()).then(|| (dedup(keys), end))
+}
+
+/// Keeps the first of each key, in order; a set only for lists too long to scan.
+fn dedup(keys: Vec<&str>) -> Vec<String> {
+    const LINEAR: usize = 16;
+    if keys.len() <= LINEAR {
+        let mut out: Vec<String> = Vec::with_capacity(keys.len());
+        for key in keys {
+            if !out.iter().any(|k| k == key) {
+                out.push(key.to_owned());
+            }
+        }
+        return out;
+    }
+    let mut seen = std::collections::HashSet::new();
+    keys.into_iter()
+        .filter(|k| seen.insert(*k))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A key, alone in its optional wrapper: returns the stamp and the end of the wrapper.
+fn key_token(line: &str, p: usize) -> Option<(&str, usize)> {
+    let b = line.as_bytes();
+    let ticks = b[p..].iter().take_while(|&&c| c == b'`').count();
+    let (open, close): (usize, &str) = if ticks > 0 {
+        (ticks, &line[p..p + ticks])
+    } else {
+        KEY_WRAPPERS
+            .iter()
+            .find(|(o, _)| line[p..].starts_with(o))
+            .map_or((0, ""), |&(o, c)| (o.len(), c))
+    };
+    let s = p + open;
+    let run = b[s..]
+        .iter()
+        .take(stamp::WIDTH + 1)
+        .take_while(|c| c.is_ascii_alphanumeric())
+        .count();
+    let mut e = s + run;
+    if b.get(e) == Some(&b'-') && b.get(e + 1).is_some_and(u8::is_ascii_digit) {
+        e += 1 + b[e + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
+    }
+    let key = &line[s..e];
+    if run != stamp::WIDTH
+        || !stamp::is_stamp(key)
+        || line[e..].chars().next().is_some_and(char::is_alphanumeric)
+    {
+        return None;
+    }
+    if !close.is_empty() {
+        if !line[e..].starts_with(close) || (ticks > 0 && b.get(e + ticks) == Some(&b'`')) {
+            return None;
+        }
+        e += close.len();
+    }
+    Some((key, e))
+}
+
+/// Skips up to [`MAX_FILLERS`] filler words, each followed by whitespace, or by a
+/// separator for the last one ("ACK inbox: done" is keyless, not nothing).
+fn skip_fillers(b: &[u8], mut at: usize) -> usize {
+    for _ in 0..MAX_FILLERS {
+        let len = b[at..]
+            .iter()
+            .take_while(|c| c.is_ascii_alphabetic())
+            .count();
+        let word = &b[at..at + len];
+        if len == 0
+            || !FILLERS
+                .iter()
+                .any(|f| f.as_bytes().eq_ignore_ascii_case(word))
+        {
+            break;
+        }
+        let next = skip_ws(b, at + len);
+        if next == at + len {
+            if separator(b, next).is_some() {
+                at = next;
+            }
+            break;
+        }
+        at = next;
+    }
+    at
+}
+
+/// A list joiner at `q`: `,`, `&` or `/` (then optionally `and`), or `and` alone.
+fn joiner(b: &[u8], q: usize) -> Option<usize> {
+    let and_at = |i: usize| {
+        let word = b.get(i..i + 3)?;
+        (word.eq_ignore_ascii_case(b"and") && matches!(b.get(i + 3), Some(b' ' | b'\t')))
+            .then_some(3)
+    };
+    match b.get(q)? {
+        b',' | b'&' | b'/' => {
+            let s = skip_ws(b, q + 1);
+            Some(and_at(s).map_or(1, |n| s + n - q))
+        }
+        _ => and_at(q),
+    }
+}
+
+/// A separator after the keys: `:` `,` `;` `.` `—` `–`, or one or two `-`.
+fn separator(b: &[u8], at: usize) -> Option<usize> {
+    let rest = &b[at..];
+    match rest.first()? {
+        b':' | b',' | b';' | b'.' => Some(1),
+        b'-' => Some(if rest.get(1) == Some(&b'-') { 2 } else { 1 }),
+        _ if rest.starts_with("—".as_bytes()) || rest.starts_with("–".as_bytes()) => Some(3),
+        _ => None,
+    }
+}
+
+/// Where the body starts after the last key: past closing emphasis, one separator,
+/// more emphasis (`**ACK k:**`) and spaces.
+fn tail(b: &[u8], end: usize) -> usize {
+    let i = skip_emphasis(b, end);
+    let s = skip_ws(b, i);
+    let i = separator(b, s).map_or(i, |n| s + n);
+    skip_ws(b, skip_emphasis(b, i))
+}

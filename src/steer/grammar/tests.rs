@@ -1,0 +1,272 @@
+//! Table-driven tests of the grammar: every example of the issue and tricky cases for
+//! each rule, as input → the directives expected (polarity, keys, body).
+
+use super::*;
+
+/// Expected directive: `"ack"`, `"nack"` or `"keyless"`, its keys and its body.
+type Exp = (&'static str, &'static [&'static str], &'static str);
+
+const A: &str = "dMbnngX3j";
+const B: &str = "dMbnpQ7kz";
+const C: &str = "dMbnq2HhR";
+
+/// (rule, input, expected). Inputs use the three stamps above. One case per line, so
+/// the table stays readable.
+#[rustfmt::skip]
+const CASES: &[(&str, &str, &[Exp])] = &[
+    // The issue's examples.
+    ("issue", "ACK dMbnngX3j: split the test file into three shards", &[("ack", &[A], "split the test file into three shards")]),
+    ("issue", "- **ACK dMbnpQ7kz:** kept stdout untouched", &[("ack", &[B], "kept stdout untouched")]),
+    ("issue", "ACK dMbnngX3j, dMbnpQ7kz: both applied", &[("ack", &[A, B], "both applied")]),
+    ("issue", "NACK dMbnq2HhR: the file is generated; edits would be lost", &[("nack", &[C], "the file is generated; edits would be lost")]),
+    ("issue", "ACK dMbnngX3j-2: rebased first", &[("ack", &["dMbnngX3j-2"], "rebased first")]),
+    ("issue", "I would reply ACK dMbnngX3j once the build passes.", &[]),
+    ("issue", "`ACK dMbnngX3j: done`", &[]),
+    ("issue", "    ACK dMbnngX3j: done", &[]),
+    ("issue", "ACK: will do", &[("keyless", &[], "")]),
+    ("issue", "Ack dMbnngX3j: done", &[]),
+    ("issue", "ACKNOWLEDGED dMbnngX3j", &[]),
+    // Token: ALL CAPS, standalone.
+    ("token", "ACKed dMbnngX3j: done", &[]),
+    ("token", "NACKs dMbnngX3j: no", &[]),
+    ("token", "ACK'd dMbnngX3j", &[]),
+    ("token", "ACK-ed dMbnngX3j", &[]),
+    ("token", "BACK dMbnngX3j: x", &[]),
+    ("token", "FEEDBACK dMbnngX3j: x", &[]),
+    ("token", "xACK dMbnngX3j: x", &[]),
+    ("token", "nack dMbnngX3j: x", &[]),
+    ("token", "NNACK dMbnngX3j: x", &[]),
+    ("token", "NACK dMbnngX3j", &[("nack", &[A], "")]),
+    ("token", "ACK\tdMbnngX3j\tdone", &[("ack", &[A], "done")]),
+    // Keys: stamps with optional -N, lists.
+    ("keys", "ACK dMbnngX3j and dMbnpQ7kz: both", &[("ack", &[A, B], "both")]),
+    ("keys", "ACK dMbnngX3j, dMbnpQ7kz, and dMbnq2HhR: all three", &[("ack", &[A, B, C], "all three")]),
+    ("keys", "ACK dMbnngX3j & dMbnpQ7kz: both", &[("ack", &[A, B], "both")]),
+    ("keys", "ACK dMbnngX3j dMbnpQ7kz: both", &[("ack", &[A, B], "both")]),
+    ("keys", "ACK dMbnngX3j, dMbnngX3j: twice", &[("ack", &[A], "twice")]),
+    ("keys", "ACK dMbnngX3: too short", &[]),
+    ("keys", "ACK dMbnngX3jj: too long", &[]),
+    ("keys", "ACK dMbnngX3a: vowel", &[]),
+    ("keys", "ACK dMbnngX3j-0: zero suffix", &[]),
+    ("keys", "ACK dMbnngX3j-02: leading zero", &[]),
+    ("keys", "ACK dMbnngX3j-12: suffix", &[("ack", &["dMbnngX3j-12"], "suffix")]),
+    ("keys", "ACK dMbnngX3j, banana: one", &[("ack", &[A], "banana: one")]),
+    ("keys", "ACK dMbnngX3j and fixed the rest", &[("ack", &[A], "and fixed the rest")]),
+    ("keys", "ACK dMbnngX3jé: glued", &[]),
+    ("keys", "ACK dMbnngX3j's point: taken", &[("ack", &[A], "'s point: taken")]),
+    // Emphasis around the header.
+    ("emphasis", "**ACK dMbnngX3j:** done", &[("ack", &[A], "done")]),
+    ("emphasis", "**ACK dMbnngX3j**: done", &[("ack", &[A], "done")]),
+    ("emphasis", "*ACK dMbnngX3j*", &[("ack", &[A], "")]),
+    ("emphasis", "__ACK dMbnngX3j__ done", &[("ack", &[A], "done")]),
+    ("emphasis", "***ACK dMbnngX3j:*** done", &[("ack", &[A], "done")]),
+    ("emphasis", "**ACK** dMbnngX3j: done", &[("ack", &[A], "done")]),
+    ("emphasis", "****ACK dMbnngX3j: four is not emphasis", &[]),
+    ("emphasis", "**ACK dMbnngX3j:** done **NACK dMbnpQ7kz:** no", &[("ack", &[A], "done **NACK dMbnpQ7kz:** no")]),
+    ("emphasis", "**ACK dMbnngX3j:** done. **NACK dMbnpQ7kz:** no", &[("ack", &[A], "done."), ("nack", &[B], "no")]),
+    // List markers, task boxes, headings, indentation.
+    ("list", "- ACK dMbnngX3j: a", &[("ack", &[A], "a")]),
+    ("list", "* ACK dMbnngX3j: a", &[("ack", &[A], "a")]),
+    ("list", "+ ACK dMbnngX3j: a", &[("ack", &[A], "a")]),
+    ("list", "1. ACK dMbnngX3j: a", &[("ack", &[A], "a")]),
+    ("list", "12) NACK dMbnngX3j: a", &[("nack", &[A], "a")]),
+    ("list", "- [x] ACK dMbnngX3j: a", &[("ack", &[A], "a")]),
+    ("list", "- [ ] **ACK dMbnngX3j**: a", &[("ack", &[A], "a")]),
+    ("list", "  - 1. ACK dMbnngX3j: nested", &[("ack", &[A], "nested")]),
+    ("list", "-ACK dMbnngX3j: no gap", &[]),
+    ("heading", "## ACK dMbnngX3j", &[("ack", &[A], "")]),
+    ("heading", "###### NACK dMbnngX3j: deep", &[("nack", &[A], "deep")]),
+    ("heading", "####### ACK dMbnngX3j: seven", &[]),
+    ("heading", "#ACK dMbnngX3j: no space", &[]),
+    ("indent", "   ACK dMbnngX3j: three", &[("ack", &[A], "three")]),
+    ("indent", "\tACK dMbnngX3j: tab", &[]),
+    ("indent", "  \tACK dMbnngX3j: tab after spaces", &[]),
+    // Wrappers around a key alone.
+    ("wrapper", "ACK `dMbnngX3j`: done", &[("ack", &[A], "done")]),
+    ("wrapper", "ACK ``dMbnngX3j``: done", &[("ack", &[A], "done")]),
+    ("wrapper", "ACK \"dMbnngX3j\": done", &[("ack", &[A], "done")]),
+    ("wrapper", "ACK 'dMbnngX3j': done", &[("ack", &[A], "done")]),
+    ("wrapper", "ACK “dMbnngX3j”: done", &[("ack", &[A], "done")]),
+    ("wrapper", "ACK ‘dMbnngX3j’, `dMbnpQ7kz`: done", &[("ack", &[A, B], "done")]),
+    ("wrapper", "ACK **dMbnngX3j**: done", &[("ack", &[A], "done")]),
+    ("wrapper", "ACK `dMbnngX3j: done`", &[]),
+    ("wrapper", "ACK `dMbnngX3j, dMbnpQ7kz`: done", &[]),
+    ("wrapper", "ACK \"dMbnngX3j: unclosed", &[]),
+    ("wrapper", "ACK `dMbnngX3j``: mismatched", &[]),
+    // Separators after the keys.
+    ("separator", "ACK dMbnngX3j, done", &[("ack", &[A], "done")]),
+    ("separator", "ACK dMbnngX3j — done", &[("ack", &[A], "done")]),
+    ("separator", "ACK dMbnngX3j – done", &[("ack", &[A], "done")]),
+    ("separator", "ACK dMbnngX3j - done", &[("ack", &[A], "done")]),
+    ("separator", "ACK dMbnngX3j -- done", &[("ack", &[A], "done")]),
+    ("separator", "ACK dMbnngX3j. Done", &[("ack", &[A], "Done")]),
+    ("separator", "ACK dMbnngX3j; done", &[("ack", &[A], "done")]),
+    ("separator", "ACK dMbnngX3j done", &[("ack", &[A], "done")]),
+    ("separator", "ACK: dMbnngX3j — done", &[("ack", &[A], "done")]),
+    // Filler words.
+    ("filler", "ACK inbox key dMbnngX3j: done", &[("ack", &[A], "done")]),
+    ("filler", "ACK for steering item dMbnngX3j: done", &[("ack", &[A], "done")]),
+    ("filler", "NACK the Inbox item dMbnngX3j: no", &[("nack", &[A], "no")]),
+    ("filler", "ACK key dMbnngX3j and key dMbnpQ7kz: both", &[("ack", &[A, B], "both")]),
+    ("filler", "ACK for the inbox item dMbnngX3j: four fillers", &[]),
+    ("filler", "ACK the build: passed", &[]),
+    ("filler", "ACK inbox: done", &[("keyless", &[], "")]),
+    // Keyless.
+    ("keyless", "ACK - on it", &[("keyless", &[], "")]),
+    ("keyless", "**ACK:** on it", &[("keyless", &[], "")]),
+    ("keyless", "ACK", &[("keyless", &[], "")]),
+    ("keyless", "NACK — no", &[("keyless", &[], "")]),
+    ("keyless", "ACK received", &[]),
+    ("keyless", "ACK: on it\nACK dMbnngX3j: done", &[("keyless", &[], ""), ("ack", &[A], "done")]),
+    // Use versus mention.
+    ("mention", "\"ACK dMbnngX3j: done\"", &[]),
+    ("mention", "'ACK dMbnngX3j'", &[]),
+    ("mention", "“ACK dMbnngX3j”", &[]),
+    ("mention", "Then write `ACK dMbnngX3j`.", &[]),
+    ("mention", "Done. `ACK dMbnngX3j: x`", &[]),
+    ("mention", "Status: `x`. ACK dMbnngX3j: fine", &[("ack", &[A], "fine")]),
+    ("mention", "`Done. ACK dMbnngX3j: x`", &[]),
+    ("mention", "Reply with `ACK <key>: …`. So: ACK dMbnngX3j: done", &[("ack", &[A], "done")]),
+    ("mention", "He wrote \"Done. ACK dMbnngX3j: x\"", &[]),
+    ("mention", "He said “fine. ACK dMbnngX3j: x”", &[]),
+    ("negation", "I did not ACK dMbnngX3j yet.", &[]),
+    ("negation", "Not done: ACK dMbnngX3j", &[]),
+    ("negation", "I won't; never: ACK dMbnngX3j", &[]),
+    ("negation", "I could not reproduce it; ACK dMbnngX3j: nothing to fix", &[("ack", &[A], "nothing to fix")]),
+    ("hypothetical", "I could write ACK dMbnngX3j", &[]),
+    ("hypothetical", "For example, ACK dMbnngX3j: done", &[]),
+    ("hypothetical", "For example: ACK dMbnngX3j: done", &[]),
+    ("hypothetical", "e.g. ACK dMbnngX3j: done", &[]),
+    ("hypothetical", "Use a form such as: ACK dMbnngX3j", &[]),
+    ("hypothetical", "The phrase: ACK dMbnngX3j", &[]),
+    ("hypothetical", "Reply with: ACK dMbnngX3j", &[]),
+    ("hypothetical", "I'd say: ACK dMbnngX3j", &[]),
+    ("hypothetical", "It should be: NACK dMbnngX3j", &[]),
+    ("hypothetical", "I could not fix it. ACK dMbnngX3j: wontfix", &[("ack", &[A], "wontfix")]),
+    // Position: line start, after a sentence or clause mark, after a directive.
+    ("position", "Done. ACK dMbnngX3j: fixed", &[("ack", &[A], "fixed")]),
+    ("position", "All good! NACK dMbnngX3j: no", &[("nack", &[A], "no")]),
+    ("position", "Update: ACK dMbnngX3j: fixed", &[("ack", &[A], "fixed")]),
+    ("position", "**Steering:** ACK dMbnngX3j: fixed", &[("ack", &[A], "fixed")]),
+    ("position", "I ACK dMbnngX3j: fixed", &[]),
+    ("position", "so ACK dMbnngX3j", &[]),
+    ("position", "(ACK dMbnngX3j)", &[]),
+    ("position", "Done.ACK dMbnngX3j", &[]),
+    ("position", "ACK dMbnngX3j: a. NACK dMbnpQ7kz: b", &[("ack", &[A], "a."), ("nack", &[B], "b")]),
+    ("position", "ACK dMbnngX3j: a; NACK dMbnpQ7kz: b", &[("ack", &[A], "a"), ("nack", &[B], "b")]),
+    ("position", "ACK dMbnngX3j NACK dMbnpQ7kz: b", &[("ack", &[A], ""), ("nack", &[B], "b")]),
+    ("position", "ACK dMbnngX3j: a ACK dMbnpQ7kz: b", &[("ack", &[A], "a ACK dMbnpQ7kz: b")]),
+    // Suppression walk.
+    ("fence", "```\nACK dMbnngX3j: in code\n```\nACK dMbnpQ7kz: out", &[("ack", &[B], "out")]),
+    ("fence", "~~~md\nACK dMbnngX3j\n~~~\n", &[]),
+    ("fence", "````\n```\nACK dMbnngX3j\n````\nACK dMbnpQ7kz", &[("ack", &[B], "")]),
+    ("fence", "```\n~~~\nACK dMbnngX3j\n", &[]),
+    ("fence", "- ```\n  ACK dMbnngX3j\n  ```\n- ACK dMbnpQ7kz: y", &[("ack", &[B], "y")]),
+    ("fence", "``` ACK dMbnngX3j", &[]),
+    ("quote", "> ACK dMbnngX3j: quoted", &[]),
+    ("quote", "> ACK dMbnngX3j\nACK dMbnpQ7kz: mine", &[("ack", &[B], "mine")]),
+    ("grep", "src/main.rs:12: ACK dMbnngX3j: from grep", &[]),
+    ("grep", "src/a.rs-12- ACK dMbnngX3j", &[]),
+    ("grep", "2024-05-01: ACK dMbnngX3j: dated", &[("ack", &[A], "dated")]),
+    // Bodies.
+    ("body", "ACK dMbnngX3j: line one\nline two\n\nNACK dMbnpQ7kz: no", &[("ack", &[A], "line one\nline two"), ("nack", &[B], "no")]),
+    ("body", "ACK dMbnngX3j: see\n```\nNACK dMbnpQ7kz: shown\n```\nend", &[("ack", &[A], "see\n```\nNACK dMbnpQ7kz: shown\n```\nend")]),
+    ("body", "ACK dMbnngX3j:\r\none\r\ntwo\r\n", &[("ack", &[A], "one\ntwo")]),
+    ("body", "- **ACK dMbnngX3j:** a\n- **ACK dMbnpQ7kz:** b", &[("ack", &[A], "a"), ("ack", &[B], "b")]),
+    ("body", "NACK dMbnngX3j:", &[("nack", &[A], "")]),
+    ("body", "NACK dMbnngX3j:    \n\n", &[("nack", &[A], "")]),
+    ("body", "ACK dMbnngX3j: **bold** result", &[("ack", &[A], "**bold** result")]),
+    ("body", "Intro.\n\nACK dMbnngX3j: a\nACK: b\nACK dMbnpQ7kz: c", &[("ack", &[A], "a"), ("keyless", &[], ""), ("ack", &[B], "c")]),
+];
+
+fn render(d: &Directive) -> (String, Vec<String>, String) {
+    let kind = match (d.problem, d.polarity) {
+        (Some(Problem::Keyless), _) => "keyless",
+        (None, Polarity::Ack) => "ack",
+        (None, Polarity::Nack) => "nack",
+    };
+    (
+        kind.into(),
+        d.keys.clone(),
+        d.body.clone().unwrap_or_default(),
+    )
+}
+
+#[test]
+fn table() {
+    let mut failures = Vec::new();
+    for &(rule, input, want) in CASES {
+        let got: Vec<_> = parse(input).iter().map(render).collect();
+        let want: Vec<_> = want
+            .iter()
+            .map(|&(k, keys, body)| {
+                let keys = keys.iter().map(|s| s.to_string()).collect();
+                (k.to_string(), keys, body.to_string())
+            })
+            .collect();
+        if got != want {
+            failures.push(format!(
+                "[{rule}] {input:?}\n   got  {got:?}\n   want {want:?}"
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failures.len(),
+        CASES.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn lines_are_the_headers_lines() {
+    let text = "intro\n\n- ACK dMbnngX3j: a\n  more\n```\nACK dMbnq2HhR\n```\nx. NACK dMbnpQ7kz: b";
+    let lines: Vec<usize> = parse(text).iter().map(|d| d.line).collect();
+    assert_eq!(lines, [3, 8]);
+}
+
+#[test]
+fn keyless_has_no_body_and_serializes_its_problem() {
+    let d = &parse("ACK: sure")[0];
+    assert_eq!(d.body, None);
+    assert_eq!(
+        serde_json::to_string(d).unwrap(),
+        r#"{"polarity":"ack","keys":[],"line":1,"problem":"keyless"}"#
+    );
+    let d = &parse("NACK dMbnngX3j: generated")[0];
+    assert_eq!(
+        serde_json::to_string(d).unwrap(),
+        r#"{"polarity":"nack","keys":["dMbnngX3j"],"line":1,"body":"generated"}"#
+    );
+}
+
+#[test]
+fn ack_free_text_is_empty() {
+    assert!(parse("").is_empty());
+    assert!(parse("ack, Ack, acknowledged, back, track").is_empty());
+}
+
+/// Quadratic behaviour on one huge line would make these take minutes.
+#[test]
+fn huge_lines_stay_linear() {
+    let n = 40_000;
+    for unit in [
+        "ACK ",
+        "could: ACK dMbnngX3j ",
+        "x: ACK dMbnngX3j ",
+        "` `` ACK ",
+        "ACK dMbnngX3j ",
+        "a-1-",
+        "Done. ",
+    ] {
+        let text = unit.repeat(n);
+        let _ = parse(&text);
+        let _ = walk(&text).count();
+    }
+    let dots = format!("{}x: ACK dMbnngX3j", "a..".repeat(n));
+    assert_eq!(parse(&dots).len(), 1);
+    let keys = "dMbnngX3j, ".repeat(n);
+    let d = parse(&format!("ACK {keys}: many"));
+    assert_eq!(d[0].keys, [A]);
+}

@@ -1,0 +1,6 @@
+//! Steering: durable items an operator addresses to a lane, worktree or session, the
+//! ACK/NACK grammar that retires them from the agent's own prose, and the `spice exec`
+//! wrapper that shows them on the stderr of the agent's commands.
+
+pub mod exec;
+pub mod grammar;

@@ -1,0 +1,390 @@
+//! Steering items and acknowledgments: the inbox.
+//!
+//! Invariants:
+//! - An item is pending until its key is acknowledged in the agent's prose: `ACK` makes
+//!   it acked, `NACK` with a reason makes it refused, a `NACK` without a reason records
+//!   the problem and leaves it pending. Pending items past their TTL become expired,
+//!   kept distinct from acked and refused.
+//! - Showing an item never changes its state; it only counts (`shown`, `last_shown`).
+//! - Every directive found is kept as an acknowledgment record (key, polarity, body,
+//!   source and line), once: re-reading the same source line records nothing new, so a
+//!   transcript can be re-scanned after a restart without double effects.
+
+use super::Store;
+use crate::clock::Micros;
+use crate::error::{Error, Result};
+use crate::stamp;
+use crate::steer::grammar::{Directive, Polarity};
+use rusqlite::{params, OptionalExtension, Transaction};
+use serde::Serialize;
+use std::time::Duration;
+
+/// How long an item waits for an answer unless told otherwise.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(24 * 3600);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TargetKind {
+    Lane,
+    Worktree,
+    Session,
+}
+
+impl TargetKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TargetKind::Lane => "lane",
+            TargetKind::Worktree => "worktree",
+            TargetKind::Session => "session",
+        }
+    }
+    fn parse(s: &str) -> TargetKind {
+        match s {
+            "lane" => TargetKind::Lane,
+            "worktree" => TargetKind::Worktree,
+            _ => TargetKind::Session,
+        }
+    }
+}
+
+/// Who an item is for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct Target {
+    pub kind: TargetKind,
+    pub name: String,
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.kind.as_str(), self.name)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ItemState {
+    Pending,
+    Acked,
+    Refused,
+    Expired,
+}
+
+impl ItemState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ItemState::Pending => "pending",
+            ItemState::Acked => "acked",
+            ItemState::Refused => "refused",
+            ItemState::Expired => "expired",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Item {
+    pub key: String,
+    pub target: Target,
+    pub text: String,
+    pub state: ItemState,
+    pub created: Micros,
+    pub expires: Micros,
+    pub shown: i64,
+    pub last_shown: Option<Micros>,
+    pub closed_at: Option<Micros>,
+    /// The last problem recorded for it (a NACK without a reason).
+    pub problem: Option<String>,
+}
+
+/// What one directive did to one key.
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    pub key: String,
+    pub polarity: Polarity,
+    pub line: usize,
+    pub effect: Effect,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Effect {
+    /// The item is now acked.
+    Acked,
+    /// The item is now refused.
+    Refused,
+    /// A NACK without a reason: recorded as a problem, the item stays pending.
+    NoReason,
+    /// The item was already acked, refused or expired; the record is kept.
+    AlreadyClosed,
+    /// No item has this key; the record is kept.
+    UnknownKey,
+    /// This source line was applied before; nothing new happened.
+    Duplicate,
+}
+
+impl Effect {
+    fn as_str(self) -> &'static str {
+        match self {
+            Effect::Acked => "acked",
+            Effect::Refused => "refused",
+            Effect::NoReason => "no-reason",
+            Effect::AlreadyClosed => "already-closed",
+            Effect::UnknownKey => "unknown-key",
+            Effect::Duplicate => "duplicate",
+        }
+    }
+}
+
+/// One acknowledgment as recorded.
+#[derive(Debug, Clone, Serialize)]
+pub struct AckRecord {
+    pub key: String,
+    pub polarity: String,
+    pub body: String,
+    pub source: String,
+    pub line: i64,
+    pub at: Micros,
+    pub effect: String,
+}
+
+const ITEM_COLUMNS: &str =
+    "key, target_kind, target, text, state, created, expires, shown, last_shown, closed_at, problem";
+
+fn row_to_item(r: &rusqlite::Row<'_>, now: Micros) -> rusqlite::Result<Item> {
+    let state: String = r.get(4)?;
+    let expires: Micros = r.get(6)?;
+    let state = match state.as_str() {
+        // A read does not write; a pending item past its TTL reads as expired.
+        "pending" if expires <= now => ItemState::Expired,
+        "pending" => ItemState::Pending,
+        "acked" => ItemState::Acked,
+        "refused" => ItemState::Refused,
+        _ => ItemState::Expired,
+    };
+    let kind: String = r.get(1)?;
+    Ok(Item {
+        key: r.get(0)?,
+        target: Target {
+            kind: TargetKind::parse(&kind),
+            name: r.get(2)?,
+        },
+        text: r.get(3)?,
+        state,
+        created: r.get(5)?,
+        expires,
+        shown: r.get(7)?,
+        last_shown: r.get(8)?,
+        closed_at: r.get(9)?,
+        problem: r.get(10)?,
+    })
+}
+
+/// Turns pending items past their TTL into expired ones (inside a write).
+fn sweep(tx: &Transaction<'_>, now: Micros) -> Result<()> {
+    tx.prepare_cached(
+        "UPDATE steering SET state = 'expired', closed_at = expires
+         WHERE state = 'pending' AND expires <= ?1",
+    )?
+    .execute([now])?;
+    Ok(())
+}
+
+fn fresh_key(tx: &Transaction<'_>, now: Micros) -> Result<String> {
+    let base = stamp::MINTER.mint(now.max(0) as u64);
+    let mut exists = tx.prepare_cached("SELECT 1 FROM steering WHERE key = ?1")?;
+    if !exists.exists([&base])? {
+        return Ok(base);
+    }
+    (1..)
+        .map(|n| stamp::with_suffix(&base, n))
+        .find(|k| !exists.exists([k]).unwrap_or(true))
+        .ok_or_else(|| Error::Other("no free steering key".into()))
+}
+
+impl Store {
+    /// Creates a pending item for `target`.
+    pub fn steer(&mut self, target: &Target, text: &str, ttl: Duration) -> Result<Item> {
+        if text.trim().is_empty() {
+            return Err(Error::input("a steering item needs some text"));
+        }
+        if target.name.is_empty() {
+            return Err(Error::input("a steering item needs a target"));
+        }
+        let key = self.write("creating a steering item", |tx, now| {
+            sweep(tx, now)?;
+            let key = fresh_key(tx, now)?;
+            tx.execute(
+                "INSERT INTO steering (key, target_kind, target, text, created, expires)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    key,
+                    target.kind.as_str(),
+                    target.name,
+                    text,
+                    now,
+                    now.saturating_add(crate::when::micros(ttl))
+                ],
+            )?;
+            Ok(key)
+        })?;
+        self.item(&key)
+    }
+
+    /// One item by its key.
+    pub fn item(&mut self, key: &str) -> Result<Item> {
+        self.read("reading a steering item", |tx, now| {
+            tx.query_row(
+                &format!("SELECT {ITEM_COLUMNS} FROM steering WHERE key = ?1"),
+                [key],
+                |r| row_to_item(r, now),
+            )
+            .optional()?
+            .ok_or_else(|| Error::input(format!("unknown steering key '{key}'")))
+        })
+    }
+
+    /// Items for any of `targets` (all targets when empty), oldest first: only pending
+    /// ones unless `all`.
+    pub fn inbox(&mut self, targets: &[Target], all: bool) -> Result<Vec<Item>> {
+        self.read("reading the inbox", |tx, now| {
+            let mut stmt = tx.prepare_cached(&format!(
+                "SELECT {ITEM_COLUMNS} FROM steering
+                 WHERE (?1 OR (state = 'pending' AND expires > ?2)) ORDER BY key"
+            ))?;
+            let rows = stmt.query_map(params![all, now], |r| row_to_item(r, now))?;
+            let items = rows.collect::<std::result::Result<Vec<_>, _>>()?;
+            Ok(items
+                .into_iter()
+                .filter(|i| targets.is_empty() || targets.contains(&i.target))
+                .collect())
+        })
+    }
+
+    /// Counts one more showing of each item (never changes its state).
+    pub fn mark_shown(&mut self, keys: &[String]) -> Result<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        self.write("recording shown items", |tx, now| {
+            let mut stmt = tx.prepare_cached(
+                "UPDATE steering SET shown = shown + 1, last_shown = ?2 WHERE key = ?1",
+            )?;
+            for k in keys {
+                stmt.execute(params![k, now])?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Applies parsed directives found in `source`: retires what they acknowledge and
+    /// records every one. Keyless directives are the caller's to report.
+    pub fn apply_acks(&mut self, directives: &[Directive], source: &str) -> Result<Vec<Outcome>> {
+        self.write("applying acknowledgments", |tx, now| {
+            sweep(tx, now)?;
+            let mut out = Vec::new();
+            for d in directives {
+                let body = d.body.clone().unwrap_or_default();
+                for key in &d.keys {
+                    let effect = apply_one(tx, key, d.polarity, &body, source, d.line, now)?;
+                    out.push(Outcome {
+                        key: key.clone(),
+                        polarity: d.polarity,
+                        line: d.line,
+                        effect,
+                    });
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    /// Every acknowledgment recorded for `key`, oldest first.
+    pub fn acks_for(&mut self, key: &str) -> Result<Vec<AckRecord>> {
+        self.read("reading acknowledgments", |tx, _| {
+            let mut stmt = tx.prepare_cached(
+                "SELECT key, polarity, body, source, line, at, effect FROM acks
+                 WHERE key = ?1 ORDER BY seq",
+            )?;
+            let rows = stmt.query_map([key], |r| {
+                Ok(AckRecord {
+                    key: r.get(0)?,
+                    polarity: r.get(1)?,
+                    body: r.get(2)?,
+                    source: r.get(3)?,
+                    line: r.get(4)?,
+                    at: r.get(5)?,
+                    effect: r.get(6)?,
+                })
+            })?;
+            Ok(rows.collect::<std::result::Result<Vec<_>, _>>()?)
+        })
+    }
+}
+
+fn apply_one(
+    tx: &Transaction<'_>,
+    key: &str,
+    polarity: Polarity,
+    body: &str,
+    source: &str,
+    line: usize,
+    now: Micros,
+) -> Result<Effect> {
+    let pol = match polarity {
+        Polarity::Ack => "ack",
+        Polarity::Nack => "nack",
+    };
+    let seen = tx
+        .prepare_cached(
+            "SELECT 1 FROM acks WHERE key = ?1 AND polarity = ?2 AND source = ?3 AND line = ?4",
+        )?
+        .exists(params![key, pol, source, line as i64])?;
+    if seen {
+        return Ok(Effect::Duplicate);
+    }
+    let state: Option<String> = tx
+        .prepare_cached("SELECT state FROM steering WHERE key = ?1")?
+        .query_row([key], |r| r.get(0))
+        .optional()?;
+    let effect = match (state.as_deref(), polarity) {
+        (None, _) => Effect::UnknownKey,
+        (Some("pending"), Polarity::Ack) => Effect::Acked,
+        (Some("pending"), Polarity::Nack) if body.trim().is_empty() => Effect::NoReason,
+        (Some("pending"), Polarity::Nack) => Effect::Refused,
+        (Some(_), _) => Effect::AlreadyClosed,
+    };
+    match effect {
+        Effect::Acked | Effect::Refused => {
+            let to = if effect == Effect::Acked {
+                "acked"
+            } else {
+                "refused"
+            };
+            tx.prepare_cached(
+                "UPDATE steering SET state = ?2, closed_at = ?3 WHERE key = ?1 AND state = 'pending'",
+            )?
+            .execute(params![key, to, now])?;
+        }
+        Effect::NoReason => {
+            tx.prepare_cached("UPDATE steering SET problem = ?2 WHERE key = ?1")?
+                .execute(params![
+                    key,
+                    format!("NACK without a reason at {source}:{line}; still pending")
+                ])?;
+        }
+        _ => {}
+    }
+    tx.prepare_cached(
+        "INSERT INTO acks (key, polarity, body, source, line, at, effect)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?
+    .execute(params![
+        key,
+        pol,
+        body,
+        source,
+        line as i64,
+        now,
+        effect.as_str()
+    ])?;
+    Ok(effect)
+}

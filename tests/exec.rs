@@ -1,0 +1,261 @@
+//! `spice exec` and the shell redirector: stdout byte-exact, exit codes and signals
+//! kept, steering on stderr before, during and after the command.
+
+mod common;
+use common::TestEnv;
+use std::io::{Read, Write};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+fn with_item(env: &TestEnv) -> String {
+    env.run(&["steer", "lane:core", "please run the linter too"])
+        .ok()
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn stdout_is_byte_exact_with_binary_data_through_pipes() {
+    let env = TestEnv::new();
+    let key = with_item(&env);
+    let data: Vec<u8> = (0..=255u8).cycle().take(300_000).collect();
+    let mut child = env
+        .cmd(&["exec", "--", "cat"])
+        .env("SPICE_LANE", "core")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let feed = data.clone();
+    let writer = std::thread::spawn(move || stdin.write_all(&feed).unwrap());
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        out.stdout, data,
+        "stdout must be the command's bytes exactly"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches(&key).count(), 2, "before and after: {err}");
+}
+
+#[test]
+fn the_commands_stderr_and_exit_code_pass_through() {
+    let env = TestEnv::new();
+    with_item(&env);
+    let out = env
+        .cmd(&["exec", "--", "sh", "-c", "echo out; echo err >&2; exit 7"])
+        .env("SPICE_LANE", "core")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(7));
+    assert_eq!(out.stdout, b"out\n");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("err\n"));
+    let out = env
+        .cmd(&["exec", "--", "sh", "-c", "kill -9 $$"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(137), "death by signal 9 is 128+9");
+    let r = common::to_run(
+        env.cmd(&["exec", "--", "no-such-command-xyz"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 127, "{}", r.stderr);
+    assert!(r.stderr.contains("no-such-command-xyz: command not found"));
+}
+
+#[test]
+fn without_a_store_nothing_is_added() {
+    let env = TestEnv::new();
+    let out = env
+        .cmd(&["exec", "--", "printf", "hi"])
+        .env("SPICE_HOME", env.dir.path().join("nowhere"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(out.stdout, b"hi");
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = env
+        .cmd(&["exec", "--", "sh", "-c", "exit 3"])
+        .env("SPICE_HOME", "/nonexistent")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+}
+
+#[test]
+fn nothing_pending_means_no_output_added() {
+    let env = TestEnv::new();
+    env.run(&["task", "list"]).ok(); // the store exists, the inbox is empty
+    let out = env
+        .cmd(&["exec", "--", "echo", "plain"])
+        .env("SPICE_LANE", "core")
+        .output()
+        .unwrap();
+    assert_eq!(out.stdout, b"plain\n");
+    assert!(out.stderr.is_empty());
+}
+
+#[test]
+fn sigterm_and_sigint_reach_the_whole_process_group() {
+    let env = TestEnv::new();
+    env.run(&["task", "list"]).ok();
+    for (sig, code) in [(libc_sig::TERM, 143), (libc_sig::INT, 130)] {
+        let marker = env.dir.path().join(format!("grandchild-{sig}"));
+        // A grandchild must die too: the signal goes to the group. (A background job
+        // of a non-interactive shell ignores SIGINT by POSIX rule, so the grandchild
+        // runs in the foreground of the outer shell.)
+        let script = format!(
+            "sh -c 'echo $$ > {}; exec sleep 30'; echo after",
+            marker.display()
+        );
+        let child = env
+            .cmd(&["exec", "--", "sh", "-c", &script])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        while !marker.exists() && start.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        let gc: i32 = std::fs::read_to_string(&marker)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let st = std::process::Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(code), "signal {sig}");
+        std::thread::sleep(Duration::from_millis(100));
+        let alive = std::path::Path::new(&format!("/proc/{gc}")).exists()
+            && !std::fs::read_to_string(format!("/proc/{gc}/stat"))
+                .unwrap_or_default()
+                .contains(") Z");
+        assert!(!alive, "grandchild {gc} survived signal {sig}");
+    }
+}
+
+mod libc_sig {
+    pub const TERM: i32 = 15;
+    pub const INT: i32 = 2;
+}
+
+#[test]
+fn an_item_created_mid_command_is_pushed_while_it_runs() {
+    let env = TestEnv::new();
+    env.run(&["task", "list"]).ok();
+    let mut child = env
+        .cmd(&["exec", "--", "sleep", "4"])
+        .env("SPICE_LANE", "core")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let key = with_item(&env);
+    let mut stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        let mut seen = Vec::new();
+        while let Ok(n) = stderr.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            seen.extend_from_slice(&buf[..n]);
+            let _ = tx.send(seen.clone());
+        }
+    });
+    let mut during = false;
+    while let Ok(seen) = rx.recv_timeout(Duration::from_secs(10)) {
+        if String::from_utf8_lossy(&seen).contains(&key) {
+            during = child.try_wait().unwrap().is_none();
+            break;
+        }
+    }
+    assert!(during, "the item must appear while the command still runs");
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn stdout_under_a_tty_matches_the_bare_command() {
+    let env = TestEnv::new();
+    with_item(&env);
+    let run_script = |inner: &str| {
+        let mut c = std::process::Command::new("script");
+        c.args(["-qec", inner, "/dev/null"])
+            .current_dir(&env.repo)
+            .env("SPICE_HOME", &env.home)
+            .env("SPICE_LANE", "core")
+            .stdin(Stdio::null());
+        c.output().unwrap()
+    };
+    let bin = common::bin();
+    let wrapped = run_script(&format!(
+        "{} exec -- printf 'a\\tb\\nc' 2>/dev/null",
+        bin.display()
+    ));
+    let bare = run_script("printf 'a\\tb\\nc'");
+    assert_eq!(wrapped.stdout, bare.stdout);
+    assert!(!bare.stdout.is_empty());
+}
+
+#[test]
+fn bash_redirector_runs_top_level_commands_through_exec_once() {
+    let env = TestEnv::new();
+    let key = with_item(&env);
+    let init = env.run(&["shell-init", "bash"]).ok().to_string();
+    let rc = env.dir.path().join("bashenv");
+    std::fs::write(&rc, init).unwrap();
+    let out = std::process::Command::new("bash")
+        .args(["-c", "echo hi; bash -c 'echo nested'"])
+        .current_dir(&env.repo)
+        .env("BASH_ENV", &rc)
+        .env("SPICE_HOME", &env.home)
+        .env("SPICE_LANE", "core")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(out.stdout, b"hi\nnested\n");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.matches(&key).count(),
+        2,
+        "once before, once after; nested shells untouched: {err}"
+    );
+    // Positional parameters survive the re-run.
+    let out = std::process::Command::new("bash")
+        .args(["-c", "echo \"$0:$1:$2\"", "name", "a b", "c"])
+        .env("BASH_ENV", &rc)
+        .env("SPICE_HOME", &env.home)
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "name:a b:c\n");
+    // Scripts run untouched (no BASH_EXECUTION_STRING).
+    let script = env.dir.path().join("s.sh");
+    std::fs::write(&script, "echo script\n").unwrap();
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .current_dir(&env.repo)
+        .env("BASH_ENV", &rc)
+        .env("SPICE_HOME", &env.home)
+        .env("SPICE_LANE", "core")
+        .output()
+        .unwrap();
+    assert_eq!(out.stdout, b"script\n");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains(&key));
+}
