@@ -259,3 +259,26 @@ fn bash_redirector_runs_top_level_commands_through_exec_once() {
     assert_eq!(out.stdout, b"script\n");
     assert!(!String::from_utf8_lossy(&out.stderr).contains(&key));
 }
+
+#[test]
+fn unanswered_items_are_shown_again_on_a_back_off() {
+    let env = TestEnv::new();
+    let key = with_item(&env);
+    let out = env
+        .cmd(&["exec", "--", "sleep", "2"])
+        .env("SPICE_LANE", "core")
+        .env("SPICE_EXEC_BACKOFF", "300ms,600ms")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let shown = err.matches(&key).count();
+    // Before, +0.3 s, +0.9 s, +1.5 s, after: timing may merge one, never more.
+    assert!((4..=6).contains(&shown), "shown {shown} times: {err}");
+    let recorded: i64 = env.sql().query_row("SELECT shown FROM steering WHERE key = ?1", [&key], |r| r.get(0)).unwrap();
+    assert_eq!(recorded as usize, shown, "every showing is counted");
+    // Acknowledged items stop appearing.
+    env.run_stdin(&["ack", "apply"], &format!("ACK {key}: done\n")).ok();
+    let out = env.cmd(&["exec", "--", "true"]).env("SPICE_LANE", "core").output().unwrap();
+    assert!(!String::from_utf8_lossy(&out.stderr).contains(&key));
+}

@@ -196,12 +196,15 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
             name: top.display().to_string(),
         });
     }
-    let cfg = exec::ExecConfig {
-        argv: args.command,
-        state_dir,
-        targets,
-        backoff: exec::BACKOFF.to_vec(),
+    // The re-show schedule can be tuned (and shortened in tests): "15s,60s,300s".
+    let backoff = match std::env::var("SPICE_EXEC_BACKOFF") {
+        Ok(v) if !v.trim().is_empty() => v
+            .split(',')
+            .map(|d| when::parse_duration(d).map_err(|e| Error::input(format!("SPICE_EXEC_BACKOFF: {e}"))))
+            .collect::<Result<Vec<_>>>()?,
+        _ => exec::BACKOFF.to_vec(),
     };
+    let cfg = exec::ExecConfig { argv: args.command, state_dir, targets, backoff };
     exec::run(cfg, Arc::new(SystemClock))
 }
 

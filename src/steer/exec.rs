@@ -156,7 +156,7 @@ pub fn run(cfg: ExecConfig, clock: Arc<dyn Clock>) -> Result<i32> {
     let watch = shower
         .store
         .as_ref()
-        .and_then(|_| watch_dir(cfg.state_dir.as_ref()?));
+        .and_then(|_| watch_dir(cfg.state_dir.as_deref()?));
     // A change notification can arrive before the writer's commit is visible (SQLite
     // writes WAL frames, then publishes the commit through shared memory, which makes
     // no event), so every burst of events is followed by one settled re-check.
@@ -318,10 +318,10 @@ fn exec_in_place(argv: &[OsString]) -> Error {
     }
 }
 
-fn watch_dir(dir: &PathBuf) -> Option<Inotify> {
+fn watch_dir(dir: &std::path::Path) -> Option<Inotify> {
     let ino = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).ok()?;
     ino.add_watch(
-        dir.as_path(),
+        dir,
         AddWatchFlags::IN_MODIFY
             | AddWatchFlags::IN_CLOSE_WRITE
             | AddWatchFlags::IN_CREATE
