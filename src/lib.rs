@@ -27,6 +27,7 @@ pub mod stamp;
 pub mod steer;
 pub mod store;
 pub mod task;
+pub mod transcript;
 pub mod when;
 
 pub use error::{Error, Result};

@@ -1,0 +1,1 @@
+//! Claude Code JSONL decoder (being written).

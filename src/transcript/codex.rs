@@ -1,0 +1,1 @@
+//! Codex rollout decoder (being written).

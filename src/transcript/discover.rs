@@ -1,0 +1,143 @@
+//! Finding sessions on disk: Claude Code under `<claude home>/projects/<slug>/`, Codex
+//! under `<codex home>/sessions/YYYY/MM/DD/rollout-*.jsonl`, matched to a directory.
+//!
+//! The caller passes the roots (the CLI reads `HOME`, `CLAUDE_CONFIG_DIR`, `CODEX_HOME`);
+//! nothing here reads the environment. Subagent files (`agent-*.jsonl`, `subagents/`)
+//! are not sessions of their own.
+
+use super::event::Agent;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+pub struct Roots {
+    /// `~/.claude/projects`
+    pub claude_projects: PathBuf,
+    /// `~/.codex/sessions`
+    pub codex_sessions: PathBuf,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SessionFile {
+    pub path: PathBuf,
+    pub agent: Agent,
+    pub session_id: Option<String>,
+    #[serde(skip)]
+    pub modified: SystemTime,
+    pub size: u64,
+    pub cwd: Option<String>,
+}
+
+/// Claude's project directory name for `cwd`: every non-alphanumeric character → `-`.
+pub fn claude_slug(cwd: &Path) -> String {
+    cwd.to_string_lossy()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect()
+}
+
+/// Sessions whose working directory is `cwd`, newest last.
+pub fn sessions_for(roots: &Roots, cwd: &Path) -> Vec<SessionFile> {
+    let mut out = Vec::new();
+    let dir = roots.claude_projects.join(claude_slug(cwd));
+    if let Ok(rd) = std::fs::read_dir(&dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().to_string();
+            if name.ends_with(".jsonl") && !name.starts_with("agent-") {
+                if let Some(f) = describe(&p, Agent::Claude) {
+                    out.push(SessionFile { cwd: Some(cwd.display().to_string()), ..f });
+                }
+            }
+        }
+    }
+    let want = cwd.display().to_string();
+    for p in codex_rollouts(&roots.codex_sessions) {
+        if let Some(f) = describe(&p, Agent::Codex) {
+            if f.cwd.as_deref() == Some(want.as_str()) {
+                out.push(f);
+            }
+        }
+    }
+    out.sort_by_key(|f| f.modified);
+    out
+}
+
+/// Every `rollout-*.jsonl` under the Codex sessions tree.
+pub fn codex_rollouts(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&dir) else { continue };
+        for e in rd.flatten() {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().to_string();
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(p);
+            } else if name.starts_with("rollout-") && name.ends_with(".jsonl") {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// Size, time and the identity fields from the first records of a session file.
+pub fn describe(path: &Path, agent: Agent) -> Option<SessionFile> {
+    let md = std::fs::metadata(path).ok()?;
+    let (session_id, cwd) = head_fields(path, agent);
+    Some(SessionFile {
+        path: path.to_path_buf(),
+        agent,
+        session_id,
+        modified: md.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+        size: md.len(),
+        cwd,
+    })
+}
+
+/// Session id and cwd from the first few lines (never the whole file).
+fn head_fields(path: &Path, agent: Agent) -> (Option<String>, Option<String>) {
+    let Ok(f) = std::fs::File::open(path) else { return (None, None) };
+    let mut reader = BufReader::new(f);
+    let mut line = Vec::new();
+    let (mut id, mut cwd) = (None, None);
+    for _ in 0..50 {
+        line.clear();
+        // A first line can be megabytes (inlined files); cap what is read per line.
+        match reader.by_ref().take(8 << 20).read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let Ok(v) = serde_json::from_slice::<serde_json::Value>(&line) else { continue };
+        let s = |v: &serde_json::Value| v.as_str().map(str::to_string);
+        match agent {
+            Agent::Claude => {
+                id = id.or_else(|| v.get("sessionId").and_then(s));
+                cwd = cwd.or_else(|| v.get("cwd").and_then(s));
+            }
+            Agent::Codex => {
+                let p = v.get("payload").unwrap_or(&v);
+                if v.get("type").and_then(|t| t.as_str()) == Some("session_meta") || v.get("type").is_none() {
+                    id = id.or_else(|| p.get("id").and_then(s));
+                    cwd = cwd.or_else(|| p.get("cwd").and_then(s));
+                }
+            }
+        }
+        if id.is_some() && cwd.is_some() {
+            break;
+        }
+    }
+    (id, cwd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slugs_follow_claude() {
+        assert_eq!(claude_slug(Path::new("/home/marco/projects/spotter")), "-home-marco-projects-spotter");
+        assert_eq!(claude_slug(Path::new("/.x")), "--x");
+    }
+}

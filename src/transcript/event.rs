@@ -1,0 +1,229 @@
+//! The one event model both agents' transcripts decode into.
+//!
+//! Decoders turn one line of a transcript into zero or more [`Event`]s, in file order,
+//! and never fail on content: an unknown record type or key is skipped, a malformed
+//! line is counted ([`Decoder::malformed`]) and skipped. Every event carries the
+//! 1-based line it came from, so a steering acknowledgment or a briefing can point at
+//! the exact place in the transcript.
+
+use crate::clock::Micros;
+use serde::Serialize;
+
+/// Which agent wrote a transcript.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Agent {
+    Claude,
+    Codex,
+}
+
+/// One thing that happened in a session.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Event {
+    /// 1-based line of the transcript file the event came from.
+    pub line: u64,
+    /// When it happened, where the record says.
+    pub timestamp: Option<Micros>,
+    /// The subagent (sidechain) it belongs to, if not the main conversation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subagent: Option<String>,
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventKind {
+    /// What the session is: emitted when first known and again when a field changes
+    /// (Claude repeats cwd and branch per line; Codex sends turn contexts).
+    SessionMeta(SessionMeta),
+    /// Something the human typed.
+    UserPrompt { text: String },
+    /// Text the harness put in the user's place: environment context, instructions,
+    /// hook output, slash-command expansions, system reminders.
+    InjectedContext { text: String },
+    /// The summary that starts the conversation again after a compaction.
+    CompactionSummary { text: String },
+    AssistantText {
+        text: String,
+        /// The API message id (Claude writes one line per content block of a message).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message_id: Option<String>,
+    },
+    /// Thinking / reasoning summaries: kept out of the default view.
+    Reasoning { text: String },
+    ToolCall {
+        /// The id the result will refer to (Claude `tool_use.id`, Codex `call_id`).
+        id: String,
+        name: String,
+        /// For shell tools: the command line as the agent wrote it.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        command: Option<String>,
+        /// For shell tools: the working directory the command ran in, where known.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cwd: Option<String>,
+        /// The raw arguments, truncated to [`EXCERPT`] bytes when long.
+        input: String,
+    },
+    ToolResult {
+        id: String,
+        /// The exit code where the transcript says it (it often does not).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+        failed: bool,
+        /// The start of the output, at most [`EXCERPT`] bytes (on a char boundary).
+        output: String,
+    },
+    FileChange {
+        path: String,
+        change: ChangeKind,
+        /// The tool call that made it, when known.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+    },
+    /// A `git commit` the agent ran, with what its output tells.
+    Commit {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        sha: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+    },
+    /// The context was compacted here; what follows starts from a summary.
+    Compaction {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        trigger: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pre_tokens: Option<u64>,
+    },
+    /// A subagent was started (or its transcript is linked) from this session.
+    SubagentLink {
+        agent_id: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        description: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+    },
+    /// Token usage. Claude repeats usage on every line of one message with provisional
+    /// figures: consumers keep the last event per `message_id`. Codex reports
+    /// cumulative totals (`cumulative: true`): consumers keep the last.
+    TokenUsage {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message_id: Option<String>,
+        input_tokens: u64,
+        output_tokens: u64,
+        cache_read_tokens: u64,
+        cache_creation_tokens: u64,
+        cumulative: bool,
+    },
+    /// The agent finished its turn and is waiting for input.
+    TurnEnd,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SessionMeta {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    pub agent: Option<Agent>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub git_branch: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ChangeKind {
+    Add,
+    Update,
+    Delete,
+    Move { to: String },
+}
+
+/// The longest output or argument excerpt an event carries, in bytes.
+pub const EXCERPT: usize = 2000;
+
+/// Cuts `s` to at most `max` bytes on a char boundary, marking the cut.
+pub fn excerpt(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+/// A stateful line decoder for one transcript file.
+pub trait Decoder {
+    /// Decodes one line (without its newline) numbered `line` (1-based), appending
+    /// events to `out`. Never panics on any input; malformed lines are counted.
+    fn feed(&mut self, bytes: &[u8], line: u64, out: &mut Vec<Event>);
+    /// How many lines could not be read as JSON objects.
+    fn malformed(&self) -> u64;
+}
+
+/// A commit the agent made, read from a shell command and its output: the command
+/// must run `git commit`; the output's `[branch sha] subject` line gives sha and
+/// message (the message falls back to `-m "…"` in the command).
+pub fn commit_from(command: &str, output: &str, failed: bool) -> Option<(Option<String>, Option<String>)> {
+    if failed || !runs_git_commit(command) {
+        return None;
+    }
+    for line in output.lines() {
+        let l = line.trim_start();
+        let Some(rest) = l.strip_prefix('[') else { continue };
+        let Some((head, subject)) = rest.split_once("] ") else { continue };
+        // "[main 1a2b3c4] msg" or "[main (root-commit) 1a2b3c4] msg"
+        let sha = head.split_whitespace().last().unwrap_or("");
+        if (7..=40).contains(&sha.len()) && sha.bytes().all(|c| c.is_ascii_hexdigit()) {
+            return Some((Some(sha.to_string()), Some(subject.trim().to_string())));
+        }
+    }
+    Some((None, message_flag(command)))
+}
+
+fn runs_git_commit(command: &str) -> bool {
+    let words: Vec<&str> = command
+        .split(|c: char| c.is_whitespace() || c == ';' || c == '&' || c == '|' || c == '(')
+        .filter(|w| !w.is_empty())
+        .collect();
+    words.windows(2).any(|w| w[0] == "git" && w[1] == "commit")
+        || words.windows(4).any(|w| w[0] == "git" && w[1] == "-C" && w[3] == "commit")
+}
+
+fn message_flag(command: &str) -> Option<String> {
+    let i = command.find("-m ")?;
+    let rest = command[i + 3..].trim_start();
+    let quote = rest.chars().next()?;
+    if quote == '"' || quote == '\'' {
+        let body = &rest[1..];
+        let end = body.find(quote)?;
+        Some(body[..end].to_string())
+    } else {
+        rest.split_whitespace().next().map(str::to_string)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commits_from_command_and_output() {
+        let c = commit_from("git add -A && git commit -m \"fix: x\"", "[main 1a2b3c4] fix: x\n 1 file changed", false);
+        assert_eq!(c, Some((Some("1a2b3c4".into()), Some("fix: x".into()))));
+        let c = commit_from("git commit -m 'init'", "[master (root-commit) abcdef0] init", false);
+        assert_eq!(c.unwrap().0.as_deref(), Some("abcdef0"));
+        assert_eq!(commit_from("git commit -m 'x'", "", true), None);
+        assert_eq!(commit_from("git log", "[main 1a2b3c4] x", false), None);
+        assert_eq!(commit_from("git commit -m 'wip'", "", false), Some((None, Some("wip".into()))));
+        assert_eq!(excerpt("héllo", 2), "h…");
+    }
+}

@@ -1,0 +1,224 @@
+//! Following a growing transcript file: whole lines only, exactly once.
+//!
+//! Invariants:
+//! - A partial last line (no newline yet) is held back and retried when more bytes
+//!   arrive: never decoded early, never skipped.
+//! - The position is a [`Checkpoint`]: byte offset, line number, and an FNV-1a hash of
+//!   every byte before the offset. A follower resumed from a checkpoint re-hashes the
+//!   prefix once; if the file is shorter or its prefix differs, it was truncated or
+//!   rewritten, and the follower starts again from the beginning with a fresh decoder
+//!   (and says so), rather than decoding from the middle of a different file.
+//! - While following, a file that shrinks, or whose last bytes before the offset
+//!   change, is detected the same way on the next read.
+//! - Memory is bounded by the longest line, not the file: bytes are read in chunks.
+
+use super::event::{Decoder, Event};
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+/// Where a follower is in a file.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    pub offset: u64,
+    /// Lines fully consumed so far (the next line is `line + 1`).
+    pub line: u64,
+    /// FNV-1a 64 of the bytes `[0, offset)`.
+    pub hash: u64,
+}
+
+/// What one read found besides events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Restart {
+    /// The file continued where we left off.
+    No,
+    /// The file was shorter than the checkpoint or its prefix changed: read anew.
+    Rewritten,
+}
+
+const CHUNK: usize = 1 << 16;
+/// How many bytes before the offset are compared on every read to notice rewrites.
+const TAIL: u64 = 4096;
+
+pub struct Follower {
+    path: PathBuf,
+    decoder: Box<dyn Decoder + Send>,
+    make_decoder: fn() -> Box<dyn Decoder + Send>,
+    at: Checkpoint,
+    /// Bytes after the last newline, waiting for the rest of their line.
+    partial: Vec<u8>,
+    /// The last bytes before `at.offset`, to notice a rewrite cheaply.
+    tail: Vec<u8>,
+    /// Whether `at` has been checked against the file since it was set.
+    verified: bool,
+}
+
+/// FNV-1a 64: stable across builds (unlike std's hasher), fast enough to stream.
+pub fn fnv1a(mut h: u64, bytes: &[u8]) -> u64 {
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+pub const FNV_START: u64 = 0xcbf2_9ce4_8422_2325;
+
+impl Follower {
+    /// Follows `path` from `from` (the start when `None`).
+    pub fn new(
+        path: &Path,
+        make_decoder: fn() -> Box<dyn Decoder + Send>,
+        from: Option<Checkpoint>,
+    ) -> Follower {
+        let start = Checkpoint { offset: 0, line: 0, hash: FNV_START };
+        Follower {
+            path: path.to_path_buf(),
+            decoder: make_decoder(),
+            make_decoder,
+            at: from.unwrap_or(start),
+            partial: Vec::new(),
+            tail: Vec::new(),
+            verified: from.is_none(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The position after the last whole line decoded.
+    pub fn checkpoint(&self) -> Checkpoint {
+        self.at
+    }
+
+    pub fn malformed(&self) -> u64 {
+        self.decoder.malformed()
+    }
+
+    /// Reads whatever whole lines were appended since the last call.
+    pub fn poll(&mut self, out: &mut Vec<Event>) -> std::io::Result<Restart> {
+        let mut file = File::open(&self.path)?;
+        let len = file.metadata()?.len();
+        let mut restart = Restart::No;
+        if !self.verified {
+            if !self.prefix_matches(&mut file, len)? {
+                self.reset();
+                restart = Restart::Rewritten;
+            }
+            self.verified = true;
+        } else if len < self.at.offset + self.partial.len() as u64 || !self.tail_matches(&mut file)? {
+            self.reset();
+            restart = Restart::Rewritten;
+        }
+        let read_from = self.at.offset + self.partial.len() as u64;
+        if len <= read_from {
+            return Ok(restart);
+        }
+        file.seek(SeekFrom::Start(read_from))?;
+        let mut buf = vec![0u8; CHUNK];
+        let mut remaining = len - read_from;
+        while remaining > 0 {
+            let want = (remaining as usize).min(CHUNK);
+            let n = file.read(&mut buf[..want])?;
+            if n == 0 {
+                break;
+            }
+            remaining -= n as u64;
+            self.consume(&buf[..n], out);
+        }
+        Ok(restart)
+    }
+
+    fn consume(&mut self, mut bytes: &[u8], out: &mut Vec<Event>) {
+        while let Some(nl) = memchr::memchr(b'\n', bytes) {
+            let (line_part, rest) = bytes.split_at(nl);
+            let line_no = self.at.line + 1;
+            if self.partial.is_empty() {
+                self.decoder.feed(strip_cr(line_part), line_no, out);
+            } else {
+                self.partial.extend_from_slice(line_part);
+                let whole = std::mem::take(&mut self.partial);
+                self.decoder.feed(strip_cr(&whole), line_no, out);
+                self.at.hash = fnv1a(self.at.hash, &whole);
+                self.push_tail(&whole);
+                self.at.offset += whole.len() as u64;
+                self.at.hash = fnv1a(self.at.hash, b"\n");
+                self.push_tail(b"\n");
+                self.at.offset += 1;
+                self.at.line = line_no;
+                bytes = &rest[1..];
+                continue;
+            }
+            self.at.hash = fnv1a(self.at.hash, &bytes[..=nl]);
+            self.push_tail(&bytes[..=nl]);
+            self.at.offset += nl as u64 + 1;
+            self.at.line = line_no;
+            bytes = &rest[1..];
+        }
+        self.partial.extend_from_slice(bytes);
+    }
+
+    fn push_tail(&mut self, bytes: &[u8]) {
+        self.tail.extend_from_slice(bytes);
+        if self.tail.len() > 2 * TAIL as usize {
+            let cut = self.tail.len() - TAIL as usize;
+            self.tail.drain(..cut);
+        }
+    }
+
+    fn reset(&mut self) {
+        self.decoder = (self.make_decoder)();
+        self.at = Checkpoint { offset: 0, line: 0, hash: FNV_START };
+        self.partial.clear();
+        self.tail.clear();
+    }
+
+    /// Re-hashes `[0, offset)` of the file and compares it with the checkpoint.
+    fn prefix_matches(&mut self, file: &mut File, len: u64) -> std::io::Result<bool> {
+        if len < self.at.offset {
+            return Ok(false);
+        }
+        file.seek(SeekFrom::Start(0))?;
+        let mut h = FNV_START;
+        let mut left = self.at.offset;
+        let mut buf = vec![0u8; CHUNK];
+        while left > 0 {
+            let n = file.read(&mut buf[..(left as usize).min(CHUNK)])?;
+            if n == 0 {
+                return Ok(false);
+            }
+            h = fnv1a(h, &buf[..n]);
+            left -= n as u64;
+        }
+        if h != self.at.hash {
+            return Ok(false);
+        }
+        let keep = self.at.offset.min(TAIL);
+        file.seek(SeekFrom::Start(self.at.offset - keep))?;
+        self.tail = vec![0u8; keep as usize];
+        file.read_exact(&mut self.tail)?;
+        Ok(true)
+    }
+
+    /// Compares the bytes just before the offset with what was read there.
+    fn tail_matches(&mut self, file: &mut File) -> std::io::Result<bool> {
+        let keep = (self.tail.len() as u64).min(TAIL).min(self.at.offset);
+        if keep == 0 {
+            return Ok(true);
+        }
+        let mut now = vec![0u8; keep as usize];
+        file.seek(SeekFrom::Start(self.at.offset - keep))?;
+        if file.read_exact(&mut now).is_err() {
+            return Ok(false);
+        }
+        Ok(now[..] == self.tail[self.tail.len() - keep as usize..])
+    }
+}
+
+fn strip_cr(line: &[u8]) -> &[u8] {
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,57 @@
+//! Making agent-written text safe to print on a terminal.
+//!
+//! Transcripts hold whatever the agent and its tools printed: escape sequences that
+//! would move the cursor, retitle the window or hide text, and bidi controls that
+//! reorder what a reader sees. For the terminal view every C0/C1 control (except
+//! newline and tab) becomes a visible stand-in and every bidi control becomes U+FFFD.
+//! For JSON, nothing is dropped: bidi controls are written as `\uXXXX` escapes.
+
+/// Bidi embedding, override, isolate and mark characters.
+pub fn is_bidi(c: char) -> bool {
+    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
+}
+
+/// Text safe for a terminal: controls shown as Unicode control pictures (ESC → ␛).
+pub fn for_terminal(s: &str) -> String {
+    if !s.chars().any(|c| (c.is_control() && c != '\n' && c != '\t') || is_bidi(c)) {
+        return s.to_string();
+    }
+    s.chars()
+        .map(|c| match c {
+            '\n' | '\t' => c,
+            '\u{7f}' => '\u{2421}',
+            c if (c as u32) < 0x20 => char::from_u32(0x2400 + c as u32).unwrap_or('\u{FFFD}'),
+            c if c.is_control() || is_bidi(c) => '\u{FFFD}',
+            c => c,
+        })
+        .collect()
+}
+
+/// A JSON document with bidi controls escaped (serde_json already escapes C0 controls).
+pub fn json_line<T: serde::Serialize>(v: &T) -> String {
+    let s = serde_json::to_string(v).unwrap_or_else(|_| "null".into());
+    if !s.chars().any(is_bidi) {
+        return s;
+    }
+    s.chars()
+        .map(|c| if is_bidi(c) { format!("\\u{:04x}", c as u32) } else { c.to_string() })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_and_bidi_are_neutralised() {
+        let hostile = "ok\x1b[2J\x1b]0;pwned\x07 \u{202E}txt.exe\u{9b}31m\nnext\tcol";
+        let safe = for_terminal(hostile);
+        assert!(!safe.chars().any(|c| c.is_control() && c != '\n' && c != '\t'));
+        assert!(!safe.chars().any(is_bidi));
+        assert!(safe.contains("␛[2J") && safe.contains("\nnext\tcol"));
+        let j = json_line(&serde_json::json!({ "t": hostile }));
+        assert!(j.contains("\\u001b") && j.contains("\\u202e"));
+        let back: serde_json::Value = serde_json::from_str(&j).unwrap();
+        assert_eq!(back["t"], hostile, "JSON keeps every character");
+    }
+}
