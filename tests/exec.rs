@@ -275,10 +275,20 @@ fn unanswered_items_are_shown_again_on_a_back_off() {
     let shown = err.matches(&key).count();
     // Before, +0.3 s, +0.9 s, +1.5 s, after: timing may merge one, never more.
     assert!((4..=6).contains(&shown), "shown {shown} times: {err}");
-    let recorded: i64 = env.sql().query_row("SELECT shown FROM steering WHERE key = ?1", [&key], |r| r.get(0)).unwrap();
+    let recorded: i64 = env
+        .sql()
+        .query_row("SELECT shown FROM steering WHERE key = ?1", [&key], |r| {
+            r.get(0)
+        })
+        .unwrap();
     assert_eq!(recorded as usize, shown, "every showing is counted");
     // Acknowledged items stop appearing.
-    env.run_stdin(&["ack", "apply"], &format!("ACK {key}: done\n")).ok();
-    let out = env.cmd(&["exec", "--", "true"]).env("SPICE_LANE", "core").output().unwrap();
+    env.run_stdin(&["ack", "apply"], &format!("ACK {key}: done\n"))
+        .ok();
+    let out = env
+        .cmd(&["exec", "--", "true"])
+        .env("SPICE_LANE", "core")
+        .output()
+        .unwrap();
     assert!(!String::from_utf8_lossy(&out.stderr).contains(&key));
 }

@@ -5,6 +5,7 @@
 mod render;
 mod steer;
 mod task;
+mod watch;
 
 use crate::clock::SystemClock;
 use crate::error::{Error, Result};
@@ -43,6 +44,11 @@ enum Command {
         #[arg(value_enum)]
         shell: steer::Shell,
     },
+    /// Follow Claude Code and Codex transcripts, read-only.
+    Watch(watch::WatchArgs),
+    /// List, show and brief agent sessions, read-only.
+    #[command(subcommand)]
+    Session(watch::SessionCmd),
     /// The state store itself.
     #[command(subcommand)]
     Store(StoreCmd),
@@ -83,6 +89,8 @@ fn run(command: Command) -> Result<()> {
         Command::Inbox(args) => steer::inbox(args, &Env::from_process()?),
         Command::Ack(cmd) => steer::ack(cmd, Env::from_process),
         Command::ShellInit { shell } => steer::shell_init(shell),
+        Command::Watch(args) => watch::watch(args),
+        Command::Session(cmd) => watch::session(cmd),
         Command::Exec(_) => unreachable!("handled in main"),
         Command::Store(cmd) => {
             let env = Env::from_process()?;

@@ -200,11 +200,19 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
     let backoff = match std::env::var("SPICE_EXEC_BACKOFF") {
         Ok(v) if !v.trim().is_empty() => v
             .split(',')
-            .map(|d| when::parse_duration(d).map_err(|e| Error::input(format!("SPICE_EXEC_BACKOFF: {e}"))))
+            .map(|d| {
+                when::parse_duration(d)
+                    .map_err(|e| Error::input(format!("SPICE_EXEC_BACKOFF: {e}")))
+            })
             .collect::<Result<Vec<_>>>()?,
         _ => exec::BACKOFF.to_vec(),
     };
-    let cfg = exec::ExecConfig { argv: args.command, state_dir, targets, backoff };
+    let cfg = exec::ExecConfig {
+        argv: args.command,
+        state_dir,
+        targets,
+        backoff,
+    };
     exec::run(cfg, Arc::new(SystemClock))
 }
 

@@ -120,9 +120,17 @@ pub fn brief(path: &str, events: &[Event], malformed: u64) -> Briefing {
     let mut usage: BTreeMap<String, Tokens> = BTreeMap::new();
     let mut cumulative: Option<Tokens> = None;
     for e in events {
-        if let EventKind::SubagentLink { agent_id, description, .. } = &e.kind {
+        if let EventKind::SubagentLink {
+            agent_id,
+            description,
+            ..
+        } = &e.kind
+        {
             if !b.subagents.iter().any(|s| &s.agent_id == agent_id) {
-                b.subagents.push(Subagent { agent_id: agent_id.clone(), description: description.clone() });
+                b.subagents.push(Subagent {
+                    agent_id: agent_id.clone(),
+                    description: description.clone(),
+                });
             }
             continue;
         }
@@ -136,11 +144,22 @@ pub fn brief(path: &str, events: &[Event], malformed: u64) -> Briefing {
                 b.last_assistant_text = Some(text.clone());
                 for d in grammar::parse(text) {
                     for key in d.keys {
-                        b.acks.push(AckFound { key, polarity: d.polarity, line: e.line, body: d.body.clone() });
+                        b.acks.push(AckFound {
+                            key,
+                            polarity: d.polarity,
+                            line: e.line,
+                            body: d.body.clone(),
+                        });
                     }
                 }
             }
-            EventKind::ToolCall { id, name, command, cwd, .. } => {
+            EventKind::ToolCall {
+                id,
+                name,
+                command,
+                cwd,
+                ..
+            } => {
                 calls.push((id.clone(), name.clone(), command.clone(), e.line));
                 if let Some(c) = command {
                     by_call.insert(id.clone(), b.commands.len());
@@ -154,7 +173,12 @@ pub fn brief(path: &str, events: &[Event], malformed: u64) -> Briefing {
                     });
                 }
             }
-            EventKind::ToolResult { id, exit_code, failed, .. } => {
+            EventKind::ToolResult {
+                id,
+                exit_code,
+                failed,
+                ..
+            } => {
                 answered.insert(id.clone());
                 if let Some(&i) = by_call.get(id) {
                     let c = &mut b.commands[i];
@@ -163,13 +187,20 @@ pub fn brief(path: &str, events: &[Event], malformed: u64) -> Briefing {
                     c.finished = true;
                 }
             }
-            EventKind::FileChange { path, change, .. } => {
-                b.files_changed.push(FileChanged { path: path.clone(), change: change.clone(), line: e.line })
-            }
-            EventKind::Commit { sha, message, .. } => {
-                b.commits.push(CommitMade { sha: sha.clone(), message: message.clone(), line: e.line })
-            }
-            EventKind::Compaction { trigger, pre_tokens } => b.compactions.push(CompactionAt {
+            EventKind::FileChange { path, change, .. } => b.files_changed.push(FileChanged {
+                path: path.clone(),
+                change: change.clone(),
+                line: e.line,
+            }),
+            EventKind::Commit { sha, message, .. } => b.commits.push(CommitMade {
+                sha: sha.clone(),
+                message: message.clone(),
+                line: e.line,
+            }),
+            EventKind::Compaction {
+                trigger,
+                pre_tokens,
+            } => b.compactions.push(CompactionAt {
                 line: e.line,
                 trigger: trigger.clone(),
                 pre_tokens: *pre_tokens,
@@ -192,7 +223,12 @@ pub fn brief(path: &str, events: &[Event], malformed: u64) -> Briefing {
                     cumulative = Some(t);
                 } else {
                     // The last line of a message carries its final figures.
-                    usage.insert(message_id.clone().unwrap_or_else(|| format!("line{}", e.line)), t);
+                    usage.insert(
+                        message_id
+                            .clone()
+                            .unwrap_or_else(|| format!("line{}", e.line)),
+                        t,
+                    );
                 }
             }
             _ => {}
@@ -207,10 +243,15 @@ pub fn brief(path: &str, events: &[Event], malformed: u64) -> Briefing {
         })
     });
     // Only the last call can be the one the session stopped in.
-    b.unfinished_call = calls
-        .last()
-        .filter(|(id, ..)| !answered.contains(id))
-        .map(|(_, name, command, line)| UnfinishedCall { name: name.clone(), command: command.clone(), line: *line });
+    b.unfinished_call =
+        calls
+            .last()
+            .filter(|(id, ..)| !answered.contains(id))
+            .map(|(_, name, command, line)| UnfinishedCall {
+                name: name.clone(),
+                command: command.clone(),
+                line: *line,
+            });
     b.agent = meta.agent;
     b.session_id = meta.session_id;
     b.cwd = meta.cwd;
@@ -245,10 +286,19 @@ pub fn markdown(b: &Briefing) -> String {
         Some(Agent::Codex) => "Codex",
         None => "unknown agent",
     };
-    let _ = writeln!(s, "# Briefing: {agent} session {}", b.session_id.as_deref().unwrap_or("?"));
+    let _ = writeln!(
+        s,
+        "# Briefing: {agent} session {}",
+        b.session_id.as_deref().unwrap_or("?")
+    );
     let _ = writeln!(s);
     let _ = writeln!(s, "- transcript: `{}`", b.path);
-    for (k, v) in [("cwd", &b.cwd), ("model", &b.model), ("version", &b.version), ("branch", &b.git_branch)] {
+    for (k, v) in [
+        ("cwd", &b.cwd),
+        ("model", &b.model),
+        ("version", &b.version),
+        ("branch", &b.git_branch),
+    ] {
         if let Some(v) = v {
             let _ = writeln!(s, "- {k}: `{v}`");
         }
@@ -260,7 +310,12 @@ pub fn markdown(b: &Briefing) -> String {
     for p in &b.prompts {
         let _ = writeln!(s, "- {}", one_line(p, 300));
     }
-    let _ = writeln!(s, "\n## Commands ({}, {} failed)\n", b.commands.len(), b.commands.iter().filter(|c| c.failed).count());
+    let _ = writeln!(
+        s,
+        "\n## Commands ({}, {} failed)\n",
+        b.commands.len(),
+        b.commands.iter().filter(|c| c.failed).count()
+    );
     for c in &b.commands {
         let status = match (c.finished, c.exit_code, c.failed) {
             (false, ..) => "no result".to_string(),
@@ -269,7 +324,12 @@ pub fn markdown(b: &Briefing) -> String {
             (_, Some(code), false) => format!("exit {code}"),
             (_, None, false) => "ok".to_string(),
         };
-        let _ = writeln!(s, "- `{}` ({status}, line {})", one_line(&c.command, 200), c.line);
+        let _ = writeln!(
+            s,
+            "- `{}` ({status}, line {})",
+            one_line(&c.command, 200),
+            c.line
+        );
     }
     if !b.files_changed.is_empty() {
         let _ = writeln!(s, "\n## Files changed\n");
@@ -302,21 +362,38 @@ pub fn markdown(b: &Briefing) -> String {
                 "- line {} ({}{})",
                 c.line,
                 c.trigger.as_deref().unwrap_or("compaction"),
-                c.pre_tokens.map(|t| format!(", {t} tokens before")).unwrap_or_default()
+                c.pre_tokens
+                    .map(|t| format!(", {t} tokens before"))
+                    .unwrap_or_default()
             );
         }
     }
     if !b.subagents.is_empty() {
         let _ = writeln!(s, "\n## Subagents\n");
         for a in &b.subagents {
-            let _ = writeln!(s, "- {} {}", a.agent_id, a.description.as_deref().unwrap_or(""));
+            let _ = writeln!(
+                s,
+                "- {} {}",
+                a.agent_id,
+                a.description.as_deref().unwrap_or("")
+            );
         }
     }
     if !b.acks.is_empty() {
         let _ = writeln!(s, "\n## Steering answered\n");
         for a in &b.acks {
-            let pol = if a.polarity == Polarity::Ack { "ACK" } else { "NACK" };
-            let _ = writeln!(s, "- {pol} {} (line {}): {}", a.key, a.line, one_line(a.body.as_deref().unwrap_or(""), 200));
+            let pol = if a.polarity == Polarity::Ack {
+                "ACK"
+            } else {
+                "NACK"
+            };
+            let _ = writeln!(
+                s,
+                "- {pol} {} (line {}): {}",
+                a.key,
+                a.line,
+                one_line(a.body.as_deref().unwrap_or(""), 200)
+            );
         }
     }
     let _ = writeln!(s, "\n## Where it stopped\n");
@@ -326,7 +403,10 @@ pub fn markdown(b: &Briefing) -> String {
             "- an unfinished `{}` call at line {}{}",
             u.name,
             u.line,
-            u.command.as_deref().map(|c| format!(": `{}`", one_line(c, 200))).unwrap_or_default()
+            u.command
+                .as_deref()
+                .map(|c| format!(": `{}`", one_line(c, 200)))
+                .unwrap_or_default()
         );
     }
     match &b.last_assistant_text {
@@ -346,5 +426,9 @@ fn one_line(s: &str, max: usize) -> String {
 }
 
 fn quote(s: &str, max: usize) -> String {
-    super::event::excerpt(s, max).lines().map(|l| format!("> {l}")).collect::<Vec<_>>().join("\n")
+    super::event::excerpt(s, max)
+        .lines()
+        .map(|l| format!("> {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

@@ -46,7 +46,10 @@ pub fn sessions_for(roots: &Roots, cwd: &Path) -> Vec<SessionFile> {
             let name = e.file_name().to_string_lossy().to_string();
             if name.ends_with(".jsonl") && !name.starts_with("agent-") {
                 if let Some(f) = describe(&p, Agent::Claude) {
-                    out.push(SessionFile { cwd: Some(cwd.display().to_string()), ..f });
+                    out.push(SessionFile {
+                        cwd: Some(cwd.display().to_string()),
+                        ..f
+                    });
                 }
             }
         }
@@ -68,7 +71,9 @@ pub fn codex_rollouts(root: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&dir) else { continue };
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
         for e in rd.flatten() {
             let p = e.path();
             let name = e.file_name().to_string_lossy().to_string();
@@ -98,7 +103,9 @@ pub fn describe(path: &Path, agent: Agent) -> Option<SessionFile> {
 
 /// Session id and cwd from the first few lines (never the whole file).
 fn head_fields(path: &Path, agent: Agent) -> (Option<String>, Option<String>) {
-    let Ok(f) = std::fs::File::open(path) else { return (None, None) };
+    let Ok(f) = std::fs::File::open(path) else {
+        return (None, None);
+    };
     let mut reader = BufReader::new(f);
     let mut line = Vec::new();
     let (mut id, mut cwd) = (None, None);
@@ -109,7 +116,9 @@ fn head_fields(path: &Path, agent: Agent) -> (Option<String>, Option<String>) {
             Ok(0) | Err(_) => break,
             Ok(_) => {}
         }
-        let Ok(v) = serde_json::from_slice::<serde_json::Value>(&line) else { continue };
+        let Ok(v) = serde_json::from_slice::<serde_json::Value>(&line) else {
+            continue;
+        };
         let s = |v: &serde_json::Value| v.as_str().map(str::to_string);
         match agent {
             Agent::Claude => {
@@ -118,7 +127,9 @@ fn head_fields(path: &Path, agent: Agent) -> (Option<String>, Option<String>) {
             }
             Agent::Codex => {
                 let p = v.get("payload").unwrap_or(&v);
-                if v.get("type").and_then(|t| t.as_str()) == Some("session_meta") || v.get("type").is_none() {
+                if v.get("type").and_then(|t| t.as_str()) == Some("session_meta")
+                    || v.get("type").is_none()
+                {
                     id = id.or_else(|| p.get("id").and_then(s));
                     cwd = cwd.or_else(|| p.get("cwd").and_then(s));
                 }
@@ -137,7 +148,10 @@ mod tests {
 
     #[test]
     fn slugs_follow_claude() {
-        assert_eq!(claude_slug(Path::new("/home/marco/projects/spotter")), "-home-marco-projects-spotter");
+        assert_eq!(
+            claude_slug(Path::new("/home/marco/projects/spotter")),
+            "-home-marco-projects-spotter"
+        );
         assert_eq!(claude_slug(Path::new("/.x")), "--x");
     }
 }

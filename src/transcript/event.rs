@@ -172,14 +172,22 @@ pub trait Decoder {
 /// A commit the agent made, read from a shell command and its output: the command
 /// must run `git commit`; the output's `[branch sha] subject` line gives sha and
 /// message (the message falls back to `-m "…"` in the command).
-pub fn commit_from(command: &str, output: &str, failed: bool) -> Option<(Option<String>, Option<String>)> {
+pub fn commit_from(
+    command: &str,
+    output: &str,
+    failed: bool,
+) -> Option<(Option<String>, Option<String>)> {
     if failed || !runs_git_commit(command) {
         return None;
     }
     for line in output.lines() {
         let l = line.trim_start();
-        let Some(rest) = l.strip_prefix('[') else { continue };
-        let Some((head, subject)) = rest.split_once("] ") else { continue };
+        let Some(rest) = l.strip_prefix('[') else {
+            continue;
+        };
+        let Some((head, subject)) = rest.split_once("] ") else {
+            continue;
+        };
         // "[main 1a2b3c4] msg" or "[main (root-commit) 1a2b3c4] msg"
         let sha = head.split_whitespace().last().unwrap_or("");
         if (7..=40).contains(&sha.len()) && sha.bytes().all(|c| c.is_ascii_hexdigit()) {
@@ -195,7 +203,9 @@ fn runs_git_commit(command: &str) -> bool {
         .filter(|w| !w.is_empty())
         .collect();
     words.windows(2).any(|w| w[0] == "git" && w[1] == "commit")
-        || words.windows(4).any(|w| w[0] == "git" && w[1] == "-C" && w[3] == "commit")
+        || words
+            .windows(4)
+            .any(|w| w[0] == "git" && w[1] == "-C" && w[3] == "commit")
 }
 
 fn message_flag(command: &str) -> Option<String> {
@@ -217,13 +227,24 @@ mod tests {
 
     #[test]
     fn commits_from_command_and_output() {
-        let c = commit_from("git add -A && git commit -m \"fix: x\"", "[main 1a2b3c4] fix: x\n 1 file changed", false);
+        let c = commit_from(
+            "git add -A && git commit -m \"fix: x\"",
+            "[main 1a2b3c4] fix: x\n 1 file changed",
+            false,
+        );
         assert_eq!(c, Some((Some("1a2b3c4".into()), Some("fix: x".into()))));
-        let c = commit_from("git commit -m 'init'", "[master (root-commit) abcdef0] init", false);
+        let c = commit_from(
+            "git commit -m 'init'",
+            "[master (root-commit) abcdef0] init",
+            false,
+        );
         assert_eq!(c.unwrap().0.as_deref(), Some("abcdef0"));
         assert_eq!(commit_from("git commit -m 'x'", "", true), None);
         assert_eq!(commit_from("git log", "[main 1a2b3c4] x", false), None);
-        assert_eq!(commit_from("git commit -m 'wip'", "", false), Some((None, Some("wip".into()))));
+        assert_eq!(
+            commit_from("git commit -m 'wip'", "", false),
+            Some((None, Some("wip".into())))
+        );
         assert_eq!(excerpt("héllo", 2), "h…");
     }
 }

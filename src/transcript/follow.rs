@@ -38,6 +38,9 @@ pub enum Restart {
 }
 
 const CHUNK: usize = 1 << 16;
+/// At most this many bytes are read per [`Follower::poll`], so a caller can hand
+/// events on between reads and memory stays bounded by this plus the longest line.
+const BUDGET: u64 = 8 << 20;
 /// How many bytes before the offset are compared on every read to notice rewrites.
 const TAIL: u64 = 4096;
 
@@ -52,6 +55,8 @@ pub struct Follower {
     tail: Vec<u8>,
     /// Whether `at` has been checked against the file since it was set.
     verified: bool,
+    /// Whether the last poll reached the end of the file.
+    caught_up: bool,
 }
 
 /// FNV-1a 64: stable across builds (unlike std's hasher), fast enough to stream.
@@ -71,7 +76,11 @@ impl Follower {
         make_decoder: fn() -> Box<dyn Decoder + Send>,
         from: Option<Checkpoint>,
     ) -> Follower {
-        let start = Checkpoint { offset: 0, line: 0, hash: FNV_START };
+        let start = Checkpoint {
+            offset: 0,
+            line: 0,
+            hash: FNV_START,
+        };
         Follower {
             path: path.to_path_buf(),
             decoder: make_decoder(),
@@ -80,6 +89,7 @@ impl Follower {
             partial: Vec::new(),
             tail: Vec::new(),
             verified: from.is_none(),
+            caught_up: false,
         }
     }
 
@@ -96,7 +106,13 @@ impl Follower {
         self.decoder.malformed()
     }
 
-    /// Reads whatever whole lines were appended since the last call.
+    /// True when the last [`poll`](Self::poll) read to the end of the file; a caller
+    /// that wants everything now polls until this holds.
+    pub fn caught_up(&self) -> bool {
+        self.caught_up
+    }
+
+    /// Reads whole lines appended since the last call, at most [`BUDGET`] bytes.
     pub fn poll(&mut self, out: &mut Vec<Event>) -> std::io::Result<Restart> {
         let mut file = File::open(&self.path)?;
         let len = file.metadata()?.len();
@@ -107,17 +123,20 @@ impl Follower {
                 restart = Restart::Rewritten;
             }
             self.verified = true;
-        } else if len < self.at.offset + self.partial.len() as u64 || !self.tail_matches(&mut file)? {
+        } else if len < self.at.offset + self.partial.len() as u64
+            || !self.tail_matches(&mut file)?
+        {
             self.reset();
             restart = Restart::Rewritten;
         }
         let read_from = self.at.offset + self.partial.len() as u64;
+        self.caught_up = len <= read_from + BUDGET;
         if len <= read_from {
             return Ok(restart);
         }
         file.seek(SeekFrom::Start(read_from))?;
         let mut buf = vec![0u8; CHUNK];
-        let mut remaining = len - read_from;
+        let mut remaining = (len - read_from).min(BUDGET);
         while remaining > 0 {
             let want = (remaining as usize).min(CHUNK);
             let n = file.read(&mut buf[..want])?;
@@ -169,7 +188,11 @@ impl Follower {
 
     fn reset(&mut self) {
         self.decoder = (self.make_decoder)();
-        self.at = Checkpoint { offset: 0, line: 0, hash: FNV_START };
+        self.at = Checkpoint {
+            offset: 0,
+            line: 0,
+            hash: FNV_START,
+        };
         self.partial.clear();
         self.tail.clear();
     }

@@ -25,7 +25,11 @@ pub fn event(e: &Event, style: &Style) -> Option<String> {
         .timestamp
         .map(|t| crate::when::short(t)[11..].to_string())
         .unwrap_or_else(|| format!("L{}", e.line));
-    let sub = e.subagent.as_deref().map(|s| format!("[{}] ", short(s))).unwrap_or_default();
+    let sub = e
+        .subagent
+        .as_deref()
+        .map(|s| format!("[{}] ", short(s)))
+        .unwrap_or_default();
     let text = for_terminal(&format!("{sub}{text}"));
     Some(if style.color {
         format!("{DIM}{time}{RESET} {code}{text}{RESET}")
@@ -42,7 +46,12 @@ fn plain(e: &Event, style: &Style) -> Option<(&'static str, String)> {
             if let Some(a) = m.agent {
                 parts.push(format!("{a:?}").to_lowercase());
             }
-            for (k, v) in [("session", &m.session_id), ("model", &m.model), ("cwd", &m.cwd), ("branch", &m.git_branch)] {
+            for (k, v) in [
+                ("session", &m.session_id),
+                ("model", &m.model),
+                ("cwd", &m.cwd),
+                ("branch", &m.git_branch),
+            ] {
                 if let Some(v) = v {
                     parts.push(format!("{k} {v}"));
                 }
@@ -51,20 +60,45 @@ fn plain(e: &Event, style: &Style) -> Option<(&'static str, String)> {
         }
         EventKind::UserPrompt { text } => (BOLD, format!("you › {}", text.trim())),
         EventKind::InjectedContext { .. } => return None,
-        EventKind::CompactionSummary { text } => (DIM, format!("  (summary after compaction: {} chars)", text.len())),
+        EventKind::CompactionSummary { text } => (
+            DIM,
+            format!("  (summary after compaction: {} chars)", text.len()),
+        ),
         EventKind::AssistantText { text, .. } => (BLUE, format!("agent › {}", text.trim())),
-        EventKind::Reasoning { text } if style.reasoning => (DIM, format!("  thinking: {}", text.trim())),
+        EventKind::Reasoning { text } if style.reasoning => {
+            (DIM, format!("  thinking: {}", text.trim()))
+        }
         EventKind::Reasoning { .. } => return None,
-        EventKind::ToolCall { name, command: Some(c), cwd, .. } => {
-            let at = cwd.as_deref().map(|d| format!("  ({d})")).unwrap_or_default();
+        EventKind::ToolCall {
+            name,
+            command: Some(c),
+            cwd,
+            ..
+        } => {
+            let at = cwd
+                .as_deref()
+                .map(|d| format!("  ({d})"))
+                .unwrap_or_default();
             (YELLOW, format!("$ {name}: {}{at}", c.trim()))
         }
-        EventKind::ToolCall { name, input, .. } => (YELLOW, format!("→ {name} {}", first_line(input, 160))),
-        EventKind::ToolResult { exit_code, failed: true, output, .. } => {
-            let code = exit_code.map(|c| format!(" exit {c}")).unwrap_or_default();
-            (RED, format!("  ✗ failed{code}: {}", first_line(output, 200)))
+        EventKind::ToolCall { name, input, .. } => {
+            (YELLOW, format!("→ {name} {}", first_line(input, 160)))
         }
-        EventKind::ToolResult { exit_code, output, .. } => {
+        EventKind::ToolResult {
+            exit_code,
+            failed: true,
+            output,
+            ..
+        } => {
+            let code = exit_code.map(|c| format!(" exit {c}")).unwrap_or_default();
+            (
+                RED,
+                format!("  ✗ failed{code}: {}", first_line(output, 200)),
+            )
+        }
+        EventKind::ToolResult {
+            exit_code, output, ..
+        } => {
             let code = exit_code.map(|c| format!("exit {c} ")).unwrap_or_default();
             (DIM, format!("  ✓ {code}{}", first_line(output, 120)))
         }
@@ -79,19 +113,40 @@ fn plain(e: &Event, style: &Style) -> Option<(&'static str, String)> {
         }
         EventKind::Commit { sha, message, .. } => (
             GREEN,
-            format!("  commit {} {}", sha.as_deref().unwrap_or("?"), message.as_deref().unwrap_or("")),
+            format!(
+                "  commit {} {}",
+                sha.as_deref().unwrap_or("?"),
+                message.as_deref().unwrap_or("")
+            ),
         ),
-        EventKind::Compaction { trigger, pre_tokens } => (
+        EventKind::Compaction {
+            trigger,
+            pre_tokens,
+        } => (
             YELLOW,
             format!(
                 "── compaction{}{} ──",
-                trigger.as_deref().map(|t| format!(" ({t})")).unwrap_or_default(),
-                pre_tokens.map(|t| format!(", {t} tokens before")).unwrap_or_default()
+                trigger
+                    .as_deref()
+                    .map(|t| format!(" ({t})"))
+                    .unwrap_or_default(),
+                pre_tokens
+                    .map(|t| format!(", {t} tokens before"))
+                    .unwrap_or_default()
             ),
         ),
-        EventKind::SubagentLink { agent_id, description, .. } => {
-            (DIM, format!("  subagent {} {}", short(agent_id), description.as_deref().unwrap_or("")))
-        }
+        EventKind::SubagentLink {
+            agent_id,
+            description,
+            ..
+        } => (
+            DIM,
+            format!(
+                "  subagent {} {}",
+                short(agent_id),
+                description.as_deref().unwrap_or("")
+            ),
+        ),
         EventKind::TokenUsage { .. } => return None,
         EventKind::TurnEnd => (DIM, "  ⏎ waiting for input".to_string()),
     })
@@ -116,11 +171,35 @@ mod tests {
             line: 1,
             timestamp: None,
             subagent: None,
-            kind: EventKind::AssistantText { text: "hi\x1b[2J\u{202E}".into(), message_id: None },
+            kind: EventKind::AssistantText {
+                text: "hi\x1b[2J\u{202E}".into(),
+                message_id: None,
+            },
         };
-        let plain = event(&e, &Style { color: false, reasoning: false }).unwrap();
-        assert!(!plain.contains('\x1b') && !plain.contains('\u{202E}'), "{plain:?}");
-        let coloured = event(&e, &Style { color: true, reasoning: false }).unwrap();
-        assert_eq!(coloured.matches('\x1b').count(), 4, "only spice's own colour codes: {coloured:?}");
+        let plain = event(
+            &e,
+            &Style {
+                color: false,
+                reasoning: false,
+            },
+        )
+        .unwrap();
+        assert!(
+            !plain.contains('\x1b') && !plain.contains('\u{202E}'),
+            "{plain:?}"
+        );
+        let coloured = event(
+            &e,
+            &Style {
+                color: true,
+                reasoning: false,
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            coloured.matches('\x1b').count(),
+            4,
+            "only spice's own colour codes: {coloured:?}"
+        );
     }
 }

@@ -13,7 +13,10 @@ pub fn is_bidi(c: char) -> bool {
 
 /// Text safe for a terminal: controls shown as Unicode control pictures (ESC → ␛).
 pub fn for_terminal(s: &str) -> String {
-    if !s.chars().any(|c| (c.is_control() && c != '\n' && c != '\t') || is_bidi(c)) {
+    if !s
+        .chars()
+        .any(|c| (c.is_control() && c != '\n' && c != '\t') || is_bidi(c))
+    {
         return s.to_string();
     }
     s.chars()
@@ -34,7 +37,13 @@ pub fn json_line<T: serde::Serialize>(v: &T) -> String {
         return s;
     }
     s.chars()
-        .map(|c| if is_bidi(c) { format!("\\u{:04x}", c as u32) } else { c.to_string() })
+        .map(|c| {
+            if is_bidi(c) {
+                format!("\\u{:04x}", c as u32)
+            } else {
+                c.to_string()
+            }
+        })
         .collect()
 }
 
@@ -46,7 +55,9 @@ mod tests {
     fn escapes_and_bidi_are_neutralised() {
         let hostile = "ok\x1b[2J\x1b]0;pwned\x07 \u{202E}txt.exe\u{9b}31m\nnext\tcol";
         let safe = for_terminal(hostile);
-        assert!(!safe.chars().any(|c| c.is_control() && c != '\n' && c != '\t'));
+        assert!(!safe
+            .chars()
+            .any(|c| c.is_control() && c != '\n' && c != '\t'));
         assert!(!safe.chars().any(is_bidi));
         assert!(safe.contains("␛[2J") && safe.contains("\nnext\tcol"));
         let j = json_line(&serde_json::json!({ "t": hostile }));

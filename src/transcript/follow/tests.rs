@@ -13,7 +13,9 @@ impl Decoder for Lines {
                 line,
                 timestamp: None,
                 subagent: None,
-                kind: EventKind::UserPrompt { text: t.to_string() },
+                kind: EventKind::UserPrompt {
+                    text: t.to_string(),
+                },
             }),
             Err(_) => self.0 += 1,
         }
@@ -38,7 +40,11 @@ fn texts(events: &[Event]) -> Vec<(u64, String)> {
 }
 
 fn append(path: &Path, bytes: &[u8]) {
-    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
     f.write_all(bytes).unwrap();
     f.flush().unwrap();
 }
@@ -58,7 +64,10 @@ fn a_partial_line_waits_for_its_newline() {
     assert!(out.is_empty(), "nothing new: the half line is held");
     append(&p, b"o\r\nthree\n");
     f.poll(&mut out).unwrap();
-    assert_eq!(texts(&out), [(2, "two".to_string()), (3, "three".to_string())]);
+    assert_eq!(
+        texts(&out),
+        [(2, "two".to_string()), (3, "three".to_string())]
+    );
 }
 
 #[test]
@@ -75,7 +84,14 @@ fn resuming_from_a_checkpoint_neither_repeats_nor_loses() {
     out.clear();
     assert_eq!(g.poll(&mut out).unwrap(), Restart::No);
     assert_eq!(texts(&out), [(3, "c".to_string())]);
-    assert_eq!(g.checkpoint(), Checkpoint { offset: 6, line: 3, hash: fnv1a(FNV_START, b"a\nb\nc\n") });
+    assert_eq!(
+        g.checkpoint(),
+        Checkpoint {
+            offset: 6,
+            line: 3,
+            hash: fnv1a(FNV_START, b"a\nb\nc\n")
+        }
+    );
 }
 
 #[test]
@@ -95,7 +111,10 @@ fn truncation_and_rewrites_restart_from_the_beginning() {
     std::fs::write(&p, b"y\nmore lines\n").unwrap();
     out.clear();
     assert_eq!(f.poll(&mut out).unwrap(), Restart::Rewritten);
-    assert_eq!(texts(&out), [(1, "y".to_string()), (2, "more lines".to_string())]);
+    assert_eq!(
+        texts(&out),
+        [(1, "y".to_string()), (2, "more lines".to_string())]
+    );
     // A stored checkpoint that no longer matches the file's prefix.
     let stale = f.checkpoint();
     std::fs::write(&p, b"z\nmore lines\nand more\n").unwrap();
