@@ -158,7 +158,8 @@ pub fn watch(args: WatchArgs) -> Result<()> {
         reasoning: args.reasoning,
     };
     let mut followed: HashMap<PathBuf, Followed> = HashMap::new();
-    let mut out = std::io::stdout().lock();
+    // Block-buffered: stdout is line-buffered by default, a write call per event.
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
     loop {
         // New files in followed directories are picked up: a session that moves to a
         // new file (Claude /clear, a subagent) keeps being followed.
@@ -168,14 +169,13 @@ pub fn watch(args: WatchArgs) -> Result<()> {
             }
         }
         for p in files.drain(..) {
-            if !followed.contains_key(&p) {
-                match open(&p) {
+            if let std::collections::hash_map::Entry::Vacant(slot) = followed.entry(p) {
+                match open(slot.key()) {
                     Ok(f) => {
-                        followed.insert(p, f);
+                        slot.insert(f);
                     }
-                    Err(e) if !dirs.is_empty() => {
-                        let _ = e; // not a transcript: a directory may hold other files
-                    }
+                    // A followed directory may hold files that are not transcripts.
+                    Err(_) if !dirs.is_empty() => {}
                     Err(e) => return Err(e),
                 }
             }
@@ -207,9 +207,7 @@ pub fn watch(args: WatchArgs) -> Result<()> {
                 }
                 for e in &events {
                     let line = if args.json {
-                        Some(sanitize::json_line(
-                            &serde_json::json!({ "file": k, "event": e }),
-                        ))
+                        Some(sanitize::json_line(&FileEvent { file: &k, event: e }))
                     } else {
                         render::event(e, &style).map(|l| {
                             if many {
@@ -236,6 +234,13 @@ pub fn watch(args: WatchArgs) -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(250));
     }
+}
+
+/// One line of `watch --json`: which file, and the event.
+#[derive(serde::Serialize)]
+struct FileEvent<'a> {
+    file: &'a Path,
+    event: &'a Event,
 }
 
 pub fn session(cmd: SessionCmd) -> Result<()> {

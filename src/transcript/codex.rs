@@ -32,6 +32,7 @@
 mod exec_json;
 #[cfg(test)]
 mod fixtures;
+mod lenient;
 mod patch;
 mod record;
 mod shell;
@@ -43,7 +44,6 @@ mod tools;
 use super::event::{Agent, Decoder, Event, EventKind, SessionMeta};
 use crate::clock::Micros;
 use record::Rec;
-use serde_json::Value;
 use speaker::UserText;
 
 /// Appends events stamped with the line (and time) they came from.
@@ -98,11 +98,14 @@ impl CodexDecoder {
     fn record(&mut self, r: &Rec, sink: &mut Sink) {
         match (r.ty.get(), &r.payload.0) {
             (Some(t), Some(p)) => {
-                sink.timestamp = r.timestamp.get().and_then(parse_time);
+                sink.timestamp = r.timestamp.get().and_then(record::micros);
                 match t {
                     "session_meta" => self.session_meta(p, sink),
                     "turn_context" => self.turn_context(p, sink),
-                    "response_item" => self.response_item(p, r.metadata.as_ref(), true, sink),
+                    "response_item" => {
+                        let summary = r.metadata.0.as_ref().and_then(|m| m.compaction_output.0);
+                        self.response_item(p, summary == Some(true), true, sink)
+                    }
                     "event_msg" => self.event_msg(p, sink),
                     "compacted" => self.compacted(p, sink),
                     _ => {}
@@ -111,13 +114,13 @@ impl CodexDecoder {
             _ if r.record_type.is_some() => {}
             (Some(t), _) if t.contains('.') => exec_json::record(self, t, r, sink),
             (None, _) if r.id.get().is_some() => self.bare_header(r, sink),
-            (Some(_), _) => self.response_item(r, None, false, sink),
+            (Some(_), _) => self.response_item(r, false, false, sink),
             (None, _) => {}
         }
     }
 
     fn bare_header(&mut self, r: &Rec, sink: &mut Sink) {
-        sink.timestamp = r.timestamp.get().and_then(parse_time);
+        sink.timestamp = r.timestamp.get().and_then(record::micros);
         self.meta.session_id = r.id.non_empty().map(str::to_string);
         self.meta.git_branch = branch(r);
         self.emit_meta(sink);
@@ -144,11 +147,16 @@ impl CodexDecoder {
         if let Some(cwd) = p.cwd.non_empty() {
             self.meta.cwd = Some(cwd.to_string());
         }
-        let mode = p
+        let settings = p
             .collaboration_mode
+            .0
             .as_ref()
-            .and_then(|c| c.pointer("/settings/model"));
-        if let Some(m) = p.model.non_empty().or(mode.and_then(Value::as_str)) {
+            .and_then(|c| c.settings.0.as_ref());
+        if let Some(m) = p
+            .model
+            .non_empty()
+            .or(settings.and_then(|s| s.model.non_empty()))
+        {
             self.meta.model = Some(m.to_string());
         }
         self.emit_meta(sink);
@@ -179,10 +187,11 @@ impl CodexDecoder {
         }
     }
 
-    fn response_item(&mut self, p: &Rec, metadata: Option<&Value>, wrapped: bool, sink: &mut Sink) {
+    /// `summary`: Codex marked the item as a compaction's own output.
+    fn response_item(&mut self, p: &Rec, summary: bool, wrapped: bool, sink: &mut Sink) {
         let cwd = self.meta.cwd.as_deref();
         match p.ty.get().unwrap_or("") {
-            "message" => self.message(p, metadata, wrapped, sink),
+            "message" => self.message(p, summary, wrapped, sink),
             "reasoning" => reasoning(p, sink),
             "function_call" => self.tools.function_call(sink, p, cwd),
             "custom_tool_call" => self.tools.custom_call(sink, p),
@@ -194,13 +203,12 @@ impl CodexDecoder {
         }
     }
 
-    fn message(&mut self, p: &Rec, metadata: Option<&Value>, wrapped: bool, sink: &mut Sink) {
+    fn message(&mut self, p: &Rec, summary: bool, wrapped: bool, sink: &mut Sink) {
         let texts = &p.content.0;
         match p.role.get().unwrap_or("") {
             "assistant" => {
-                let marked = metadata.and_then(|m| m.get("compaction_output"));
                 let text = texts.join("\n");
-                if marked.and_then(Value::as_bool) != Some(true) && !text.trim().is_empty() {
+                if !summary && !text.trim().is_empty() {
                     let message_id = p.id.non_empty().map(str::to_string);
                     sink.push(EventKind::AssistantText { text, message_id });
                 }
@@ -301,15 +309,14 @@ impl CodexDecoder {
     }
 
     fn tokens(&mut self, p: &Rec, sink: &mut Sink) {
-        let total = p.info.as_ref().and_then(|i| i.get("total_token_usage"));
-        let Some(total) = total.filter(|t| t.is_object()) else {
+        let Some(total) = p.info.0.as_ref().and_then(|i| i.total_token_usage.0) else {
             return;
         };
-        let n = |k: &str| total.get(k).and_then(Value::as_u64).unwrap_or(0);
+        let n = |c: lenient::Count| c.0.unwrap_or(0);
         let now = (
-            n("input_tokens"),
-            n("output_tokens"),
-            n("cached_input_tokens"),
+            n(total.input_tokens),
+            n(total.output_tokens),
+            n(total.cached_input_tokens),
         );
         if self.last_tokens.replace(now) == Some(now) {
             return;
@@ -384,16 +391,6 @@ fn reasoning(p: &Rec, sink: &mut Sink) {
 }
 
 fn branch(r: &Rec) -> Option<String> {
-    let b = r
-        .git
-        .as_ref()
-        .and_then(|g| g.get("branch"))
-        .and_then(Value::as_str);
-    b.filter(|b| !b.is_empty()).map(str::to_string)
-}
-
-fn parse_time(s: &str) -> Option<Micros> {
-    chrono::DateTime::parse_from_rfc3339(s)
-        .ok()
-        .map(|t| t.timestamp_micros())
+    let git = r.git.0.as_ref()?;
+    git.branch.non_empty().map(str::to_string)
 }

@@ -3,8 +3,8 @@
 //! Invariants:
 //! - A partial last line (no newline yet) is held back and retried when more bytes
 //!   arrive: never decoded early, never skipped.
-//! - The position is a [`Checkpoint`]: byte offset, line number, and an FNV-1a hash of
-//!   every byte before the offset. A follower resumed from a checkpoint re-hashes the
+//! - The position is a [`Checkpoint`]: byte offset, line number, and an XXH3-64 hash of
+//!   every byte before the offset (streamed, so it costs nothing extra to keep). A follower resumed from a checkpoint re-hashes the
 //!   prefix once; if the file is shorter or its prefix differs, it was truncated or
 //!   rewritten, and the follower starts again from the beginning with a fresh decoder
 //!   (and says so), rather than decoding from the middle of a different file.
@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
+use xxhash_rust::xxh3::Xxh3;
 
 /// Where a follower is in a file.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -24,7 +25,7 @@ pub struct Checkpoint {
     pub offset: u64,
     /// Lines fully consumed so far (the next line is `line + 1`).
     pub line: u64,
-    /// FNV-1a 64 of the bytes `[0, offset)`.
+    /// XXH3-64 of the bytes `[0, offset)`.
     pub hash: u64,
 }
 
@@ -46,6 +47,8 @@ const TAIL: u64 = 4096;
 
 pub struct Follower {
     path: PathBuf,
+    /// The running hash of `[0, at.offset)`.
+    hasher: Xxh3,
     decoder: Box<dyn Decoder + Send>,
     make_decoder: fn() -> Box<dyn Decoder + Send>,
     at: Checkpoint,
@@ -59,15 +62,16 @@ pub struct Follower {
     caught_up: bool,
 }
 
-/// FNV-1a 64: stable across builds (unlike std's hasher), fast enough to stream.
-pub fn fnv1a(mut h: u64, bytes: &[u8]) -> u64 {
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
+/// The checkpoint hash of a whole prefix: XXH3-64, stable across builds and
+/// platforms (unlike std's hasher), and fast enough to stream over every byte read.
+pub fn prefix_hash(bytes: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(bytes)
 }
-pub const FNV_START: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// The hash of the empty prefix.
+fn empty_hash() -> u64 {
+    prefix_hash(b"")
+}
 
 impl Follower {
     /// Follows `path` from `from` (the start when `None`).
@@ -79,10 +83,11 @@ impl Follower {
         let start = Checkpoint {
             offset: 0,
             line: 0,
-            hash: FNV_START,
+            hash: empty_hash(),
         };
         Follower {
             path: path.to_path_buf(),
+            hasher: Xxh3::new(),
             decoder: make_decoder(),
             make_decoder,
             at: from.unwrap_or(start),
@@ -99,7 +104,10 @@ impl Follower {
 
     /// The position after the last whole line decoded.
     pub fn checkpoint(&self) -> Checkpoint {
-        self.at
+        Checkpoint {
+            hash: self.hasher.digest(),
+            ..self.at
+        }
     }
 
     pub fn malformed(&self) -> u64 {
@@ -159,17 +167,17 @@ impl Follower {
                 self.partial.extend_from_slice(line_part);
                 let whole = std::mem::take(&mut self.partial);
                 self.decoder.feed(strip_cr(&whole), line_no, out);
-                self.at.hash = fnv1a(self.at.hash, &whole);
+                self.hasher.update(&whole);
                 self.push_tail(&whole);
                 self.at.offset += whole.len() as u64;
-                self.at.hash = fnv1a(self.at.hash, b"\n");
+                self.hasher.update(b"\n");
                 self.push_tail(b"\n");
                 self.at.offset += 1;
                 self.at.line = line_no;
                 bytes = &rest[1..];
                 continue;
             }
-            self.at.hash = fnv1a(self.at.hash, &bytes[..=nl]);
+            self.hasher.update(&bytes[..=nl]);
             self.push_tail(&bytes[..=nl]);
             self.at.offset += nl as u64 + 1;
             self.at.line = line_no;
@@ -188,10 +196,11 @@ impl Follower {
 
     fn reset(&mut self) {
         self.decoder = (self.make_decoder)();
+        self.hasher = Xxh3::new();
         self.at = Checkpoint {
             offset: 0,
             line: 0,
-            hash: FNV_START,
+            hash: empty_hash(),
         };
         self.partial.clear();
         self.tail.clear();
@@ -203,7 +212,7 @@ impl Follower {
             return Ok(false);
         }
         file.seek(SeekFrom::Start(0))?;
-        let mut h = FNV_START;
+        let mut h = Xxh3::new();
         let mut left = self.at.offset;
         let mut buf = vec![0u8; CHUNK];
         while left > 0 {
@@ -211,12 +220,13 @@ impl Follower {
             if n == 0 {
                 return Ok(false);
             }
-            h = fnv1a(h, &buf[..n]);
+            h.update(&buf[..n]);
             left -= n as u64;
         }
-        if h != self.at.hash {
+        if h.digest() != self.at.hash {
             return Ok(false);
         }
+        self.hasher = h;
         let keep = self.at.offset.min(TAIL);
         file.seek(SeekFrom::Start(self.at.offset - keep))?;
         self.tail = vec![0u8; keep as usize];

@@ -33,7 +33,9 @@ pub fn for_terminal(s: &str) -> String {
 /// A JSON document with bidi controls escaped (serde_json already escapes C0 controls).
 pub fn json_line<T: serde::Serialize>(v: &T) -> String {
     let s = serde_json::to_string(v).unwrap_or_else(|_| "null".into());
-    if !s.chars().any(is_bidi) {
+    // Every bidi control is encoded starting with byte 0xE2 or 0xD8: skip the char
+    // walk for the usual text that has neither.
+    if memchr::memchr2(0xE2, 0xD8, s.as_bytes()).is_none() || !s.chars().any(is_bidi) {
         return s;
     }
     s.chars()

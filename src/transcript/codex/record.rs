@@ -2,23 +2,28 @@
 //!
 //! One [`Rec`] covers every shape (envelope, payload, bare ResponseItem, `exec --json`
 //! event and item): field names never clash in meaning, only in JSON type, so every
-//! field is lenient. A field of an unexpected type reads as absent instead of making
-//! the line malformed. Unread fields (instructions, encrypted reasoning, rate limits,
-//! histories) are skipped without being copied, and tool outputs are summarised while
-//! parsed (an excerpt, the header, commit lines), so a line of several MB allocates
-//! little more than its excerpt. Skipped values are scanned iteratively by serde_json,
-//! so nesting there cannot overflow the stack; records nest at most [`MAX_NESTING`]
-//! deep; values read as [`Value`] stop at serde_json's recursion limit, which makes the
-//! line malformed.
+//! field is lenient ([`super::lenient`]). Unread fields (instructions, encrypted
+//! reasoning, rate limits, histories) are skipped without being copied, and tool
+//! outputs are summarised while parsed (an excerpt, the header, commit lines), so a line
+//! of several MB allocates little more than its excerpt.
+//!
+//! Depth: skipped values are scanned iteratively by serde_json, records nest at most
+//! [`MAX_NESTING`] deep, and values read whole as [`Value`] stop at serde_json's
+//! recursion limit (the line is then malformed), so no line can overflow the stack.
 
+use super::lenient::{
+    absent_otherwise, drain_map, drain_seq, Args, Bool, Count, HasCompaction, Int, Key, Obj, Str,
+    TextItem, Texts,
+};
 use super::shell::{self, Style};
+use crate::clock::Micros;
 use crate::transcript::event::{excerpt, EXCERPT};
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
-use std::borrow::Cow;
 use std::cell::Cell;
 use std::fmt;
 
+/// One line, or a record inside one: every field some shape uses, each optional.
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(default)]
 pub(super) struct Rec<'a> {
@@ -31,7 +36,7 @@ pub(super) struct Rec<'a> {
     #[serde(borrow)]
     pub item: Nested<'a>,
     pub record_type: Option<IgnoredAny>,
-    pub metadata: Option<Value>,
+    pub metadata: Obj<Metadata>,
 
     #[serde(borrow)]
     pub id: Str<'a>,
@@ -84,45 +89,59 @@ pub(super) struct Rec<'a> {
     pub stdout: Option<Body>,
     pub replacement_history: HasCompaction,
     pub command: Option<Value>,
-    pub git: Option<Value>,
-    pub info: Option<Value>,
+    #[serde(borrow)]
+    pub git: Obj<Git<'a>>,
+    pub info: Obj<Info>,
     pub action: Option<Value>,
-    pub collaboration_mode: Option<Value>,
+    #[serde(borrow)]
+    pub collaboration_mode: Obj<Collaboration<'a>>,
     pub changes: Option<Value>,
     pub usage: Option<Value>,
     pub result: Option<Value>,
     pub error: Option<Value>,
 }
 
-/// Drains whatever value a visitor was not expecting.
-macro_rules! absent_otherwise {
-    ($out:expr) => {
-        fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-            Ok($out)
-        }
-        fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-            Ok($out)
-        }
-        fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-            Ok($out)
-        }
-        fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-            Ok($out)
-        }
-        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-            Ok($out)
-        }
-    };
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+pub(super) struct Metadata {
+    pub compaction_output: Bool,
 }
 
-fn drain_seq<'de, A: SeqAccess<'de>>(mut a: A) -> Result<(), A::Error> {
-    while a.next_element::<IgnoredAny>()?.is_some() {}
-    Ok(())
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+pub(super) struct Git<'a> {
+    #[serde(borrow)]
+    pub branch: Str<'a>,
 }
 
-fn drain_map<'de, A: MapAccess<'de>>(mut a: A) -> Result<(), A::Error> {
-    while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-    Ok(())
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+pub(super) struct Collaboration<'a> {
+    #[serde(borrow)]
+    pub settings: Obj<Settings<'a>>,
+}
+
+/// `collaboration_mode.settings`: only its model.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+pub(super) struct Settings<'a> {
+    #[serde(borrow)]
+    pub model: Str<'a>,
+}
+
+/// `token_count.info`: only the cumulative totals.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+pub(super) struct Info {
+    pub total_token_usage: Obj<Usage>,
+}
+
+#[derive(Debug, Default, Clone, Copy, serde::Deserialize)]
+#[serde(default)]
+pub(super) struct Usage {
+    pub input_tokens: Count,
+    pub output_tokens: Count,
+    pub cached_input_tokens: Count,
 }
 
 /// Records nest at most this deep (`payload.item`); deeper ones are skipped, which keeps
@@ -171,8 +190,8 @@ impl<'de: 'a, 'a> Deserialize<'de> for Nested<'a> {
                 drain_seq(a).map(|_| Nested(None))
             }
             fn visit_map<A: MapAccess<'de>>(self, a: A) -> Result<Nested<'de>, A::Error> {
-                let _level = Level::enter();
-                if _level.0 > MAX_NESTING {
+                let level = Level::enter();
+                if level.0 > MAX_NESTING {
                     return drain_map(a).map(|_| Nested(None));
                 }
                 let r = Rec::deserialize(de::value::MapAccessDeserializer::new(a))?;
@@ -180,242 +199,6 @@ impl<'de: 'a, 'a> Deserialize<'de> for Nested<'a> {
             }
         }
         d.deserialize_any(V)
-    }
-}
-
-/// A string field, borrowed from the line when it has no escapes.
-#[derive(Debug, Default, Clone)]
-pub(super) struct Str<'a>(Option<Cow<'a, str>>);
-
-impl<'a> Str<'a> {
-    pub fn get(&self) -> Option<&str> {
-        self.0.as_deref()
-    }
-
-    /// The value when present and not empty.
-    pub fn non_empty(&self) -> Option<&str> {
-        self.get().filter(|s| !s.is_empty())
-    }
-
-    pub fn is(&self, s: &str) -> bool {
-        self.get() == Some(s)
-    }
-}
-
-impl<'de: 'a, 'a> Deserialize<'de> for Str<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Str<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("any value")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<Str<'de>, E> {
-                Ok(Str(Some(Cow::Borrowed(s))))
-            }
-            fn visit_str<E: de::Error>(self, s: &str) -> Result<Str<'de>, E> {
-                Ok(Str(Some(Cow::Owned(s.to_string()))))
-            }
-            absent_otherwise!(Str(None));
-            fn visit_seq<A: SeqAccess<'de>>(self, a: A) -> Result<Str<'de>, A::Error> {
-                drain_seq(a).map(|_| Str(None))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, a: A) -> Result<Str<'de>, A::Error> {
-                drain_map(a).map(|_| Str(None))
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-/// `arguments`: a JSON string for function calls, an object for `exec --json` MCP items.
-#[derive(Debug, Default)]
-pub(super) struct Args<'a>(pub Option<Cow<'a, str>>);
-
-impl<'de: 'a, 'a> Deserialize<'de> for Args<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match Value::deserialize(d)? {
-            Value::String(s) => Ok(Args(Some(Cow::Owned(s)))),
-            Value::Null => Ok(Args(None)),
-            v => Ok(Args(Some(Cow::Owned(v.to_string())))),
-        }
-    }
-}
-
-/// The `text` of content items (`input_text`, `output_text`, `summary_text`, …), or a
-/// plain string.
-#[derive(Debug, Default)]
-pub(super) struct Texts<'a>(pub Vec<Cow<'a, str>>);
-
-impl<'de: 'a, 'a> Deserialize<'de> for Texts<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Texts<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("content")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<Texts<'de>, E> {
-                Ok(Texts(vec![Cow::Borrowed(s)]))
-            }
-            fn visit_str<E: de::Error>(self, s: &str) -> Result<Texts<'de>, E> {
-                Ok(Texts(vec![Cow::Owned(s.to_string())]))
-            }
-            absent_otherwise!(Texts(Vec::new()));
-            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Texts<'de>, A::Error> {
-                let mut texts = Vec::new();
-                while let Some(item) = a.next_element::<TextItem<'de>>()? {
-                    texts.extend(item.text.0);
-                }
-                Ok(Texts(texts))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, a: A) -> Result<Texts<'de>, A::Error> {
-                drain_map(a).map(|_| Texts(Vec::new()))
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-#[derive(Debug, Default)]
-struct TextItem<'a> {
-    text: Str<'a>,
-}
-
-impl<'de: 'a, 'a> Deserialize<'de> for TextItem<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = TextItem<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a content item")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, _: &'de str) -> Result<TextItem<'de>, E> {
-                Ok(TextItem::default())
-            }
-            fn visit_str<E: de::Error>(self, _: &str) -> Result<TextItem<'de>, E> {
-                Ok(TextItem::default())
-            }
-            absent_otherwise!(TextItem::default());
-            fn visit_seq<A: SeqAccess<'de>>(self, a: A) -> Result<TextItem<'de>, A::Error> {
-                drain_seq(a).map(|_| TextItem::default())
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<TextItem<'de>, A::Error> {
-                let mut item = TextItem::default();
-                while let Some(k) = a.next_key::<Cow<'de, str>>()? {
-                    if k == "text" {
-                        item.text = a.next_value()?;
-                    } else {
-                        a.next_value::<IgnoredAny>()?;
-                    }
-                }
-                Ok(item)
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-/// `replacement_history`: only whether it holds a remote `compaction` item.
-#[derive(Debug, Default)]
-pub(super) struct HasCompaction(pub bool);
-
-impl<'de> Deserialize<'de> for HasCompaction {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = HasCompaction;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a history")
-            }
-            fn visit_str<E: de::Error>(self, _: &str) -> Result<HasCompaction, E> {
-                Ok(HasCompaction(false))
-            }
-            absent_otherwise!(HasCompaction(false));
-            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<HasCompaction, A::Error> {
-                let mut found = false;
-                while let Some(item) = a.next_element::<TypeOnly>()? {
-                    found |= item.0;
-                }
-                Ok(HasCompaction(found))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, a: A) -> Result<HasCompaction, A::Error> {
-                drain_map(a).map(|_| HasCompaction(false))
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-/// A history item, read only for `"type": "compaction"`.
-struct TypeOnly(bool);
-
-impl<'de> Deserialize<'de> for TypeOnly {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = TypeOnly;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a history item")
-            }
-            fn visit_str<E: de::Error>(self, _: &str) -> Result<TypeOnly, E> {
-                Ok(TypeOnly(false))
-            }
-            absent_otherwise!(TypeOnly(false));
-            fn visit_seq<A: SeqAccess<'de>>(self, a: A) -> Result<TypeOnly, A::Error> {
-                drain_seq(a).map(|_| TypeOnly(false))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<TypeOnly, A::Error> {
-                let mut found = false;
-                while let Some(k) = a.next_key::<Cow<'de, str>>()? {
-                    if k == "type" {
-                        found = a.next_value::<Str>()?.is("compaction");
-                    } else {
-                        a.next_value::<IgnoredAny>()?;
-                    }
-                }
-                Ok(TypeOnly(found))
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-/// An exit code (an integer; anything else reads as absent).
-#[derive(Debug, Default, Clone, Copy)]
-pub(super) struct Int(pub Option<i32>);
-
-impl<'de> Deserialize<'de> for Int {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(Int(shell::as_i32(&Value::deserialize(d)?)))
-    }
-}
-
-#[derive(Debug, Default, Clone, Copy)]
-pub(super) struct Bool(pub Option<bool>);
-
-impl<'de> Deserialize<'de> for Bool {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(Bool(Value::deserialize(d)?.as_bool()))
-    }
-}
-
-/// An id written as a number or a string (unified-exec process ids).
-#[derive(Debug, Default, Clone)]
-pub(super) struct Key(pub Option<String>);
-
-impl<'de> Deserialize<'de> for Key {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(Key(key(&Value::deserialize(d)?)))
-    }
-}
-
-/// Session and process ids are numbers in arguments and text in outputs.
-pub(super) fn key(v: &Value) -> Option<String> {
-    match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
     }
 }
 
@@ -430,24 +213,39 @@ pub(super) struct Body {
 
 impl Body {
     pub fn of(text: &str) -> Self {
-        let mut commit_lines = String::new();
-        for line in text.lines() {
-            let l = line.trim_start();
-            if l.starts_with('[') && l.contains("] ") && commit_lines.len() < 1024 {
-                commit_lines.push_str(l);
-                commit_lines.push('\n');
-            }
-        }
         Body {
             excerpt: excerpt(text, EXCERPT),
-            commit_lines,
+            commit_lines: commit_lines(text),
         }
     }
 }
 
+/// Lines that open with `[` (after indentation) and hold `] `: git's commit summary
+/// shape. Found by jumping from `[` to `[`, so long outputs without them cost a memchr.
+fn commit_lines(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut found = String::new();
+    let mut next = 0;
+    for at in memchr::memchr_iter(b'[', bytes) {
+        if at < next || found.len() >= 1024 {
+            continue;
+        }
+        let start = memchr::memrchr(b'\n', &bytes[..at]).map_or(0, |i| i + 1);
+        let end = memchr::memchr(b'\n', &bytes[at..]).map_or(bytes.len(), |i| at + i);
+        next = end;
+        let indented = bytes[start..at].iter().all(|b| *b == b' ' || *b == b'\t');
+        let line = &text[at..end];
+        if indented && line.contains("] ") {
+            found.push_str(line);
+            found.push('\n');
+        }
+    }
+    found
+}
+
 impl<'de> Deserialize<'de> for Body {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(Out::deserialize(d)?.body)
+        d.deserialize_any(TextVisitor(Body::of))
     }
 }
 
@@ -475,38 +273,126 @@ impl Out {
 
 impl<'de> Deserialize<'de> for Out {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Out;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a tool output")
-            }
-            fn visit_str<E: de::Error>(self, s: &str) -> Result<Out, E> {
-                Ok(Out::of(s))
-            }
-            absent_otherwise!(Out::default());
-            // Newer outputs may be content items; their texts are the output.
-            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Out, A::Error> {
-                let mut text = String::new();
-                while let Some(item) = a.next_element::<TextItem>()? {
-                    if let Some(t) = item.text.get() {
-                        if !text.is_empty() {
-                            text.push('\n');
-                        }
-                        text.push_str(t);
-                    }
+        d.deserialize_any(TextVisitor(Out::of))
+    }
+}
+
+/// Reads an output as text and summarises it in place (the text is not kept).
+struct TextVisitor<T>(fn(&str) -> T);
+
+impl<'de, T: Default> Visitor<'de> for TextVisitor<T> {
+    type Value = T;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a tool output")
+    }
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<T, E> {
+        Ok((self.0)(s))
+    }
+    absent_otherwise!(T::default());
+    // Newer outputs may be content items; their texts are the output.
+    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<T, A::Error> {
+        let mut text = String::new();
+        while let Some(item) = a.next_element::<TextItem>()? {
+            if let Some(t) = item.text.get() {
+                if !text.is_empty() {
+                    text.push('\n');
                 }
-                Ok(Out::of(&text))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, a: A) -> Result<Out, A::Error> {
-                let v = Value::deserialize(de::value::MapAccessDeserializer::new(a))?;
-                let text = match v.get("content") {
-                    Some(Value::String(s)) => s.clone(),
-                    _ => v.to_string(),
-                };
-                Ok(Out::of(&text))
+                text.push_str(t);
             }
         }
-        d.deserialize_any(V)
+        Ok((self.0)(&text))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, a: A) -> Result<T, A::Error> {
+        let v = Value::deserialize(de::value::MapAccessDeserializer::new(a))?;
+        match v.get("content") {
+            Some(Value::String(s)) => Ok((self.0)(s)),
+            _ => Ok((self.0)(&v.to_string())),
+        }
+    }
+}
+
+/// A record's RFC 3339 timestamp in microseconds. Codex writes UTC as
+/// `YYYY-MM-DDTHH:MM:SS[.fff]Z`, read here without chrono's general parser (it runs on
+/// every line); anything else goes to chrono.
+pub(super) fn micros(s: &str) -> Option<Micros> {
+    fast_micros(s.as_bytes()).or_else(|| {
+        chrono::DateTime::parse_from_rfc3339(s)
+            .ok()
+            .map(|t| t.timestamp_micros())
+    })
+}
+
+fn fast_micros(b: &[u8]) -> Option<Micros> {
+    let [y0, y1, y2, y3, b'-', m0, m1, b'-', d0, d1, b'T', h0, h1, b':', n0, n1, b':', s0, s1, rest @ ..] =
+        b
+    else {
+        return None;
+    };
+    let num = |ds: &[u8]| -> Option<i64> {
+        ds.iter().try_fold(0i64, |acc, d| {
+            d.is_ascii_digit().then(|| acc * 10 + i64::from(d - b'0'))
+        })
+    };
+    let (year, month, day) = (
+        num(&[*y0, *y1, *y2, *y3])?,
+        num(&[*m0, *m1])?,
+        num(&[*d0, *d1])?,
+    );
+    let (hour, minute, second) = (num(&[*h0, *h1])?, num(&[*n0, *n1])?, num(&[*s0, *s1])?);
+    let (frac, tail) = match rest {
+        [b'.', more @ ..] => {
+            let digits = more.iter().take_while(|d| d.is_ascii_digit()).count();
+            let micros = more[..digits.min(6)]
+                .iter()
+                .fold(0i64, |a, d| a * 10 + i64::from(d - b'0'));
+            (
+                micros * 10i64.pow(6 - digits.min(6) as u32),
+                &more[digits..],
+            )
+        }
+        _ => (0, rest),
+    };
+    if tail != b"Z"
+        || !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return None;
+    }
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(((days * 24 + hour) * 60 + minute) * 60_000_000 + second * 1_000_000 + frac)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_match_chrono() {
+        for s in [
+            "2026-11-29T21:03:00.836Z",
+            "2025-09-10T18:58:38.331Z",
+            "2026-01-01T00:00:00Z",
+            "2024-02-29T23:59:59.123456789Z",
+            "1999-12-31T12:00:00.5Z",
+        ] {
+            let chrono = chrono::DateTime::parse_from_rfc3339(s)
+                .unwrap()
+                .timestamp_micros();
+            assert_eq!(fast_micros(s.as_bytes()), Some(chrono), "{s}");
+        }
+        assert_eq!(
+            micros("2026-01-01T01:00:00+01:00"),
+            Some(1_767_225_600_000_000)
+        );
+        assert_eq!(micros("yesterday"), None);
     }
 }

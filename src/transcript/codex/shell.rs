@@ -165,3 +165,45 @@ pub(super) fn reads_as_failure(raw: &str) -> bool {
 pub(super) fn as_i32(v: &Value) -> Option<i32> {
     v.as_i64().and_then(|n| i32::try_from(n).ok())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_lines() {
+        assert_eq!(command_line(&["/bin/bash", "-lc", "ls -la"]), "ls -la");
+        assert_eq!(
+            command_line(&["rg", "-n", "a b", "it's"]),
+            r"rg -n 'a b' 'it'\''s'"
+        );
+    }
+
+    #[test]
+    fn every_output_style() {
+        let r =
+            read("Chunk ID: a\nWall time: 0 seconds\nProcess exited with code 3\nOutput:\nout\n");
+        assert_eq!(
+            (r.style, r.exit, r.running, &*r.body),
+            (Style::Header, Some(3), None, "out\n")
+        );
+        let r = read("Chunk ID: a\nProcess running with session ID 42\nOutput:\n");
+        assert_eq!((r.exit, r.running), (None, Some("42")));
+        let r = read("Exit code: 0\nWall time: 1 seconds\nOutput:\nSuccess.");
+        assert_eq!((r.exit, &*r.body), (Some(0), "Success."));
+        let r = read(r#"{"output":"Exit code: 9\n","metadata":{"exit_code":2}}"#);
+        assert_eq!(
+            (r.style, r.exit, &*r.body),
+            (Style::Json, Some(2), "Exit code: 9\n")
+        );
+        let r = read("error: Failed to find expected lines");
+        assert_eq!((r.style, r.exit), (Style::Plain, None));
+        let denied = "failed in sandbox LinuxSeccomp with execution error: sandbox denied exec error, exit code: 2, stdout: ";
+        assert_eq!(sandbox_exit(denied), Some(2));
+        assert!(reads_as_failure("write_stdin failed: stdin is closed"));
+        assert!(reads_as_failure(
+            "tool call error: tool call failed for `memory/x`"
+        ));
+        assert!(!reads_as_failure("Plan updated"));
+    }
+}

@@ -310,15 +310,18 @@ fn hostile_lines_are_counted_not_fatal() {
     bad_utf8.extend_from_slice(br#""}}"#);
     let deep_array = "[".repeat(100_000) + &"]".repeat(100_000);
     // Nesting inside a value that is read whole stops at serde_json's depth limit.
-    let deep_object = r#"{"type":"event_msg","payload":{"type":"token_count","info":"#.to_string()
+    let deep_object = r#"{"type":"event_msg","payload":{"type":"patch_apply_end","changes":"#
+        .to_string()
         + &r#"{"a":"#.repeat(50_000)
         + "1"
         + &"}".repeat(50_002);
     // Records inside records past `payload.item` are skipped, however deep.
     let deep_records = r#"{"payload":"#.repeat(50_000) + "{}" + &"}".repeat(50_000);
     // Under a key nobody reads, nesting is skipped iteratively: no events, no overflow.
-    let deep_unread =
-        r#"{"type":"event_msg","x":"#.repeat(1) + &"[".repeat(200_000) + &"]".repeat(200_000) + "}";
+    let deep_unread = r#"{"type":"event_msg","x":"#.to_string()
+        + &"[".repeat(200_000)
+        + &"]".repeat(200_000)
+        + "}";
     let wrong_types = item(r#"{"type":"function_call_output","call_id":7,"output":{"a":[]}}"#);
     let odd_call = item(r#"{"type":"function_call","name":7,"call_id":{},"arguments":[1]}"#);
     let cases: [&[u8]; 8] = [
@@ -386,133 +389,4 @@ fn a_five_megabyte_line_decodes() {
         })
         .unwrap();
     assert!(output.starts_with("y\ny\n") && output.len() <= EXCERPT + '…'.len_utf8());
-}
-
-#[test]
-#[ignore]
-fn dump() {
-    let dir = std::env::var("SPICE_TRANSCRIPTS").unwrap();
-    let rel = std::env::var("DUMP").unwrap();
-    let (ev, bad) = decode_bytes(&std::fs::read(format!("{dir}/{rel}")).unwrap());
-    println!("malformed {bad}");
-    for e in ev {
-        let s = serde_json::to_string(&e).unwrap();
-        println!("{}", crate::transcript::event::excerpt(&s, 300));
-    }
-}
-
-#[test]
-#[ignore]
-fn bench() {
-    let bytes = std::fs::read(std::env::var("BENCH_FILE").unwrap()).unwrap();
-    let t = std::time::Instant::now();
-    let (ev, bad) = decode_bytes(&bytes);
-    let s = t.elapsed().as_secs_f64();
-    println!(
-        "{} events, {bad} malformed, {:.1} MB/s",
-        ev.len(),
-        bytes.len() as f64 / s / 1e6
-    );
-}
-
-#[test]
-#[ignore]
-fn bench_parse() {
-    let bytes = std::fs::read(std::env::var("BENCH_FILE").unwrap()).unwrap();
-    let t = std::time::Instant::now();
-    let mut n = 0;
-    for l in bytes.split(|b| *b == b'\n') {
-        if serde_json::from_slice::<serde_json::Value>(l).is_ok() {
-            n += 1
-        }
-    }
-    let s = t.elapsed().as_secs_f64();
-    println!("value {n} {:.1} MB/s", bytes.len() as f64 / s / 1e6);
-    let t = std::time::Instant::now();
-    for l in bytes.split(|b| *b == b'\n') {
-        if serde_json::from_slice::<serde::de::IgnoredAny>(l).is_ok() {
-            n += 1
-        }
-    }
-    let s = t.elapsed().as_secs_f64();
-    println!("ignored {n} {:.1} MB/s", bytes.len() as f64 / s / 1e6);
-}
-
-#[derive(serde::Deserialize)]
-#[allow(dead_code)]
-struct PEnv<'a> {
-    #[serde(borrow)]
-    timestamp: Option<std::borrow::Cow<'a, str>>,
-    #[serde(rename = "type", borrow)]
-    ty: Option<std::borrow::Cow<'a, str>>,
-    #[serde(borrow)]
-    payload: Option<PPay<'a>>,
-}
-#[derive(serde::Deserialize)]
-#[allow(dead_code)]
-struct PPay<'a> {
-    #[serde(rename = "type", borrow)]
-    ty: Option<std::borrow::Cow<'a, str>>,
-    #[serde(borrow)]
-    call_id: Option<std::borrow::Cow<'a, str>>,
-    #[serde(borrow)]
-    name: Option<std::borrow::Cow<'a, str>>,
-    #[serde(borrow)]
-    arguments: Option<std::borrow::Cow<'a, str>>,
-    output: Option<PEx>,
-    aggregated_output: Option<PEx>,
-    #[serde(borrow)]
-    message: Option<std::borrow::Cow<'a, str>>,
-    content: Option<serde_json::Value>,
-    summary: Option<serde::de::IgnoredAny>,
-}
-struct PEx(#[allow(dead_code)] String);
-impl<'de> serde::Deserialize<'de> for PEx {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = PEx;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("s")
-            }
-            fn visit_str<E>(self, s: &str) -> Result<PEx, E> {
-                Ok(PEx(crate::transcript::event::excerpt(s, 2000)))
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<PEx, A::Error> {
-                while a.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-                Ok(PEx(String::new()))
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-#[test]
-#[ignore]
-fn bench_typed() {
-    let bytes = std::fs::read(std::env::var("BENCH_FILE").unwrap()).unwrap();
-    let t = std::time::Instant::now();
-    let mut n = 0;
-    for l in bytes.split(|b| *b == b'\n') {
-        if serde_json::from_slice::<PEnv>(l).is_ok() {
-            n += 1
-        }
-    }
-    let s = t.elapsed().as_secs_f64();
-    println!("typed {n} {:.1} MB/s", bytes.len() as f64 / s / 1e6);
-}
-
-#[test]
-#[ignore]
-fn bench_rec() {
-    let bytes = std::fs::read(std::env::var("BENCH_FILE").unwrap()).unwrap();
-    let t = std::time::Instant::now();
-    let mut n = 0;
-    for l in bytes.split(|b| *b == b'\n') {
-        if serde_json::from_slice::<super::record::Rec>(l).is_ok() {
-            n += 1
-        }
-    }
-    let s = t.elapsed().as_secs_f64();
-    println!("rec {n} {:.1} MB/s", bytes.len() as f64 / s / 1e6);
 }

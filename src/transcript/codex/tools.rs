@@ -15,8 +15,9 @@
 //!   them) once `patch_apply_end` or the call's result says it succeeded; from
 //!   `patch_apply_end.changes` (absolute paths) only when the patch text is unreadable.
 
+use super::lenient;
 use super::patch::{self, Change};
-use super::record::{self, Body, Out, Rec};
+use super::record::{Body, Out, Rec};
 use super::shell::{self, Style};
 use super::Sink;
 use crate::transcript::event::{commit_from, excerpt, ChangeKind, EventKind, EXCERPT};
@@ -133,7 +134,7 @@ impl Tools {
                 call.patch = from_argv.or_else(script_patch).unwrap_or_default();
             }
             Kind::Exec => call.patch = script_patch().unwrap_or_default(),
-            Kind::WriteStdin => call.session = arg("session_id").and_then(record::key),
+            Kind::WriteStdin => call.session = arg("session_id").and_then(lenient::key),
             Kind::Patch => {
                 call.patch = patch::parse(arg("input").and_then(Value::as_str).unwrap_or(raw))
             }

@@ -89,7 +89,7 @@ fn resuming_from_a_checkpoint_neither_repeats_nor_loses() {
         Checkpoint {
             offset: 6,
             line: 3,
-            hash: fnv1a(FNV_START, b"a\nb\nc\n")
+            hash: prefix_hash(b"a\nb\nc\n")
         }
     );
 }
@@ -114,6 +114,11 @@ fn truncation_and_rewrites_restart_from_the_beginning() {
     assert_eq!(
         texts(&out),
         [(1, "y".to_string()), (2, "more lines".to_string())]
+    );
+    assert_eq!(
+        f.checkpoint().hash,
+        prefix_hash(b"y\nmore lines\n"),
+        "the hash restarts too"
     );
     // A stored checkpoint that no longer matches the file's prefix.
     let stale = f.checkpoint();
