@@ -182,3 +182,65 @@ fn ack_parse_prints_json_lines_in_source_order() {
         .unwrap();
     assert!(r.status.success());
 }
+
+/// A Claude Code assistant line written by this test (not copied from any sample).
+fn assistant(text: &str, n: u32) -> String {
+    serde_json::json!({
+        "type": "assistant", "uuid": format!("a{n}"), "parentUuid": null, "sessionId": "s1",
+        "cwd": "/w", "timestamp": "2026-11-29T12:00:00.000Z",
+        "message": { "role": "assistant", "id": format!("m{n}"), "model": "claude-test",
+                     "content": [{ "type": "text", "text": text }] },
+    })
+    .to_string()
+}
+
+#[test]
+fn transcript_scans_retire_acks_once_from_a_checkpoint() {
+    let env = TestEnv::new();
+    let a = steer(&env, "lane:core", "first");
+    let b = steer(&env, "lane:core", "second");
+    let t = env.dir.path().join("session.jsonl");
+    std::fs::write(
+        &t,
+        format!(
+            "{}\n",
+            assistant(&format!("Done.\n\nACK {a}: did the first"), 1)
+        ),
+    )
+    .unwrap();
+    let out = env
+        .run(&["ack", "scan", t.to_str().unwrap()])
+        .ok()
+        .to_string();
+    assert!(out.contains(&format!("{a} (line 1): acked")), "{out}");
+    assert_eq!(state(&env, &a)["state"], "acked");
+    let rec: (String, i64) = env
+        .sql()
+        .query_row("SELECT source, line FROM acks WHERE key = ?1", [&a], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    assert!(rec.0.ends_with("session.jsonl") && rec.1 == 1, "{rec:?}");
+    // A half-written reply is not read; the next scan starts where this one stopped.
+    let line2 = assistant(&format!("NACK {b}: it would break the build"), 2);
+    let (x, y) = line2.split_at(40);
+    let mut f = std::fs::OpenOptions::new().append(true).open(&t).unwrap();
+    std::io::Write::write_all(&mut f, x.as_bytes()).unwrap();
+    let out = env
+        .run(&["ack", "scan", t.to_str().unwrap(), "--json"])
+        .json();
+    assert_eq!(out["outcomes"].as_array().unwrap().len(), 0, "{out}");
+    std::io::Write::write_all(&mut f, format!("{y}\n").as_bytes()).unwrap();
+    let out = env
+        .run(&["ack", "scan", t.to_str().unwrap(), "--json"])
+        .json();
+    assert_eq!(out["from_line"], 1);
+    assert_eq!(
+        out["outcomes"].as_array().unwrap().len(),
+        1,
+        "only the new line: {out}"
+    );
+    assert_eq!(state(&env, &b)["state"], "refused");
+    assert_eq!(env.count("SELECT count(*) FROM acks"), 2);
+    assert_eq!(env.count("SELECT line FROM transcript_checkpoints"), 2);
+}

@@ -49,6 +49,15 @@ pub enum AckCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Retire the items acknowledged in transcripts' assistant replies, reading each
+    /// from where the last scan stopped.
+    Scan {
+        /// Claude Code or Codex transcript files.
+        #[arg(required = true)]
+        paths: Vec<std::path::PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Retire the items the text on stdin acknowledges.
     Apply {
         /// Where the text came from, kept with each acknowledgment.
@@ -118,6 +127,32 @@ pub fn inbox(args: InboxArgs, env: &Env) -> Result<()> {
 }
 
 pub fn ack(cmd: AckCmd, env: impl FnOnce() -> Result<Env>) -> Result<()> {
+    if let AckCmd::Scan { paths, json } = &cmd {
+        let mut store = env()?.open()?;
+        for p in paths {
+            let report = crate::transcript::acks::scan(&mut store, p)?;
+            if *json {
+                render::print_json(&report);
+                continue;
+            }
+            if report.rewritten {
+                println!(
+                    "{}: rewritten since the last scan; read again from the start",
+                    report.path
+                );
+            }
+            println!(
+                "{}: lines {}..{} read",
+                report.path,
+                report.from_line + 1,
+                report.to_line
+            );
+            for o in &report.outcomes {
+                println!("{}", render::outcome_line(o));
+            }
+        }
+        return Ok(());
+    }
     let mut text = String::new();
     std::io::stdin()
         .read_to_string(&mut text)
@@ -162,6 +197,7 @@ pub fn ack(cmd: AckCmd, env: impl FnOnce() -> Result<Env>) -> Result<()> {
                 }
             }
         }
+        AckCmd::Scan { .. } => unreachable!("handled above"),
     }
     Ok(())
 }

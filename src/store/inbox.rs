@@ -15,6 +15,7 @@ use crate::clock::Micros;
 use crate::error::{Error, Result};
 use crate::stamp;
 use crate::steer::grammar::{Directive, Polarity};
+use crate::transcript::follow::Checkpoint;
 use rusqlite::{params, OptionalExtension, Transaction};
 use serde::Serialize;
 use std::time::Duration;
@@ -293,6 +294,66 @@ impl Store {
                     });
                 }
             }
+            Ok(out)
+        })
+    }
+
+    /// Where reading the transcript at `path` got to, if it was read before.
+    pub fn transcript_checkpoint(&mut self, path: &str) -> Result<Option<Checkpoint>> {
+        self.read("reading a transcript checkpoint", |tx, _| {
+            Ok(tx
+                .prepare_cached(
+                    "SELECT offset, line, hash FROM transcript_checkpoints WHERE path = ?1",
+                )?
+                .query_row([path], |r| {
+                    Ok(Checkpoint {
+                        offset: r.get::<_, i64>(0)? as u64,
+                        line: r.get::<_, i64>(1)? as u64,
+                        // Stored as SQLite's signed integer; the bits are the hash.
+                        hash: r.get::<_, i64>(2)? as u64,
+                    })
+                })
+                .optional()?)
+        })
+    }
+
+    /// Applies the directives found in a transcript up to `at` and moves its
+    /// checkpoint there, in one transaction: a crash either keeps both or neither, so
+    /// a restart reads every line exactly once.
+    pub fn apply_transcript(
+        &mut self,
+        path: &str,
+        at: Checkpoint,
+        directives: &[Directive],
+    ) -> Result<Vec<Outcome>> {
+        self.write("applying a transcript", |tx, now| {
+            sweep(tx, now)?;
+            let mut out = Vec::new();
+            for d in directives {
+                let body = d.body.clone().unwrap_or_default();
+                for key in &d.keys {
+                    let effect = apply_one(tx, key, d.polarity, &body, path, d.line, now)?;
+                    out.push(Outcome {
+                        key: key.clone(),
+                        polarity: d.polarity,
+                        line: d.line,
+                        effect,
+                    });
+                }
+            }
+            tx.prepare_cached(
+                "INSERT INTO transcript_checkpoints (path, offset, line, hash, updated)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (path) DO UPDATE SET offset = excluded.offset, line = excluded.line,
+                 hash = excluded.hash, updated = excluded.updated",
+            )?
+            .execute(params![
+                path,
+                at.offset as i64,
+                at.line as i64,
+                at.hash as i64,
+                now
+            ])?;
             Ok(out)
         })
     }

@@ -101,6 +101,16 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX acks_by_key ON acks (key, seq);
     "#,
+    // 3: where reading each transcript got to, written with what was derived from it.
+    r#"
+    CREATE TABLE transcript_checkpoints (
+        path TEXT PRIMARY KEY,
+        offset INTEGER NOT NULL,
+        line INTEGER NOT NULL,
+        hash INTEGER NOT NULL,
+        updated INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// Brings the database at `path` up to [`VERSION`], or refuses it.

@@ -4,6 +4,7 @@
 //! the decoders; [`follow`] tails a growing file exactly once; [`detect`] tells
 //! which agent wrote a file from its first records.
 
+pub mod acks;
 pub mod briefing;
 pub mod claude;
 pub mod codex;
