@@ -23,6 +23,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod error;
+pub mod git;
 pub mod stamp;
 pub mod steer;
 pub mod store;

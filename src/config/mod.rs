@@ -5,6 +5,7 @@
 //! cross-file validation pass arrive with the fleet.
 
 pub mod lane;
+pub mod profile;
 
 use crate::error::Error;
 use std::path::Path;
