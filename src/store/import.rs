@@ -6,7 +6,8 @@
 //! at tasks already stored. The resulting graph is checked for cycles before commit.
 
 use super::ledger::append;
-use super::tasks::{flow_of, handles, insert_dep, insert_task};
+use super::phases::flow_of;
+use super::tasks::{handles, insert_dep, insert_task};
 use super::Store;
 use crate::error::{Error, Result};
 use crate::task::taskwarrior::TwTask;

@@ -17,6 +17,7 @@ mod claims;
 mod import;
 mod inbox;
 mod ledger;
+mod phases;
 mod resolve;
 mod schema;
 mod snapshot;
