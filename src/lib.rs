@@ -22,6 +22,7 @@ pub mod alloc;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod demo;
 pub mod error;
 pub mod git;
 pub mod stamp;

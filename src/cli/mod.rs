@@ -2,6 +2,7 @@
 //! the environment (`SPICE_HOME`), the working directory or the terminal; it passes
 //! explicit paths, a clock and options to the library.
 
+mod fleet;
 mod render;
 mod steer;
 mod task;
@@ -52,6 +53,26 @@ enum Command {
     /// The state store itself.
     #[command(subcommand)]
     Store(StoreCmd),
+    /// Lanes of agents: validate their configuration.
+    #[command(subcommand)]
+    Fleet(fleet::FleetCmd),
+    /// The scripted demo agent the `demo` profile runs (no network, no API key).
+    #[command(hide = true)]
+    DemoAgent(DemoArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct DemoArgs {
+    #[arg(long, conflicts_with = "resume", required_unless_present = "resume")]
+    session_id: Option<String>,
+    #[arg(long, requires = "session_id")]
+    brief_file: Option<PathBuf>,
+    /// Continue an earlier session.
+    #[arg(long)]
+    resume: Option<String>,
+    /// How long each work command runs.
+    #[arg(long, default_value_t = 1.0)]
+    command_seconds: f64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -90,8 +111,10 @@ fn run(command: Command) -> Result<()> {
         Command::Ack(cmd) => steer::ack(cmd, Env::from_process),
         Command::ShellInit { shell } => steer::shell_init(shell),
         Command::Watch(args) => watch::watch(args),
+        Command::DemoAgent(args) => demo_agent(args),
         Command::Session(cmd) => watch::session(cmd),
         Command::Exec(_) => unreachable!("handled in main"),
+        Command::Fleet(cmd) => fleet::run(cmd, &Env::from_process()?),
         Command::Store(cmd) => {
             let env = Env::from_process()?;
             let store = env.open()?;
@@ -108,6 +131,35 @@ fn run(command: Command) -> Result<()> {
             }
         }
     }
+}
+
+fn demo_agent(args: DemoArgs) -> Result<()> {
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let claude = std::env::var_os("CLAUDE_CONFIG_DIR")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| home.join(".claude"));
+    let brief = match &args.brief_file {
+        Some(f) => crate::demo::read_brief(f)?,
+        None => String::new(),
+    };
+    let cwd = std::env::current_dir().map_err(|source| Error::Io {
+        context: "failed to read the current directory".into(),
+        source,
+    })?;
+    let cfg = crate::demo::DemoConfig {
+        session_id: args.session_id.or(args.resume.clone()).unwrap_or_default(),
+        resume: args.resume.is_some(),
+        brief,
+        cwd: std::fs::canonicalize(&cwd).unwrap_or(cwd),
+        claude_projects: claude.join("projects"),
+        spice: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("spice")),
+        task: std::env::var("SPICE_TASK").ok().filter(|t| !t.is_empty()),
+        command_seconds: args.command_seconds,
+    };
+    crate::demo::run(&cfg)
 }
 
 /// What the CLI learned from the process: where state lives and where the repo is.

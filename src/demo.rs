@@ -1,0 +1,230 @@
+//! The scripted demo agent (`spice demo-agent`): a real program that behaves like a
+//! coding agent, for the quickstart and the tests, with no network and no API key.
+//!
+//! It writes a Claude Code-format transcript where Claude would (so the supervisor
+//! finds and follows it the same way), runs its commands through `bash -c` (so the
+//! shell redirector shows it steering on their stderr), answers every steering key it
+//! sees with `ACK <key>: …` in its next reply, commits its work in the worktree, and
+//! completes its task's phase with `spice task phase --done`. A resumed session
+//! appends to the same transcript and skips work already committed.
+
+use crate::error::{Error, Result};
+use crate::transcript::discover::claude_slug;
+use serde_json::json;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// What the demo agent needs, gathered by the CLI layer.
+pub struct DemoConfig {
+    pub session_id: String,
+    pub resume: bool,
+    pub brief: String,
+    /// The worktree it works in (its current directory).
+    pub cwd: PathBuf,
+    /// `~/.claude/projects`, where its transcript goes.
+    pub claude_projects: PathBuf,
+    /// The spice binary, to complete the phase.
+    pub spice: PathBuf,
+    pub task: Option<String>,
+    /// How long each "work" command runs, so steering can arrive mid-command.
+    pub command_seconds: f64,
+}
+
+struct Transcript {
+    path: PathBuf,
+    session: String,
+    cwd: String,
+    n: u32,
+    last: Option<String>,
+}
+
+impl Transcript {
+    fn line(&mut self, mut v: serde_json::Value) -> Result<()> {
+        self.n += 1;
+        let uuid = format!("{}-{:04}", self.session, self.n);
+        v["uuid"] = json!(uuid);
+        v["parentUuid"] = json!(self.last);
+        v["sessionId"] = json!(self.session);
+        v["cwd"] = json!(self.cwd);
+        v["version"] = json!("spice-demo");
+        v["timestamp"] =
+            json!(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
+        self.last = Some(uuid);
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)
+            .map_err(|source| Error::Io {
+                context: format!("failed to open {}", self.path.display()),
+                source,
+            })?;
+        // One write per whole line: a follower never sees half a record from us.
+        f.write_all(format!("{v}\n").as_bytes())
+            .map_err(|source| Error::Io {
+                context: format!("failed to write {}", self.path.display()),
+                source,
+            })
+    }
+
+    fn user(&mut self, text: &str) -> Result<()> {
+        self.line(json!({ "type": "user", "message": { "role": "user", "content": text } }))
+    }
+
+    fn say(&mut self, text: &str, end_turn: bool) -> Result<()> {
+        let id = format!("msg_{}_{}", self.session, self.n + 1);
+        self.line(json!({ "type": "assistant", "message": {
+            "id": id, "role": "assistant", "model": "spice-demo",
+            "content": [{ "type": "text", "text": text }],
+            "stop_reason": if end_turn { json!("end_turn") } else { json!(null) },
+            "usage": { "input_tokens": 10, "output_tokens": text.len() / 4 },
+        }}))
+    }
+
+    /// Runs `command` through `bash -c`, recording the call and its result.
+    fn bash(&mut self, command: &str) -> Result<(bool, String, String)> {
+        let call = format!("toolu_{}_{}", self.session, self.n + 1);
+        self.line(json!({ "type": "assistant", "message": {
+            "id": format!("msg_{call}"), "role": "assistant", "model": "spice-demo",
+            "content": [{ "type": "tool_use", "id": call, "name": "Bash", "input": { "command": command } }],
+            "stop_reason": "tool_use",
+        }}))?;
+        let out = Command::new("bash")
+            .args(["-c", command])
+            .current_dir(&self.cwd)
+            .output()
+            .map_err(|source| Error::Io {
+                context: "failed to run bash".into(),
+                source,
+            })?;
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        let ok = out.status.success();
+        let content = if ok {
+            format!("{stdout}{stderr}")
+        } else {
+            format!(
+                "Exit code {}\n{stdout}{stderr}",
+                out.status.code().unwrap_or(-1)
+            )
+        };
+        self.line(json!({
+            "type": "user",
+            "message": { "role": "user", "content": [{
+                "type": "tool_result", "tool_use_id": call, "content": content, "is_error": !ok,
+            }]},
+            "toolUseResult": if ok {
+                json!({ "stdout": stdout, "stderr": stderr, "interrupted": false, "isImage": false })
+            } else {
+                json!(format!("Error: {content}"))
+            },
+        }))?;
+        Ok((ok, stdout, stderr))
+    }
+}
+
+/// Steering keys in a `spice exec` frame on stderr (`│ [KEY] …` lines).
+pub fn keys_in(stderr: &str) -> Vec<String> {
+    let mut keys = Vec::new();
+    for line in stderr.lines() {
+        let Some(rest) = line.trim_start_matches('│').trim_start().strip_prefix('[') else {
+            continue;
+        };
+        let Some((key, _)) = rest.split_once(']') else {
+            continue;
+        };
+        if crate::stamp::is_stamp(key) && !keys.iter().any(|k| k == key) {
+            keys.push(key.to_string());
+        }
+    }
+    keys
+}
+
+/// Runs the demo agent to the end of its task.
+pub fn run(cfg: &DemoConfig) -> Result<()> {
+    let dir = cfg.claude_projects.join(claude_slug(&cfg.cwd));
+    std::fs::create_dir_all(&dir).map_err(|source| Error::Io {
+        context: format!("failed to create {}", dir.display()),
+        source,
+    })?;
+    let mut t = Transcript {
+        path: dir.join(format!("{}.jsonl", cfg.session_id)),
+        session: cfg.session_id.clone(),
+        cwd: cfg.cwd.display().to_string(),
+        n: 0,
+        last: None,
+    };
+    if cfg.resume {
+        t.n = std::fs::read_to_string(&t.path)
+            .map(|s| s.lines().count() as u32)
+            .unwrap_or(0);
+        t.user("Continue where you left off.")?;
+    } else {
+        t.user(&cfg.brief)?;
+    }
+    let task = cfg.task.clone().unwrap_or_else(|| "demo".into());
+    let file = format!("demo/{task}.txt");
+    let mut acked: Vec<String> = Vec::new();
+    let mut answer = |t: &mut Transcript, stderr: &str| -> Result<()> {
+        let fresh: Vec<String> = keys_in(stderr)
+            .into_iter()
+            .filter(|k| !acked.contains(k))
+            .collect();
+        if fresh.is_empty() {
+            return Ok(());
+        }
+        let reply: Vec<String> = fresh
+            .iter()
+            .map(|k| format!("ACK {k}: noted, and applied to the rest of this task"))
+            .collect();
+        acked.extend(fresh);
+        t.say(&reply.join("\n"), false)
+    };
+    if !cfg.cwd.join(&file).exists() {
+        t.say("I'll look around, then do the task.", false)?;
+        let (_, _, err) = t.bash(&format!(
+            "git status --short; sleep {}",
+            cfg.command_seconds
+        ))?;
+        answer(&mut t, &err)?;
+        let (_, _, err) = t.bash(&format!(
+            "mkdir -p demo && printf '%s\\n' 'done by the demo agent' > {file} && sleep {}",
+            cfg.command_seconds
+        ))?;
+        answer(&mut t, &err)?;
+        let (_, _, err) = t.bash(&format!("git add {file} && git commit -m 'demo: {task}'"))?;
+        answer(&mut t, &err)?;
+    }
+    if let Some(task) = &cfg.task {
+        let spice = shell_quote(&cfg.spice.display().to_string());
+        let (ok, _, err) = t.bash(&format!(
+            "{spice} task phase {task} --done --claimant \"$SPICE_SESSION\""
+        ))?;
+        answer(&mut t, &err)?;
+        if !ok {
+            t.say("I could not complete the phase; see the error above.", true)?;
+            return Ok(());
+        }
+    }
+    t.say("The task is done and its phase is complete.", true)
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// Reads the brief from a file, as the profile passes it.
+pub fn read_brief(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|e| Error::input(format!("{}: {e}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_come_from_the_exec_frame() {
+        let stderr = "noise [not a key]\n┌── spice: 1 steering item for you ──\n│ [dZxPMZGfr] from the operator, 3ms ago\n│   hello [dZxPMZGfr]\n└──\n";
+        assert_eq!(keys_in(stderr), ["dZxPMZGfr"]);
+    }
+}

@@ -1,0 +1,139 @@
+//! The scripted demo agent driven by hand, as the supervisor will drive it: a claimed
+//! task in a worktree, the shell redirector, a pending steering item. Its transcript
+//! is where Claude's would be, it ACKs the item, commits, and completes the phase.
+
+mod common;
+use common::TestEnv;
+use std::process::Command;
+
+fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn the_demo_agent_answers_steering_commits_and_completes_its_phase() {
+    let env = TestEnv::new();
+    git(&env.repo, &["commit", "-q", "--allow-empty", "-m", "root"]);
+    let task = env.add(&["Write the greeting", "--project", "demo"]);
+    let session = "sess-demo-1";
+    env.run(&[
+        "task",
+        "claim",
+        &task,
+        "--claimant",
+        session,
+        "--lane",
+        "core",
+    ])
+    .ok();
+    let key = env
+        .run(&["steer", "lane:core", "also mention the test plan"])
+        .ok()
+        .trim()
+        .to_string();
+    let bashenv = env.dir.path().join("bashenv");
+    std::fs::write(&bashenv, env.run(&["shell-init", "bash"]).ok()).unwrap();
+    let brief = env.dir.path().join("brief.md");
+    std::fs::write(&brief, format!("Task demo-{task}: write the greeting.")).unwrap();
+    let home = env.dir.path().join("agent-home");
+    let out = env
+        .cmd(&[
+            "demo-agent",
+            "--session-id",
+            session,
+            "--brief-file",
+            brief.to_str().unwrap(),
+            "--command-seconds",
+            "0.2",
+        ])
+        .env("HOME", &home)
+        .env("BASH_ENV", &bashenv)
+        .env("SPICE_LANE", "core")
+        .env("SPICE_SESSION", session)
+        .env("SPICE_TASK", &task)
+        .env("GIT_AUTHOR_NAME", "demo")
+        .env("GIT_AUTHOR_EMAIL", "demo@spice")
+        .env("GIT_COMMITTER_NAME", "demo")
+        .env("GIT_COMMITTER_EMAIL", "demo@spice")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // The transcript is where Claude Code would write it, and reads as one.
+    let cwd = std::fs::canonicalize(&env.repo).unwrap();
+    let slug: String = cwd
+        .to_string_lossy()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let transcript = home
+        .join(".claude/projects")
+        .join(slug)
+        .join(format!("{session}.jsonl"));
+    assert!(
+        transcript.exists(),
+        "no transcript at {}",
+        transcript.display()
+    );
+
+    // The steering item reached its commands and its reply ACKs it; a scan retires it.
+    let scan = env
+        .run(&["ack", "scan", transcript.to_str().unwrap(), "--json"])
+        .json();
+    assert!(
+        scan["outcomes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o["key"] == key.as_str() && o["effect"] == "acked"),
+        "{scan}"
+    );
+    let b = env
+        .run(&[
+            "session",
+            "briefing",
+            transcript.to_str().unwrap(),
+            "--json",
+        ])
+        .json();
+    assert!(b["acks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|a| a["key"] == key.as_str()));
+    let commits = b["commits"].as_array().unwrap();
+    assert_eq!(commits.len(), 1, "{b}");
+    let sha = commits[0]["sha"].as_str().unwrap();
+    assert!(git(&env.repo, &["log", "--oneline", "-1"]).starts_with(sha));
+    assert!(
+        b["commands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["failed"] == false),
+        "{b}"
+    );
+
+    // The phase was completed by the holder: todo → review, claim released.
+    let shown = env.run(&["task", "show", &task, "--json"]).json();
+    assert_eq!(shown["phase"], "review");
+    assert!(shown["claim"].is_null());
+}
