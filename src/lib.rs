@@ -18,12 +18,15 @@
 //! transaction; a write on a claimed task comes from its holder; nothing in the
 //! library reads the environment or the system clock directly.
 
+pub mod agent;
 pub mod alloc;
 pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod demo;
 pub mod error;
+pub mod fleet;
+
 pub mod git;
 pub mod stamp;
 pub mod steer;

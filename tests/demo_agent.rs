@@ -137,3 +137,57 @@ fn the_demo_agent_answers_steering_commits_and_completes_its_phase() {
     assert_eq!(shown["phase"], "review");
     assert!(shown["claim"].is_null());
 }
+
+#[test]
+fn completing_a_phase_merges_the_task_branch_into_base_only_when_clean() {
+    let env = TestEnv::new();
+    git(&env.repo, &["checkout", "-q", "-b", "main"]);
+    git(&env.repo, &["commit", "-q", "--allow-empty", "-m", "root"]);
+    let task = env.add(&["Merge me", "--project", "m"]);
+    let wt = env.dir.path().join("wt");
+    git(
+        &env.repo,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "spice/m-task",
+            wt.to_str().unwrap(),
+            "main",
+        ],
+    );
+    env.run(&[
+        "task",
+        "claim",
+        &task,
+        "--claimant",
+        "s1",
+        "--worktree",
+        wt.to_str().unwrap(),
+    ])
+    .ok();
+    std::fs::write(wt.join("work.txt"), "work\n").unwrap();
+    // Dirty (untracked file): refused, the phase stays.
+    env.run(&["task", "phase", &task, "--done", "--claimant", "s1"])
+        .fails(3, "");
+    assert_eq!(
+        env.run(&["task", "show", &task, "--json"]).json()["phase"],
+        "todo"
+    );
+    git(&wt, &["add", "work.txt"]);
+    git(&wt, &["commit", "-q", "-m", "work"]);
+    let out = env
+        .run(&["task", "phase", &task, "--done", "--claimant", "s1"])
+        .ok()
+        .to_string();
+    assert!(out.contains("merged spice/m-task into main"), "{out}");
+    assert_eq!(
+        git(&env.repo, &["rev-parse", "main"]),
+        git(&wt, &["rev-parse", "HEAD"])
+    );
+    assert_eq!(
+        env.run(&["task", "show", &task, "--json"]).json()["phase"],
+        "review"
+    );
+}

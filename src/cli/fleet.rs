@@ -23,12 +23,125 @@ pub enum FleetCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Run the lanes in the foreground until interrupted (SIGINT/SIGTERM).
+    Up {
+        /// Stop each lane once nothing is ready for it.
+        #[arg(long)]
+        until_idle: bool,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 pub fn run(cmd: FleetCmd, env: &Env) -> Result<()> {
     match cmd {
         FleetCmd::Check { json } => check(env, json),
+        FleetCmd::Up { until_idle, json } => up(env, until_idle, json),
     }
+}
+
+static STOP: std::sync::OnceLock<std::sync::Arc<std::sync::atomic::AtomicBool>> =
+    std::sync::OnceLock::new();
+
+extern "C" fn on_stop(_: i32) {
+    if let Some(s) = STOP.get() {
+        s.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+fn up(env: &Env, until_idle: bool, json: bool) -> Result<()> {
+    let repo = env.repo_top.clone().ok_or_else(|| {
+        Error::input("spice fleet needs a git work tree (lanes live in its lanes/ directory)")
+    })?;
+    let fleet = fleet::load(&repo, &repo.join("lanes"), &repo.join("profiles"), &which).map_err(
+        |mut errors| {
+            let last = errors.pop().expect("an Err holds at least one problem");
+            for e in &errors {
+                eprintln!("spice: {e}");
+            }
+            Error::from(last)
+        },
+    )?;
+    for (l, e) in fleet.unavailable() {
+        eprintln!("spice: lane {} will not run: {e}", l.name);
+    }
+    let spice = std::env::current_exe().map_err(|source| Error::Io {
+        context: "failed to locate the spice binary".into(),
+        source,
+    })?;
+    let shell = env.state_dir.join("shell");
+    std::fs::create_dir_all(&shell).map_err(|source| Error::Io {
+        context: format!("failed to create {}", shell.display()),
+        source,
+    })?;
+    let bash_env = shell.join("bashenv");
+    std::fs::write(
+        &bash_env,
+        super::steer::shell_init_text(super::steer::Shell::Bash, &spice),
+    )
+    .map_err(|source| Error::Io {
+        context: format!("failed to write {}", bash_env.display()),
+        source,
+    })?;
+    let base = std::process::Command::new("git")
+        .args(["symbolic-ref", "--short", "HEAD"])
+        .current_dir(&repo)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "main".into());
+    let opts = crate::fleet::FleetOptions {
+        state_dir: env.state_dir.clone(),
+        repo,
+        base,
+        spice,
+        home: std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_default(),
+        path: std::env::var("PATH").unwrap_or_default(),
+        vars: std::env::vars_os().collect(),
+        bash_env,
+        until_idle,
+        poll: std::time::Duration::from_secs(2),
+    };
+    let stop = STOP.get_or_init(Default::default).clone();
+    let action = nix::sys::signal::SigAction::new(
+        nix::sys::signal::SigHandler::Handler(on_stop),
+        nix::sys::signal::SaFlags::empty(),
+        nix::sys::signal::SigSet::empty(),
+    );
+    for sig in [
+        nix::sys::signal::Signal::SIGINT,
+        nix::sys::signal::Signal::SIGTERM,
+    ] {
+        // SAFETY: the handler only stores to an atomic.
+        unsafe {
+            let _ = nix::sys::signal::sigaction(sig, &action);
+        }
+    }
+    let reports = crate::fleet::up(&fleet, &opts, stop)?;
+    if json {
+        render::print_json(&reports);
+    } else {
+        for r in &reports {
+            println!(
+                "{}: claimed {}; {} session(s){}",
+                r.lane,
+                if r.claimed.is_empty() {
+                    "nothing".to_string()
+                } else {
+                    r.claimed.join(", ")
+                },
+                r.sessions.len(),
+                r.error
+                    .as_deref()
+                    .map(|e| format!("; error: {e}"))
+                    .unwrap_or_default()
+            );
+        }
+    }
+    Ok(())
 }
 
 fn check(env: &Env, json: bool) -> Result<()> {

@@ -257,8 +257,14 @@ pub fn shell_init(shell: Shell) -> Result<()> {
         context: "failed to locate the spice binary".into(),
         source,
     })?;
+    print!("{}", shell_init_text(shell, &me));
+    Ok(())
+}
+
+/// The startup file for `shell` that routes top-level commands through `me exec`.
+pub fn shell_init_text(shell: Shell, me: &Path) -> String {
     let me = shell_quote(&me.display().to_string());
-    let text = match shell {
+    match shell {
         Shell::Bash => format!(
             r#"# spice shell redirector for bash, loaded through BASH_ENV.
 # Re-runs a top-level `bash -c` command through `spice exec` exactly once, so the
@@ -282,9 +288,7 @@ if [[ -z "${{SPICE_EXEC_ACTIVE-}}" && -n "${{ZSH_EXECUTION_STRING-}}" && -x {me}
 fi
 "#
         ),
-    };
-    print!("{text}");
-    Ok(())
+    }
 }
 
 fn shell_quote(s: &str) -> String {

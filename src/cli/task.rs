@@ -434,7 +434,14 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
             json,
         } => {
             if done {
+                let merged = merge_at_phase_completion(s, env, &id, holder.holder().as_ref())?;
                 let out = s.complete_phase(&id, holder.holder().as_ref())?;
+                if let Some(m) = merged.as_ref().filter(|_| !json) {
+                    println!(
+                        "merged {} into {} at {} ({:?})",
+                        m.branch, m.base, m.commit, m.kind
+                    );
+                }
                 if json {
                     render::print_json(&out);
                 } else {
@@ -626,6 +633,59 @@ fn next_cmd(s: &mut Store, env: &Env, args: NextArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Git boundary 2: completing a phase of a claimed task that has a worktree merges
+/// its branch into the lane's base (or the main work tree's branch) first. The tree
+/// must be clean; a refused or conflicting merge leaves the phase where it was.
+fn merge_at_phase_completion(
+    s: &mut Store,
+    env: &Env,
+    id: &str,
+    holder: Option<&Holder>,
+) -> Result<Option<crate::git::Merge>> {
+    let Some(claim) = s.claim_on(id)? else {
+        return Ok(None);
+    };
+    if holder.is_none_or(|h| h.claimant != claim.claimant) {
+        return Ok(None); // the store refuses it next, naming the holder
+    }
+    let Some(wt) = claim
+        .worktree
+        .as_deref()
+        .map(std::path::Path::new)
+        .filter(|p| p.join(".git").exists())
+    else {
+        return Ok(None);
+    };
+    let runner = crate::git::Runner::new(std::env::vars_os());
+    let common = crate::cli::find_git(wt)
+        .map(|(_, c)| c)
+        .ok_or_else(|| Error::Other(format!("{} is not a git worktree", wt.display())))?;
+    let main = common
+        .parent()
+        .map(std::path::Path::to_path_buf)
+        .unwrap_or(common.clone());
+    let git = crate::git::Git::open(&main, runner)?;
+    let branch = git.launch_check(wt)?.branch.ok_or_else(|| {
+        Error::conflict(format!(
+            "{} is on a detached HEAD: no task branch to merge",
+            wt.display()
+        ))
+    })?;
+    let lane_base = claim
+        .lane
+        .as_deref()
+        .and_then(|l| crate::config::lane::load(&env.lanes_dir().ok()?, l).ok())
+        .and_then(|l| l.base);
+    let base = match lane_base {
+        Some(b) => b,
+        None => git
+            .launch_check(&main)?
+            .branch
+            .unwrap_or_else(|| "main".into()),
+    };
+    git.complete_phase(wt, &branch, &base).map(Some)
 }
 
 fn read_input(file: &str) -> Result<(String, String)> {

@@ -353,6 +353,25 @@ impl Store {
         })
     }
 
+    /// Records where the holder works on the task (the supervisor knows the worktree
+    /// only once it has the claim, since the path is named after the task).
+    pub fn set_claim_worktree(
+        &mut self,
+        input: &str,
+        holder: &Holder,
+        worktree: &str,
+    ) -> Result<()> {
+        self.write("recording a worktree", |tx, now| {
+            let id = resolve(tx, input)?;
+            check_holder(tx, &id, Some(holder), now, "set the worktree of")?;
+            tx.execute(
+                "UPDATE claims SET worktree = ?2 WHERE task_id = ?1",
+                params![id, worktree],
+            )?;
+            Ok(())
+        })
+    }
+
     /// Gives the task back: it becomes ready again for anyone.
     pub fn release(&mut self, input: &str, holder: &Holder) -> Result<String> {
         self.write("releasing a claim", |tx, now| {

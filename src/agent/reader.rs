@@ -1,0 +1,163 @@
+//! The thread that drains an agent's PTY master: every byte the agent writes is read
+//! at once, appended to the screen tail and to the recording, so the agent never
+//! blocks on a full terminal buffer, whatever the supervisor is doing.
+//!
+//! Invariants:
+//! - The reader never waits on anything but the PTY and its own short-held locks; a
+//!   failing recording is dropped (the error kept for [`Shared::recording_error`]) and
+//!   draining goes on.
+//! - Memory is bounded: one read buffer, the [`TAIL_BYTES`] ring and the recorder's
+//!   buffer.
+//! - It ends at end of file (every holder of the terminal's slave side is gone), or,
+//!   once the agent is being dropped, when output pauses or [`CLOSE_DRAIN`] has passed,
+//!   so an escaped process that keeps the terminal open cannot hold the supervisor.
+
+use super::record::{Recorder, FLUSH_EVERY};
+use nix::errno::Errno;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use std::collections::VecDeque;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// How much recent output [`Shared::tail`] keeps for diagnostics.
+pub const TAIL_BYTES: usize = 64 * 1024;
+/// The longest the reader keeps draining after the agent is dropped.
+const CLOSE_DRAIN: Duration = Duration::from_secs(2);
+const READ_CHUNK: usize = 64 * 1024;
+
+/// State the reader shares with its [`Agent`](super::Agent).
+#[derive(Default)]
+pub struct Shared {
+    tail: Mutex<VecDeque<u8>>,
+    /// `None` once the recording is finished or failed.
+    pub(super) recorder: Mutex<Option<Recorder>>,
+    recording_error: Mutex<Option<String>>,
+    /// Set by the agent's drop: stop at the next pause in output.
+    pub(super) closing: AtomicBool,
+    /// Set by the reader when it has stopped and the recording is closed.
+    done: AtomicBool,
+}
+
+impl Shared {
+    pub fn new(recorder: Option<Recorder>) -> Shared {
+        Shared {
+            recorder: Mutex::new(recorder),
+            ..Shared::default()
+        }
+    }
+
+    /// The last [`TAIL_BYTES`] of output.
+    pub fn tail(&self) -> Vec<u8> {
+        lock(&self.tail).iter().copied().collect()
+    }
+
+    /// Why the recording stopped early, if it did.
+    pub fn recording_error(&self) -> Option<String> {
+        lock(&self.recording_error).clone()
+    }
+
+    /// True once the reader has stopped (end of file, or the agent was dropped) and
+    /// the recording is complete on disk.
+    pub fn done(&self) -> bool {
+        self.done.load(Ordering::Acquire)
+    }
+
+    fn push_tail(&self, bytes: &[u8]) {
+        let mut tail = lock(&self.tail);
+        let keep = bytes.len().min(TAIL_BYTES);
+        let overflow = (tail.len() + keep).saturating_sub(TAIL_BYTES);
+        tail.drain(..overflow);
+        tail.extend(&bytes[bytes.len() - keep..]);
+    }
+
+    /// Runs `f` on the recorder; a failure ends the recording but not the reader.
+    pub(super) fn record<T>(&self, f: impl FnOnce(&mut Recorder) -> crate::Result<T>) -> Option<T> {
+        let mut slot = lock(&self.recorder);
+        let rec = slot.as_mut()?;
+        match f(rec) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                *lock(&self.recording_error) = Some(e.to_string());
+                *slot = None;
+                None
+            }
+        }
+    }
+}
+
+/// A poisoned lock only means another thread panicked mid-update of plain bytes;
+/// the data is still usable for diagnostics, so carry on with it.
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Drains `master` (a non-blocking descriptor of the PTY master) until the end.
+pub fn run(master: OwnedFd, shared: &Shared) {
+    let mut buf = vec![0u8; READ_CHUNK];
+    let mut closing_since: Option<Instant> = None;
+    loop {
+        if closing_since.is_none() && shared.closing.load(Ordering::Acquire) {
+            closing_since = Some(Instant::now());
+        }
+        if closing_since.is_some_and(|t| t.elapsed() >= CLOSE_DRAIN) {
+            break;
+        }
+        let flush_in = shared
+            .record(|r| r.flush_if_due(Instant::now()))
+            .flatten()
+            .unwrap_or(FLUSH_EVERY);
+        let timeout =
+            PollTimeout::try_from(flush_in.as_millis().max(1) as u64).unwrap_or(PollTimeout::MAX);
+        let mut fds = [PollFd::new(master.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, timeout) {
+            Ok(0) => {
+                // A pause in output: after a drop, that is the end of what matters.
+                if closing_since.is_some() {
+                    break;
+                }
+                continue;
+            }
+            Ok(_) => {}
+            Err(Errno::EINTR) => continue,
+            Err(_) => break,
+        }
+        match nix::unistd::read(master.as_raw_fd(), &mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                shared.push_tail(&buf[..n]);
+                shared.record(|r| r.output(&buf[..n]));
+            }
+            Err(Errno::EAGAIN | Errno::EINTR) => {}
+            // EIO: the slave side has no holder left; the kernel hands over all
+            // buffered output before reporting it.
+            Err(_) => break,
+        }
+    }
+    if let Some(mut rec) = lock(&shared.recorder).take() {
+        if let Err(e) = rec.finish() {
+            *lock(&shared.recording_error) = Some(e.to_string());
+        }
+    }
+    shared.done.store(true, Ordering::Release);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tail_keeps_only_the_most_recent_bytes() {
+        let s = Shared::new(None);
+        s.push_tail(b"abc");
+        assert_eq!(s.tail(), b"abc");
+        s.push_tail(&vec![b'x'; TAIL_BYTES - 1]);
+        let t = s.tail();
+        assert_eq!(t.len(), TAIL_BYTES);
+        assert_eq!(&t[..2], b"cx");
+        let big: Vec<u8> = (0..TAIL_BYTES * 2).map(|i| (i % 251) as u8).collect();
+        s.push_tail(&big);
+        assert_eq!(s.tail(), &big[TAIL_BYTES..]);
+    }
+}

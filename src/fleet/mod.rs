@@ -1,0 +1,117 @@
+//! The supervisor: one thread per lane (see [`lane`]), one supervisor per state
+//! directory (an exclusive lock on `supervisor.pid`, released by the kernel the moment
+//! the holder dies).
+//!
+//! Status: this runs the loop end to end with any profile whose transcript is named by
+//! its session id (Claude Code, the demo agent). Not yet: fleet status/down, idle-time
+//! delivery into the PTY, hooks, Codex transcript discovery, crash-loop holds.
+
+pub mod brief;
+pub mod lane;
+
+use crate::config::fleet::FleetConfig;
+use crate::error::{Error, Result};
+use serde::Serialize;
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What the supervisor needs besides the configuration, gathered by the CLI layer.
+#[derive(Debug, Clone)]
+pub struct FleetOptions {
+    pub state_dir: PathBuf,
+    pub repo: PathBuf,
+    /// The branch task branches start from when a lane names none.
+    pub base: String,
+    pub spice: PathBuf,
+    pub home: PathBuf,
+    pub path: String,
+    /// The environment git may see (filtered again by the git runner).
+    pub vars: Vec<(OsString, OsString)>,
+    /// The bash startup file of the shell redirector.
+    pub bash_env: PathBuf,
+    /// Stop each lane when nothing is ready for it (the demo and tests).
+    pub until_idle: bool,
+    pub poll: Duration,
+}
+
+/// What a lane did in this run.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct LaneReport {
+    pub lane: String,
+    pub claimed: Vec<String>,
+    pub sessions: Vec<String>,
+    pub error: Option<String>,
+}
+
+/// Holds the supervisor lock for its lifetime.
+pub struct Lock {
+    _file: nix::fcntl::Flock<std::fs::File>,
+}
+
+/// Takes the one-supervisor-per-state-directory lock, or names its holder.
+pub fn lock(state_dir: &std::path::Path) -> Result<Lock> {
+    std::fs::create_dir_all(state_dir).map_err(|source| Error::Io {
+        context: format!("failed to create {}", state_dir.display()),
+        source,
+    })?;
+    let path = state_dir.join("supervisor.pid");
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|source| Error::Io {
+            context: format!("failed to open {}", path.display()),
+            source,
+        })?;
+    let mut locked =
+        match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+            Ok(l) => l,
+            Err(_) => {
+                let holder = std::fs::read_to_string(&path).unwrap_or_default();
+                return Err(Error::conflict(format!(
+                    "another supervisor holds {} (pid {})",
+                    path.display(),
+                    holder.trim()
+                )));
+            }
+        };
+    locked.set_len(0).ok();
+    let _ = write!(locked, "{}", std::process::id());
+    Ok(Lock { _file: locked })
+}
+
+/// Runs every enabled lane that has its agent binary until `stop` is set (or, with
+/// `until_idle`, until no lane has work).
+pub fn up(
+    cfg: &FleetConfig,
+    opts: &FleetOptions,
+    stop: Arc<AtomicBool>,
+) -> Result<Vec<LaneReport>> {
+    let _lock = lock(&opts.state_dir)?;
+    let handles: Vec<_> = cfg
+        .lanes
+        .iter()
+        .filter(|l| l.lane.enabled)
+        .cloned()
+        .map(|l| {
+            let opts = opts.clone();
+            let stop = stop.clone();
+            std::thread::spawn(move || lane::run(&l, &opts, &stop))
+        })
+        .collect();
+    Ok(handles
+        .into_iter()
+        .map(|h| {
+            h.join().unwrap_or_else(|_| LaneReport {
+                error: Some("lane thread panicked".into()),
+                ..LaneReport::default()
+            })
+        })
+        .collect())
+}

@@ -1,0 +1,161 @@
+//! `spice fleet up` with two lanes of the scripted demo agent on one repository, twice
+//! in a row on the same state: claims, worktrees, steering delivered and retired from
+//! the transcript, phases completed and merged, the next task claimed.
+
+mod common;
+use common::TestEnv;
+use std::process::Command;
+
+fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn setup() -> TestEnv {
+    let env = TestEnv::new();
+    for (k, v) in [("user.email", "demo@spice"), ("user.name", "demo")] {
+        git(&env.repo, &["config", k, v]);
+    }
+    git(&env.repo, &["checkout", "-q", "-b", "main"]);
+    std::fs::create_dir_all(env.repo.join("lanes")).unwrap();
+    for lane in ["a", "b"] {
+        std::fs::write(
+            env.repo.join(format!("lanes/{lane}.toml")),
+            "profile = \"demo\"\nphases = [\"todo\"]\nlease = \"5m\"\n",
+        )
+        .unwrap();
+    }
+    git(&env.repo, &["add", "lanes"]);
+    git(&env.repo, &["commit", "-q", "-m", "lanes"]);
+    env
+}
+
+fn up(env: &TestEnv) -> serde_json::Value {
+    let out = env
+        .cmd(&["fleet", "up", "--until-idle", "--json"])
+        .env("HOME", env.dir.path().join("agent-home"))
+        .output()
+        .unwrap();
+    let r = common::to_run(out);
+    r.json()
+}
+
+#[test]
+fn two_demo_lanes_run_the_loop_twice_on_the_same_state() {
+    let env = setup();
+    let first = env.add(&["First", "--project", "demo", "--priority", "H"]);
+    let second = env.add(&["Second", "--project", "demo"]);
+    let other = env.add(&["Other", "--project", "demo"]);
+    // Waits on `first`, which only reaches review here (not done): never ready.
+    let blocked = env.add(&["Blocked", "--project", "demo", "--depends", &first]);
+    let key = env
+        .run(&["steer", "lane:a", "keep the greeting short"])
+        .ok()
+        .trim()
+        .to_string();
+
+    let reports = up(&env);
+    let claimed: Vec<String> = reports
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| {
+            r["claimed"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c.as_str().unwrap().to_string())
+        })
+        .collect();
+    assert_eq!(claimed.len(), 3, "{reports}");
+    for r in reports.as_array().unwrap() {
+        assert!(r["error"].is_null(), "{r}");
+    }
+    for t in [&first, &second, &other] {
+        let s = env.run(&["task", "show", t, "--json"]).json();
+        assert_eq!(s["phase"], "review", "{s}");
+        assert!(s["claim"].is_null());
+        let kinds: Vec<String> = s["ledger"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["kind"].as_str().unwrap().to_string())
+            .collect();
+        assert!(
+            kinds.contains(&"claimed".into()) && kinds.contains(&"phase_completed".into()),
+            "{kinds:?}"
+        );
+    }
+    let b = env.run(&["task", "show", &blocked, "--json"]).json();
+    assert_eq!(b["phase"], "todo");
+    assert!(b["claim"].is_null());
+    // Every task's work is merged into main.
+    let log = git(&env.repo, &["log", "--oneline", "main"]);
+    for t in [&first, &second, &other] {
+        assert!(log.contains(&format!("demo: {t}")), "{log}");
+    }
+    // The steering item for lane a reached its agent and was retired from its transcript.
+    let item = env.run(&["inbox", "--all", "--json"]).json();
+    let item = item
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["key"] == key.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!(item["state"], "acked", "{item}");
+    let source: String = env
+        .sql()
+        .query_row("SELECT source FROM acks WHERE key = ?1", [&key], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert!(source.ends_with(".jsonl"), "{source}");
+    // Worktrees per task, recordings per session.
+    assert_eq!(
+        std::fs::read_dir(env.home.join("recordings"))
+            .unwrap()
+            .count(),
+        3
+    );
+
+    // Second run on the same state: only the new task is worked on.
+    let fourth = env.add(&["Fourth", "--project", "demo"]);
+    let reports = up(&env);
+    let claimed: Vec<String> = reports
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| {
+            r["claimed"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c.as_str().unwrap().to_string())
+        })
+        .collect();
+    assert_eq!(claimed, [format!("demo-{fourth}")]);
+    assert!(git(&env.repo, &["log", "--oneline", "main"]).contains(&format!("demo: {fourth}")));
+}
+
+#[test]
+fn a_bad_lane_file_starts_nothing() {
+    let env = setup();
+    std::fs::write(
+        env.repo.join("lanes/bad.toml"),
+        "profile = \"demo\"\nlease = 5\n",
+    )
+    .unwrap();
+    let r = common::to_run(env.cmd(&["fleet", "up", "--until-idle"]).output().unwrap());
+    r.fails(2, "lanes/bad.toml:2:9");
+    assert!(!env.home.join("worktrees").exists(), "nothing started");
+}
