@@ -68,3 +68,40 @@ fn a_foreign_sqlite_database_is_refused() {
     drop(db);
     env.run(&["task", "list"]).fails(4, "not spice's");
 }
+
+/// Regression: opening a second store in a process that already had one read the
+/// file's header with a plain open/close, and that close dropped SQLite's POSIX locks
+/// for the whole process. Another process then believed it was the last connection,
+/// checkpointed and removed the WAL, and the first connection's later commits were
+/// invisible to everyone else (a fleet lane's claims "vanished" for its agents).
+#[test]
+fn a_second_store_in_one_process_keeps_the_first_ones_commits_visible() {
+    use std::sync::Arc;
+    let env = TestEnv::new();
+    env.add(&["seed"]);
+    let clock = Arc::new(spice::clock::SystemClock);
+    let mut first = spice::store::Store::open(&env.db(), clock.clone()).unwrap();
+    first.list(&Default::default()).unwrap();
+    let second = spice::store::Store::open(&env.db(), clock).unwrap();
+    // Another process opens and closes the database.
+    env.run(&["task", "list"]).ok();
+    let t = first
+        .add_task(
+            spice::task::NewTask {
+                title: "after".into(),
+                ..Default::default()
+            },
+            &[],
+        )
+        .unwrap();
+    let listed = env.run(&["task", "list", "--json"]).json();
+    assert!(
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x["id"] == t.id.as_str()),
+        "a commit of the first connection must be visible to other processes: {listed}"
+    );
+    drop(second);
+}

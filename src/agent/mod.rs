@@ -12,8 +12,8 @@
 //!   it the group id, cannot be given to another process while this handle may still
 //!   signal the group.
 //! - **The reader never blocks the agent.** A thread drains the PTY master
-//!   continuously into a bounded screen tail and the asciicast recording (see
-//!   [`reader`]), whatever the supervisor is doing.
+//!   continuously into a bounded screen tail and the asciicast recording
+//!   (`reader.rs`), whatever the supervisor is doing.
 //! - **pid with start time.** [`Agent::start_time`] is the kernel's start time of the
 //!   pid; records that outlive this handle signal through [`signal_if_same`], which
 //!   never hits a reused pid.
@@ -39,12 +39,9 @@ use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
 use nix::errno::Errno;
 use nix::libc;
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use portable_pty::{CommandBuilder, MasterPty, PtySize};
 use reader::{lock, Shared};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::process::ExitStatusExt;
-use std::path::PathBuf;
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -123,20 +120,24 @@ impl Agent {
                 })
             };
             let (input, output) = (dup()?, dup()?);
-            // The flag belongs to the shared open file: neither the reader nor a
-            // write of input can block indefinitely.
+            // Shared by both duplicates: neither reads nor writes can block.
             input::set_nonblocking(&input)?;
             let start_time = start_time(pid)?
                 .ok_or_else(|| Error::Other(format!("agent {pid} vanished at launch")))?;
             Ok::<_, Error>((input, output, start_time))
         })();
+        // A launch that fails half-way leaves nothing behind: no process, no file.
+        let abandon = |child: &mut std::process::Child, e: Error| {
+            let _ = proc::signal_group(pid, Signal::SIGKILL);
+            let _ = child.wait();
+            if let Some(path) = &spec.recording {
+                let _ = std::fs::remove_file(path);
+            }
+            e
+        };
         let (input, output, start_time) = match prepared {
             Ok(v) => v,
-            Err(e) => {
-                let _ = proc::signal_group(pid, Signal::SIGKILL);
-                let _ = child.wait();
-                return Err(e);
-            }
+            Err(e) => return Err(abandon(&mut child, e)),
         };
         let shared = Arc::new(Shared::new(recorder));
         let for_reader = shared.clone();
@@ -146,12 +147,11 @@ impl Agent {
         let reader = match reader {
             Ok(h) => h,
             Err(source) => {
-                let _ = proc::signal_group(pid, Signal::SIGKILL);
-                let _ = child.wait();
-                return Err(Error::Io {
+                let e = Error::Io {
                     context: "failed to start the PTY reader thread".into(),
                     source,
-                });
+                };
+                return Err(abandon(&mut child, e));
             }
         };
         Ok(Agent {
@@ -240,10 +240,8 @@ impl Agent {
     /// and every other member to end, then SIGKILL to the group. Returns how the
     /// leader ended (it may have ended before the call).
     pub fn stop(&mut self, grace: Duration) -> Result<ExitStatus> {
-        if self.reaped {
-            if let Some(st) = self.status {
-                return Ok(st);
-            }
+        if let (true, Some(st)) = (self.reaped, self.status) {
+            return Ok(st);
         }
         proc::signal_group(self.pid, Signal::SIGTERM)?;
         let deadline = Instant::now() + grace;

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-/// How much recent output [`Shared::tail`] keeps for diagnostics.
+/// How much recent output the screen tail keeps for diagnostics.
 pub const TAIL_BYTES: usize = 64 * 1024;
 /// The longest the reader keeps draining after the agent is dropped.
 const CLOSE_DRAIN: Duration = Duration::from_secs(2);

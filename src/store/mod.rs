@@ -61,7 +61,6 @@ impl Store {
 
     /// Opens the database at `path`, creating and migrating it as needed.
     pub fn open(path: &Path, clock: Arc<dyn Clock>) -> Result<Store> {
-        check_header(path)?;
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
@@ -155,45 +154,6 @@ impl Store {
     }
 }
 
-const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
-
-/// Refuses a non-empty file that does not start with SQLite's magic: a corrupt or
-/// foreign file is left alone for the operator to inspect.
-fn check_header(path: &Path) -> Result<()> {
-    use std::io::Read;
-    let mut file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(source) => {
-            return Err(Error::Io {
-                context: format!("failed to open {}", path.display()),
-                source,
-            })
-        }
-    };
-    let mut head = [0u8; 16];
-    let mut got = 0;
-    while got < head.len() {
-        match file.read(&mut head[got..]) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(source) => {
-                return Err(Error::Io {
-                    context: format!("failed to read {}", path.display()),
-                    source,
-                })
-            }
-        }
-    }
-    if got == 0 || (got == head.len() && head == *SQLITE_MAGIC) {
-        return Ok(());
-    }
-    Err(Error::Store(format!(
-        "{} is not a SQLite database (corrupt or foreign file): refusing to use or replace it",
-        path.display()
-    )))
-}
-
 /// Turns SQLite's "malformed" errors into a refusal that names the file.
 fn corrupt(path: &Path, e: Error) -> Error {
     match e {
@@ -205,7 +165,19 @@ fn corrupt(path: &Path, e: Error) -> Error {
     }
 }
 
+/// SQLite itself tells a foreign or damaged file apart on first read, without writing
+/// to it. (An earlier version read the header with a plain `open`/`close` first; in a
+/// process that already had a connection, that `close` dropped SQLite's POSIX locks on
+/// the file, so another process could checkpoint and reset the WAL under it, and that
+/// connection's later commits were lost to everyone else. Never open the database
+/// file outside SQLite.)
 fn open_error(path: &Path, e: rusqlite::Error) -> Error {
+    if e.sqlite_error_code() == Some(rusqlite::ErrorCode::NotADatabase) {
+        return Error::Store(format!(
+            "{} is not a SQLite database (corrupt or foreign file): refusing to use or replace it",
+            path.display()
+        ));
+    }
     if crate::error::is_corruption(&e) {
         Error::Store(format!(
             "{} is corrupt ({e}): refusing to use or replace it",
