@@ -159,3 +159,38 @@ fn a_bad_lane_file_starts_nothing() {
     r.fails(2, "lanes/bad.toml:2:9");
     assert!(!env.home.join("worktrees").exists(), "nothing started");
 }
+
+#[test]
+fn one_supervisor_per_state_directory_and_status_names_it() {
+    let env = setup();
+    let mut first = env
+        .cmd(&["fleet", "up"])
+        .env("HOME", env.dir.path().join("agent-home"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = first.id();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut status = serde_json::Value::Null;
+    while std::time::Instant::now() < deadline {
+        status = env.run(&["fleet", "status", "--json"]).json();
+        if status["supervisor_pid"] == pid {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(status["supervisor_pid"], pid, "{status}");
+    assert_eq!(status["lanes"].as_array().unwrap().len(), 2);
+    let second = common::to_run(env.cmd(&["fleet", "up", "--until-idle"]).output().unwrap());
+    second.fails(3, "another supervisor holds");
+    assert!(
+        second.stderr.contains(&format!("(pid {pid})")),
+        "{}",
+        second.stderr
+    );
+    // SIGTERM: the supervisor stops its lanes and exits; the lock is free at once.
+    Command::new("kill").arg(pid.to_string()).status().unwrap();
+    assert!(first.wait().unwrap().success());
+    assert!(env.run(&["fleet", "status", "--json"]).json()["supervisor_pid"].is_null());
+}

@@ -23,6 +23,12 @@ pub enum FleetCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Each lane: its claims (task, session, lease left), pending steering, and whether
+    /// a supervisor is running.
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
     /// Run the lanes in the foreground until interrupted (SIGINT/SIGTERM).
     Up {
         /// Stop each lane once nothing is ready for it.
@@ -37,7 +43,87 @@ pub fn run(cmd: FleetCmd, env: &Env) -> Result<()> {
     match cmd {
         FleetCmd::Check { json } => check(env, json),
         FleetCmd::Up { until_idle, json } => up(env, until_idle, json),
+        FleetCmd::Status { json } => status(env, json),
     }
+}
+
+fn status(env: &Env, json: bool) -> Result<()> {
+    let repo = env.repo_top.clone().ok_or_else(|| {
+        Error::input("spice fleet needs a git work tree (lanes live in its lanes/ directory)")
+    })?;
+    let fleet = fleet::load(&repo, &repo.join("lanes"), &repo.join("profiles"), &which).map_err(
+        |mut errors| {
+            let last = errors.pop().expect("an Err holds at least one problem");
+            for e in &errors {
+                eprintln!("spice: {e}");
+            }
+            Error::from(last)
+        },
+    )?;
+    let supervisor = crate::fleet::running(&env.state_dir);
+    let mut store = env.open()?;
+    let now = store.now();
+    let claims = store.claims()?;
+    let mut lanes = Vec::new();
+    for l in &fleet.lanes {
+        let target = crate::store::Target {
+            kind: crate::store::TargetKind::Lane,
+            name: l.name.clone(),
+        };
+        let pending = store.inbox(&[target], false)?.len();
+        let held: Vec<_> = claims
+            .iter()
+            .filter(|c| c.lane.as_deref() == Some(l.name.as_str()))
+            .collect();
+        lanes.push(json!({
+            "lane": l.name,
+            "profile": l.profile.name,
+            "enabled": l.lane.enabled,
+            "available": l.program.is_ok(),
+            "claims": held.iter().map(|c| json!({
+                "task": c.handle, "title": c.title, "session": c.claimant, "fence": c.fence,
+                "lease_left_seconds": (c.lease_until - now) / 1_000_000, "worktree": c.worktree,
+            })).collect::<Vec<_>>(),
+            "pending_steering": pending,
+        }));
+    }
+    if json {
+        render::print_json(&json!({ "supervisor_pid": supervisor, "lanes": lanes }));
+        return Ok(());
+    }
+    match supervisor {
+        Some(pid) => println!("supervisor running (pid {pid})"),
+        None => println!("no supervisor running"),
+    }
+    for l in &lanes {
+        let claims = l["claims"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let work = if claims.is_empty() {
+            "idle".to_string()
+        } else {
+            claims
+                .iter()
+                .map(|c| {
+                    format!(
+                        "{} (session {}, lease {}s)",
+                        c["task"].as_str().unwrap_or(""),
+                        c["session"].as_str().unwrap_or(""),
+                        c["lease_left_seconds"]
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        println!(
+            "{:<12} {:<8} {work}; {} pending steering",
+            l["lane"].as_str().unwrap_or(""),
+            l["profile"].as_str().unwrap_or(""),
+            l["pending_steering"]
+        );
+    }
+    Ok(())
 }
 
 static STOP: std::sync::OnceLock<std::sync::Arc<std::sync::atomic::AtomicBool>> =

@@ -86,6 +86,20 @@ pub fn lock(state_dir: &std::path::Path) -> Result<Lock> {
     Ok(Lock { _file: locked })
 }
 
+/// The pid of the running supervisor for `state_dir`, if one holds the lock.
+pub fn running(state_dir: &std::path::Path) -> Option<u32> {
+    let path = state_dir.join("supervisor.pid");
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .ok()?;
+    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockSharedNonblock) {
+        Ok(_) => None, // nobody holds it; dropping releases our probe at once
+        Err(_) => std::fs::read_to_string(&path).ok()?.trim().parse().ok(),
+    }
+}
+
 /// Runs every enabled lane that has its agent binary until `stop` is set (or, with
 /// `until_idle`, until no lane has work).
 pub fn up(
