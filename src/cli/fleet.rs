@@ -47,7 +47,10 @@ pub fn run(cmd: FleetCmd, env: &Env) -> Result<()> {
     }
 }
 
-fn status(env: &Env, json: bool) -> Result<()> {
+/// The repository and its lanes and profiles, or every configuration problem: all but
+/// the last are printed here, each a full `spice: file:line:col: reason` line, and the
+/// last travels as the command's error (exit 2).
+fn load(env: &Env) -> Result<(PathBuf, FleetConfig)> {
     let repo = env.repo_top.clone().ok_or_else(|| {
         Error::input("spice fleet needs a git work tree (lanes live in its lanes/ directory)")
     })?;
@@ -60,6 +63,11 @@ fn status(env: &Env, json: bool) -> Result<()> {
             Error::from(last)
         },
     )?;
+    Ok((repo, fleet))
+}
+
+fn status(env: &Env, json: bool) -> Result<()> {
+    let (_, fleet) = load(env)?;
     let supervisor = crate::fleet::running(&env.state_dir);
     let mut store = env.open()?;
     let now = store.now();
@@ -136,18 +144,7 @@ extern "C" fn on_stop(_: i32) {
 }
 
 fn up(env: &Env, until_idle: bool, json: bool) -> Result<()> {
-    let repo = env.repo_top.clone().ok_or_else(|| {
-        Error::input("spice fleet needs a git work tree (lanes live in its lanes/ directory)")
-    })?;
-    let fleet = fleet::load(&repo, &repo.join("lanes"), &repo.join("profiles"), &which).map_err(
-        |mut errors| {
-            let last = errors.pop().expect("an Err holds at least one problem");
-            for e in &errors {
-                eprintln!("spice: {e}");
-            }
-            Error::from(last)
-        },
-    )?;
+    let (repo, fleet) = load(env)?;
     for (l, e) in fleet.unavailable() {
         eprintln!("spice: lane {} will not run: {e}", l.name);
     }
@@ -231,20 +228,7 @@ fn up(env: &Env, until_idle: bool, json: bool) -> Result<()> {
 }
 
 fn check(env: &Env, json: bool) -> Result<()> {
-    let repo = env.repo_top.as_deref().ok_or_else(|| {
-        Error::input("spice fleet needs a git work tree (lanes live in its lanes/ directory)")
-    })?;
-    let fleet = fleet::load(repo, &repo.join("lanes"), &repo.join("profiles"), &which).map_err(
-        |mut errors| {
-            // The last problem travels as the command's error (main prints it and exits
-            // 2); the others are printed here first, so each is its own full line.
-            let last = errors.pop().expect("an Err holds at least one problem");
-            for e in &errors {
-                eprintln!("spice: {e}");
-            }
-            Error::from(last)
-        },
-    )?;
+    let (_, fleet) = load(env)?;
     if json {
         render::print_json(&check_json(&fleet));
     } else {

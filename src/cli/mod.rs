@@ -3,6 +3,7 @@
 //! explicit paths, a clock and options to the library.
 
 mod fleet;
+mod next;
 mod render;
 mod steer;
 mod task;

@@ -13,9 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-fn duration(s: &str) -> std::result::Result<Duration, String> {
-    when::parse_duration(s)
-}
+use super::task::duration;
 
 #[derive(Debug, Args)]
 pub struct SteerArgs {

@@ -1,0 +1,115 @@
+//! `spice task next`: rank the ready tasks, explain the order, or claim the best.
+
+use super::render;
+use super::Env;
+use crate::alloc::{self, next, Filter};
+use crate::error::Result;
+use crate::store::{ClaimRequest, Store};
+use clap::Args;
+use std::time::Duration;
+
+use super::task::duration;
+
+#[derive(Debug, Args)]
+pub struct NextArgs {
+    /// How many candidates to print.
+    #[arg(long, default_value_t = 10)]
+    limit: usize,
+    /// Use this lane's project and phase filter (lanes/LANE.toml).
+    #[arg(long)]
+    lane: Option<String>,
+    #[arg(long = "project", value_name = "PROJECT")]
+    projects: Vec<String>,
+    #[arg(long = "phase", value_name = "PHASE")]
+    phases: Vec<String>,
+    /// Rank for this claimant (peer spread and locality depend on who asks).
+    #[arg(long)]
+    claimant: Option<String>,
+    /// Claim the best candidate (needs --claimant).
+    #[arg(long, requires = "claimant")]
+    claim: bool,
+    /// With --claim: claim up to N tasks, one transaction each.
+    #[arg(long, requires = "claim", default_value_t = 1)]
+    count: usize,
+    #[arg(long)]
+    worktree: Option<String>,
+    #[arg(long, value_parser = duration)]
+    lease: Option<Duration>,
+    /// Say in words why the first candidate beat the second.
+    #[arg(long, conflicts_with = "claim")]
+    explain: bool,
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(s: &mut Store, env: &Env, args: NextArgs) -> Result<()> {
+    let mut filter = Filter {
+        projects: args.projects,
+        phases: args.phases,
+    };
+    let mut lane_name = None;
+    if let Some(lane) = &args.lane {
+        let l = crate::config::lane::load(&env.lanes_dir()?, lane)?;
+        filter.projects.extend(l.projects);
+        filter.phases.extend(l.phases);
+        lane_name = Some(lane.clone());
+    }
+    if args.claim {
+        let req = ClaimRequest {
+            claimant: args
+                .claimant
+                .clone()
+                .expect("clap requires --claimant with --claim"),
+            lane: lane_name,
+            worktree: args.worktree,
+            lease: args.lease.unwrap_or(crate::store::DEFAULT_LEASE),
+        };
+        let mut claimed = Vec::new();
+        for _ in 0..args.count.max(1) {
+            match next::claim_next(s, &req, &filter)? {
+                Some(c) => claimed.push(c),
+                None => break,
+            }
+        }
+        if args.json {
+            let v: Vec<_> = claimed.iter().map(render::claim_json).collect();
+            match (args.count, v.len()) {
+                (1, 0) => println!("null"),
+                (1, _) => render::print_json(&v[0]),
+                _ => render::print_json(&v),
+            }
+        } else if claimed.is_empty() {
+            println!("nothing ready");
+        } else {
+            for c in &claimed {
+                render::claim_out(c, false);
+            }
+        }
+        return Ok(());
+    }
+    let (snap, ranking) = next::ranked(s, args.claimant.as_deref(), &filter)?;
+    if args.json {
+        let v: Vec<_> = ranking
+            .iter()
+            .take(args.limit)
+            .map(|c| render::candidate_json(&snap.tasks[c.index], c))
+            .collect();
+        render::print_json(&v);
+    } else {
+        render::candidate_table(&snap.tasks, &ranking[..ranking.len().min(args.limit)]);
+    }
+    if args.explain {
+        let why = match ranking.as_slice() {
+            [a, b, ..] => alloc::explain(&snap.tasks, a, b),
+            [a] => format!("{} is the only ready task", snap.tasks[a.index].handle()),
+            [] => return Ok(()),
+        };
+        // With --json, stdout stays one JSON document.
+        if args.json {
+            eprintln!("{why}");
+        } else {
+            println!("{why}");
+        }
+    }
+    Ok(())
+}
