@@ -180,21 +180,27 @@ pub fn run(cfg: &DemoConfig) -> Result<()> {
         acked.extend(fresh);
         t.say(&reply.join("\n"), false)
     };
-    if !cfg.cwd.join(&file).exists() {
-        t.say("I'll look around, then do the task.", false)?;
-        let (_, _, err) = t.bash(&format!(
-            "git status --short; sleep {}",
-            cfg.command_seconds
-        ))?;
-        answer(&mut t, &err)?;
-        let (_, _, err) = t.bash(&format!(
-            "mkdir -p demo && printf '%s\\n' 'done by the demo agent' > {file} && sleep {}",
-            cfg.command_seconds
-        ))?;
-        answer(&mut t, &err)?;
-        let (_, _, err) = t.bash(&format!("git add {file} && git commit -m 'demo: {task}'"))?;
-        answer(&mut t, &err)?;
-    }
+    // Every step is idempotent, so a resumed session finishes whatever its
+    // predecessor left: the file written, staged, committed.
+    t.say("I'll look around, then do the task.", false)?;
+    let (_, _, err) = t.bash(&format!(
+        "git status --short; sleep {}",
+        cfg.command_seconds
+    ))?;
+    answer(&mut t, &err)?;
+    let (_, _, err) = t.bash(&format!(
+        "mkdir -p demo && {{ [ -f {file} ] || printf '%s\\n' 'done by the demo agent' > {file}; }} && sleep {}",
+        cfg.command_seconds
+    ))?;
+    answer(&mut t, &err)?;
+    // The agent commits as itself when the machine has no git identity configured.
+    let (_, _, err) = t.bash(&format!(
+        "git add {file} && {{ git diff --cached --quiet || {{ git config user.email >/dev/null || \
+         export GIT_AUTHOR_NAME='spice demo agent' GIT_AUTHOR_EMAIL=demo@spice.invalid \
+         GIT_COMMITTER_NAME='spice demo agent' GIT_COMMITTER_EMAIL=demo@spice.invalid; \
+         git commit -m 'demo: {task}'; }}; }}"
+    ))?;
+    answer(&mut t, &err)?;
     if let Some(task) = &cfg.task {
         let spice = shell_quote(&cfg.spice.display().to_string());
         let (ok, _, err) = t.bash(&format!(

@@ -202,10 +202,21 @@ fn runs_git_commit(command: &str) -> bool {
         .split(|c: char| c.is_whitespace() || c == ';' || c == '&' || c == '|' || c == '(')
         .filter(|w| !w.is_empty())
         .collect();
-    words.windows(2).any(|w| w[0] == "git" && w[1] == "commit")
-        || words
-            .windows(4)
-            .any(|w| w[0] == "git" && w[1] == "-C" && w[3] == "commit")
+    // `git [global options] commit`: skip `-c k=v`, `-C dir` and other options.
+    (0..words.len()).filter(|&i| words[i] == "git").any(|i| {
+        let mut j = i + 1;
+        while let Some(w) = words.get(j).filter(|w| w.starts_with('-')) {
+            j += if matches!(
+                *w,
+                "-c" | "-C" | "--git-dir" | "--work-tree" | "--namespace"
+            ) {
+                2
+            } else {
+                1
+            };
+        }
+        words.get(j) == Some(&"commit")
+    })
 }
 
 fn message_flag(command: &str) -> Option<String> {
@@ -241,6 +252,12 @@ mod tests {
         assert_eq!(c.unwrap().0.as_deref(), Some("abcdef0"));
         assert_eq!(commit_from("git commit -m 'x'", "", true), None);
         assert_eq!(commit_from("git log", "[main 1a2b3c4] x", false), None);
+        let c = commit_from(
+            "git -c user.name=x -C repo --no-pager commit -m y",
+            "[main 1a2b3c4] y",
+            false,
+        );
+        assert_eq!(c.unwrap().0.as_deref(), Some("1a2b3c4"));
         assert_eq!(
             commit_from("git commit -m 'wip'", "", false),
             Some((None, Some("wip".into())))
