@@ -189,8 +189,17 @@ fn one_supervisor_per_state_directory_and_status_names_it() {
         "{}",
         second.stderr
     );
-    // SIGTERM: the supervisor stops its lanes and exits; the lock is free at once.
-    Command::new("kill").arg(pid.to_string()).status().unwrap();
+    // `fleet down`: SIGTERM to the recorded pid (checked against its start time); the
+    // supervisor stops its lanes and exits, and the lock is free at once.
+    let down = env.run(&["fleet", "down"]).ok().to_string();
+    assert!(
+        down.contains(&format!("stopped the supervisor (pid {pid})")),
+        "{down}"
+    );
     assert!(first.wait().unwrap().success());
     assert!(env.run(&["fleet", "status", "--json"]).json()["supervisor_pid"].is_null());
+    assert!(env
+        .run(&["fleet", "down"])
+        .ok()
+        .contains("no supervisor running"));
 }

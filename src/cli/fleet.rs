@@ -29,6 +29,13 @@ pub enum FleetCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Stop the running supervisor: its agents get SIGTERM, a grace period, then
+    /// SIGKILL; their claims stay leased for successor sessions.
+    Down {
+        /// How long to wait for the supervisor to exit.
+        #[arg(long, value_parser = super::task::duration, default_value = "30s")]
+        wait: std::time::Duration,
+    },
     /// Run the lanes in the foreground until interrupted (SIGINT/SIGTERM).
     Up {
         /// Stop each lane once nothing is ready for it.
@@ -44,6 +51,13 @@ pub fn run(cmd: FleetCmd, env: &Env) -> Result<()> {
         FleetCmd::Check { json } => check(env, json),
         FleetCmd::Up { until_idle, json } => up(env, until_idle, json),
         FleetCmd::Status { json } => status(env, json),
+        FleetCmd::Down { wait } => {
+            match crate::fleet::down(&env.state_dir, wait)? {
+                Some(pid) => println!("stopped the supervisor (pid {pid})"),
+                None => println!("no supervisor running"),
+            }
+            Ok(())
+        }
     }
 }
 
@@ -68,7 +82,7 @@ fn load(env: &Env) -> Result<(PathBuf, FleetConfig)> {
 
 fn status(env: &Env, json: bool) -> Result<()> {
     let (_, fleet) = load(env)?;
-    let supervisor = crate::fleet::running(&env.state_dir);
+    let supervisor = crate::fleet::running(&env.state_dir).map(|(pid, _)| pid);
     let mut store = env.open()?;
     let now = store.now();
     let claims = store.claims()?;

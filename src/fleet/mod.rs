@@ -74,20 +74,24 @@ pub fn lock(state_dir: &std::path::Path) -> Result<Lock> {
             Ok(l) => l,
             Err(_) => {
                 let holder = std::fs::read_to_string(&path).unwrap_or_default();
+                let pid = holder.split_whitespace().next().unwrap_or("unknown");
                 return Err(Error::conflict(format!(
-                    "another supervisor holds {} (pid {})",
-                    path.display(),
-                    holder.trim()
+                    "another supervisor holds {} (pid {pid})",
+                    path.display()
                 )));
             }
         };
     locked.set_len(0).ok();
-    let _ = write!(locked, "{}", std::process::id());
+    // The start time lets `fleet down` make sure it signals this process, not a later
+    // one that was given the same pid.
+    let me = std::process::id();
+    let start = crate::agent::start_time(me).ok().flatten().unwrap_or(0);
+    let _ = write!(locked, "{me} {start}");
     Ok(Lock { _file: locked })
 }
 
-/// The pid of the running supervisor for `state_dir`, if one holds the lock.
-pub fn running(state_dir: &std::path::Path) -> Option<u32> {
+/// The running supervisor for `state_dir` as (pid, start time), if one holds the lock.
+pub fn running(state_dir: &std::path::Path) -> Option<(u32, u64)> {
     let path = state_dir.join("supervisor.pid");
     let file = std::fs::OpenOptions::new()
         .read(true)
@@ -96,8 +100,38 @@ pub fn running(state_dir: &std::path::Path) -> Option<u32> {
         .ok()?;
     match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockSharedNonblock) {
         Ok(_) => None, // nobody holds it; dropping releases our probe at once
-        Err(_) => std::fs::read_to_string(&path).ok()?.trim().parse().ok(),
+        Err(_) => {
+            let text = std::fs::read_to_string(&path).ok()?;
+            let mut parts = text.split_whitespace();
+            let pid = parts.next()?.parse().ok()?;
+            Some((pid, parts.next().and_then(|s| s.parse().ok()).unwrap_or(0)))
+        }
     }
+}
+
+/// Asks the running supervisor to stop (SIGTERM: it stops each agent's process group
+/// with a grace period, then SIGKILL; claims stay leased for successors) and waits up
+/// to `wait` for its lock to be free. Returns the pid it stopped, if any.
+pub fn down(state_dir: &std::path::Path, wait: Duration) -> Result<Option<u32>> {
+    let Some((pid, start)) = running(state_dir) else {
+        return Ok(None);
+    };
+    if !crate::agent::signal_if_same(pid, start, nix::sys::signal::Signal::SIGTERM)? {
+        return Err(Error::Other(format!(
+            "the supervisor recorded as pid {pid} is gone or was replaced; nothing signalled"
+        )));
+    }
+    let deadline = std::time::Instant::now() + wait;
+    while running(state_dir).is_some() {
+        if std::time::Instant::now() > deadline {
+            return Err(Error::Other(format!(
+                "supervisor pid {pid} did not stop within {}s",
+                wait.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Ok(Some(pid))
 }
 
 /// Runs every enabled lane that has its agent binary until `stop` is set (or, with
