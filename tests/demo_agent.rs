@@ -3,26 +3,7 @@
 //! is where Claude's would be, it ACKs the item, commits, and completes the phase.
 
 mod common;
-use common::TestEnv;
-use std::process::Command;
-
-fn git(dir: &std::path::Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
+use common::{git, TestEnv};
 
 #[test]
 fn the_demo_agent_answers_steering_commits_and_completes_its_phase() {

@@ -3,22 +3,7 @@
 //! the transcript, phases completed and merged, the next task claimed.
 
 mod common;
-use common::TestEnv;
-use std::process::Command;
-
-fn git(dir: &std::path::Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
+use common::{git, TestEnv};
 
 fn setup() -> TestEnv {
     let env = TestEnv::new();
@@ -49,6 +34,15 @@ fn up(env: &TestEnv) -> serde_json::Value {
     r.json()
 }
 
+/// Every task handle the lanes of one run claimed.
+fn claimed_in(reports: &serde_json::Value) -> Vec<String> {
+    let lanes = reports.as_array().unwrap().iter();
+    lanes
+        .flat_map(|r| r["claimed"].as_array().unwrap().iter())
+        .map(|c| c.as_str().unwrap().to_string())
+        .collect()
+}
+
 #[test]
 fn two_demo_lanes_run_the_loop_twice_on_the_same_state() {
     let env = setup();
@@ -64,18 +58,7 @@ fn two_demo_lanes_run_the_loop_twice_on_the_same_state() {
         .to_string();
 
     let reports = up(&env);
-    let claimed: Vec<String> = reports
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|r| {
-            r["claimed"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|c| c.as_str().unwrap().to_string())
-        })
-        .collect();
+    let claimed = claimed_in(&reports);
     assert_eq!(claimed.len(), 3, "{reports}");
     for r in reports.as_array().unwrap() {
         assert!(r["error"].is_null(), "{r}");
@@ -131,18 +114,7 @@ fn two_demo_lanes_run_the_loop_twice_on_the_same_state() {
     // Second run on the same state: only the new task is worked on.
     let fourth = env.add(&["Fourth", "--project", "demo"]);
     let reports = up(&env);
-    let claimed: Vec<String> = reports
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|r| {
-            r["claimed"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|c| c.as_str().unwrap().to_string())
-        })
-        .collect();
+    let claimed = claimed_in(&reports);
     assert_eq!(claimed, [format!("demo-{fourth}")]);
     assert!(git(&env.repo, &["log", "--oneline", "main"]).contains(&format!("demo: {fourth}")));
 }

@@ -135,13 +135,6 @@ fn run(command: Command) -> Result<()> {
 }
 
 fn demo_agent(args: DemoArgs) -> Result<()> {
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_default();
-    let claude = std::env::var_os("CLAUDE_CONFIG_DIR")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| home.join(".claude"));
     let brief = match &args.brief_file {
         Some(f) => crate::demo::read_brief(f)?,
         None => String::new(),
@@ -155,7 +148,7 @@ fn demo_agent(args: DemoArgs) -> Result<()> {
         resume: args.resume.is_some(),
         brief,
         cwd: std::fs::canonicalize(&cwd).unwrap_or(cwd),
-        claude_projects: claude.join("projects"),
+        claude_projects: watch::roots().claude_projects,
         spice: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("spice")),
         task: std::env::var("SPICE_TASK").ok().filter(|t| !t.is_empty()),
         command_seconds: args.command_seconds,

@@ -56,7 +56,7 @@ pub enum SessionCmd {
 }
 
 /// The agents' homes, from the environment (this is the CLI layer).
-fn roots() -> Roots {
+pub(super) fn roots() -> Roots {
     let home = std::env::var_os("HOME")
         .map(PathBuf::from)
         .unwrap_or_default();
