@@ -244,3 +244,31 @@ fn transcript_scans_retire_acks_once_from_a_checkpoint() {
     assert_eq!(env.count("SELECT count(*) FROM acks"), 2);
     assert_eq!(env.count("SELECT line FROM transcript_checkpoints"), 2);
 }
+
+/// The supervisor keeps one scanner per transcript: later scans see only new lines.
+#[test]
+fn a_kept_scanner_reads_only_what_was_appended() {
+    let env = TestEnv::new();
+    let a = steer(&env, "lane:core", "first");
+    let b = steer(&env, "lane:core", "second");
+    let t = env.dir.path().join("kept.jsonl");
+    std::fs::write(&t, format!("{}\n", assistant(&format!("ACK {a}: done"), 1))).unwrap();
+    let mut store =
+        spice::store::Store::open(&env.db(), std::sync::Arc::new(spice::clock::SystemClock))
+            .unwrap();
+    let mut scanner = spice::transcript::acks::Scanner::new(&t);
+    assert_eq!(scanner.scan(&mut store).unwrap().outcomes.len(), 1);
+    assert!(
+        scanner.scan(&mut store).unwrap().outcomes.is_empty(),
+        "nothing new, nothing applied"
+    );
+    let mut f = std::fs::OpenOptions::new().append(true).open(&t).unwrap();
+    std::io::Write::write_all(
+        &mut f,
+        format!("{}\n", assistant(&format!("ACK {b}: done"), 2)).as_bytes(),
+    )
+    .unwrap();
+    let r = scanner.scan(&mut store).unwrap();
+    assert_eq!((r.from_line, r.to_line, r.outcomes.len()), (1, 2, 1));
+    assert_eq!(state(&env, &b)["state"], "acked");
+}

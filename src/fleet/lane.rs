@@ -194,10 +194,16 @@ fn work_on(
         })?;
         report.sessions.push(session.clone());
         let transcript = locate(lane, &value);
+        let mut scanner = transcript
+            .as_deref()
+            .map(crate::transcript::acks::Scanner::new);
         let mut last_renew = Instant::now();
         let lost = loop {
-            if let Some(t) = transcript.as_ref().filter(|t| t.exists()) {
-                let _ = crate::transcript::acks::scan(store, t);
+            if let Some(sc) = scanner
+                .as_mut()
+                .filter(|_| transcript.as_ref().is_some_and(|t| t.exists()))
+            {
+                let _ = sc.scan(store);
             }
             if agent.try_wait()?.is_some() {
                 break false;
@@ -223,8 +229,11 @@ fn work_on(
             }
             std::thread::sleep(TICK);
         };
-        if let Some(t) = transcript.as_ref().filter(|t| t.exists()) {
-            crate::transcript::acks::scan(store, t)?;
+        if let Some(sc) = scanner
+            .as_mut()
+            .filter(|_| transcript.as_ref().is_some_and(|t| t.exists()))
+        {
+            sc.scan(store)?;
         }
         if lost {
             report.error = Some(format!(

@@ -25,46 +25,75 @@ pub struct ScanReport {
 /// Reads `path` from where the store last left it and applies the ACK/NACK
 /// directives found in assistant text. Subagents' text is not the agent answering.
 pub fn scan(store: &mut Store, path: &Path) -> Result<ScanReport> {
-    let canonical = std::fs::canonicalize(path)
-        .map_err(|e| Error::input(format!("{}: {e}", path.display())))?;
-    let key = canonical.display().to_string();
-    let agent = super::detect_file(&canonical)?;
-    let from = store.transcript_checkpoint(&key)?;
-    let mut follower = Follower::new(&canonical, super::decoder_fn(agent), from);
-    let mut report = ScanReport {
-        path: key.clone(),
-        outcomes: Vec::new(),
-        from_line: from.map_or(0, |c| c.line),
-        to_line: 0,
-        rewritten: false,
-    };
-    loop {
-        let mut events = Vec::new();
-        let restart = follower
-            .poll(&mut events)
-            .map_err(|e| Error::input(format!("{}: {e}", canonical.display())))?;
-        if restart == Restart::Rewritten {
-            report.rewritten = true;
-            report.from_line = 0;
+    Scanner::new(path).scan(store)
+}
+
+/// A transcript being scanned repeatedly (the supervisor's lane loop): the follower
+/// and its position are kept between scans, so each scan reads only new bytes instead
+/// of re-detecting the format and re-hashing the whole prefix.
+pub struct Scanner {
+    path: std::path::PathBuf,
+    follower: Option<(String, Follower)>,
+}
+
+impl Scanner {
+    pub fn new(path: &Path) -> Scanner {
+        Scanner {
+            path: path.to_path_buf(),
+            follower: None,
         }
-        let mut directives = Vec::new();
-        for e in events.iter().filter(|e| e.subagent.is_none()) {
-            if let EventKind::AssistantText { text, .. } = &e.kind {
-                for mut d in grammar::parse(text) {
-                    if d.problem.is_none() {
-                        d.line = e.line as usize;
-                        directives.push(d);
+    }
+
+    pub fn scan(&mut self, store: &mut Store) -> Result<ScanReport> {
+        if self.follower.is_none() {
+            let canonical = std::fs::canonicalize(&self.path)
+                .map_err(|e| Error::input(format!("{}: {e}", self.path.display())))?;
+            let key = canonical.display().to_string();
+            let agent = super::detect_file(&canonical)?;
+            let from = store.transcript_checkpoint(&key)?;
+            self.follower = Some((
+                key,
+                Follower::new(&canonical, super::decoder_fn(agent), from),
+            ));
+        }
+        let (key, follower) = self.follower.as_mut().expect("set above");
+        let mut report = ScanReport {
+            path: key.clone(),
+            outcomes: Vec::new(),
+            from_line: follower.checkpoint().line,
+            to_line: follower.checkpoint().line,
+            rewritten: false,
+        };
+        loop {
+            let mut events = Vec::new();
+            let restart = follower
+                .poll(&mut events)
+                .map_err(|e| Error::input(format!("{key}: {e}")))?;
+            if restart == Restart::Rewritten {
+                report.rewritten = true;
+                report.from_line = 0;
+            }
+            let mut directives = Vec::new();
+            for e in events.iter().filter(|e| e.subagent.is_none()) {
+                if let EventKind::AssistantText { text, .. } = &e.kind {
+                    for mut d in grammar::parse(text) {
+                        if d.problem.is_none() {
+                            d.line = e.line as usize;
+                            directives.push(d);
+                        }
                     }
                 }
             }
-        }
-        let at = follower.checkpoint();
-        report
-            .outcomes
-            .extend(store.apply_transcript(&key, at, &directives)?);
-        report.to_line = at.line;
-        if follower.caught_up() {
-            return Ok(report);
+            let at = follower.checkpoint();
+            if !directives.is_empty() || at.line != report.to_line || report.rewritten {
+                report
+                    .outcomes
+                    .extend(store.apply_transcript(key, at, &directives)?);
+            }
+            report.to_line = at.line;
+            if follower.caught_up() {
+                return Ok(report);
+            }
         }
     }
 }
