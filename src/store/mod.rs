@@ -16,6 +16,7 @@
 mod claims;
 mod import;
 mod inbox;
+mod lanes;
 mod ledger;
 mod phases;
 mod resolve;
@@ -26,6 +27,7 @@ mod tasks;
 pub use claims::{Claim, ClaimRequest, Holder, Takeover, DEFAULT_LEASE};
 pub use import::ImportReport;
 pub use inbox::{AckRecord, Effect, Item, ItemState, Outcome, Target, TargetKind, DEFAULT_TTL};
+pub use lanes::{LaneRow, LaneState};
 pub use ledger::LedgerEntry;
 pub use snapshot::Snapshot;
 pub use tasks::{ListFilter, PhaseOutcome, TaskUpdate};

@@ -111,6 +111,29 @@ const MIGRATIONS: &[&str] = &[
         updated INTEGER NOT NULL
     ) WITHOUT ROWID;
     "#,
+    // 4: what the supervisor last knew of each lane, for `fleet status`, the console
+    // and the next supervisor's reconciliation.
+    r#"
+    CREATE TABLE lanes (
+        name TEXT PRIMARY KEY,
+        state TEXT NOT NULL
+            CHECK (state IN ('starting', 'working', 'waiting', 'idle', 'stalled', 'held', 'stopped')),
+        profile TEXT,
+        session TEXT,
+        task_id TEXT,
+        pid INTEGER,
+        pid_start INTEGER,
+        transcript TEXT,
+        recording TEXT,
+        lineage TEXT NOT NULL DEFAULT '[]',
+        restarts INTEGER NOT NULL DEFAULT 0,
+        hold_until INTEGER,
+        hold_reason TEXT,
+        last_error TEXT,
+        last_activity INTEGER,
+        updated INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// Brings the database at `path` up to [`VERSION`], or refuses it.

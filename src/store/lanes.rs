@@ -1,0 +1,248 @@
+//! What the supervisor last knew of each lane: state, session and its lineage, the
+//! agent's pid (with its start time, so a reused pid is never signalled), restarts,
+//! a crash-loop hold and the last error.
+//!
+//! Invariants:
+//! - Only the supervisor that holds the state directory's lock writes a lane's row
+//!   ([`Store::put_lane`]); the operator only lifts a hold ([`Store::lift_hold`]), which
+//!   the supervisor notices on its next tick.
+//! - The row is a report, not an authority: claims decide who works on what. A row
+//!   left by a killed supervisor names the agent it ran, which the next supervisor uses
+//!   to make sure that agent is gone before it starts a successor.
+
+use super::Store;
+use crate::clock::Micros;
+use crate::error::{Error, Result};
+use rusqlite::{params, OptionalExtension, Row};
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LaneState {
+    /// The agent is launched and has not written its transcript yet.
+    #[default]
+    Starting,
+    /// The agent's turn is in progress.
+    Working,
+    /// The agent's turn ended: it waits for input.
+    Waiting,
+    /// No task is ready for the lane.
+    Idle,
+    /// The agent is running but its transcript has not moved for a long time.
+    Stalled,
+    /// Held after repeated quick deaths, until `hold_until` or the operator lifts it.
+    Held,
+    /// The supervisor stopped the lane (or was stopped).
+    Stopped,
+}
+
+impl LaneState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LaneState::Starting => "starting",
+            LaneState::Working => "working",
+            LaneState::Waiting => "waiting",
+            LaneState::Idle => "idle",
+            LaneState::Stalled => "stalled",
+            LaneState::Held => "held",
+            LaneState::Stopped => "stopped",
+        }
+    }
+    fn parse(s: &str) -> LaneState {
+        match s {
+            "working" => LaneState::Working,
+            "waiting" => LaneState::Waiting,
+            "idle" => LaneState::Idle,
+            "stalled" => LaneState::Stalled,
+            "held" => LaneState::Held,
+            "stopped" => LaneState::Stopped,
+            _ => LaneState::Starting,
+        }
+    }
+}
+
+impl std::fmt::Display for LaneState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct LaneRow {
+    pub name: String,
+    pub state: LaneState,
+    pub profile: Option<String>,
+    pub session: Option<String>,
+    pub task_id: Option<String>,
+    pub pid: Option<u32>,
+    pub pid_start: Option<u64>,
+    pub transcript: Option<String>,
+    pub recording: Option<String>,
+    /// Earlier sessions on the current claim, oldest first.
+    pub lineage: Vec<String>,
+    /// Sessions started as successors since the supervisor started the lane.
+    pub restarts: u32,
+    pub hold_until: Option<Micros>,
+    pub hold_reason: Option<String>,
+    pub last_error: Option<String>,
+    /// When the transcript last grew.
+    pub last_activity: Option<Micros>,
+    pub updated: Micros,
+}
+
+const COLUMNS: &str = "name, state, profile, session, task_id, pid, pid_start, transcript, \
+     recording, lineage, restarts, hold_until, hold_reason, last_error, last_activity, updated";
+
+fn row(r: &Row<'_>) -> rusqlite::Result<LaneRow> {
+    let lineage: String = r.get(9)?;
+    Ok(LaneRow {
+        name: r.get(0)?,
+        state: LaneState::parse(&r.get::<_, String>(1)?),
+        profile: r.get(2)?,
+        session: r.get(3)?,
+        task_id: r.get(4)?,
+        pid: r.get(5)?,
+        pid_start: r.get::<_, Option<i64>>(6)?.map(|v| v as u64),
+        transcript: r.get(7)?,
+        recording: r.get(8)?,
+        lineage: serde_json::from_str(&lineage).unwrap_or_default(),
+        restarts: r.get(10)?,
+        hold_until: r.get(11)?,
+        hold_reason: r.get(12)?,
+        last_error: r.get(13)?,
+        last_activity: r.get(14)?,
+        updated: r.get(15)?,
+    })
+}
+
+impl Store {
+    /// Every lane the supervisor has reported on, by name.
+    pub fn lanes(&mut self) -> Result<Vec<LaneRow>> {
+        self.read("listing lanes", |tx, _| {
+            let mut stmt =
+                tx.prepare_cached(&format!("SELECT {COLUMNS} FROM lanes ORDER BY name"))?;
+            let rows = stmt
+                .query_map([], row)?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(rows)
+        })
+    }
+
+    pub fn lane(&mut self, name: &str) -> Result<Option<LaneRow>> {
+        self.read("reading a lane", |tx, _| {
+            Ok(tx
+                .prepare_cached(&format!("SELECT {COLUMNS} FROM lanes WHERE name = ?1"))?
+                .query_row([name], row)
+                .optional()?)
+        })
+    }
+
+    /// Writes the supervisor's view of a lane, stamping `updated`. Returns the row as
+    /// stored.
+    pub fn put_lane(&mut self, lane: &LaneRow) -> Result<LaneRow> {
+        self.write("recording a lane", |tx, now| {
+            let mut out = lane.clone();
+            out.updated = now;
+            let lineage = serde_json::to_string(&out.lineage).expect("strings serialise");
+            tx.prepare_cached(&format!(
+                "INSERT OR REPLACE INTO lanes ({COLUMNS})
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
+            ))?
+            .execute(params![
+                out.name,
+                out.state.as_str(),
+                out.profile,
+                out.session,
+                out.task_id,
+                out.pid,
+                out.pid_start.map(|v| v as i64),
+                out.transcript,
+                out.recording,
+                lineage,
+                out.restarts,
+                out.hold_until,
+                out.hold_reason,
+                out.last_error,
+                out.last_activity,
+                out.updated,
+            ])?;
+            Ok(out)
+        })
+    }
+
+    /// The operator lifts a lane's crash-loop hold. Refused for an unknown lane or one
+    /// that is not held.
+    pub fn lift_hold(&mut self, name: &str) -> Result<()> {
+        self.write("lifting a hold", |tx, _| {
+            let state: Option<String> = tx
+                .query_row("SELECT state FROM lanes WHERE name = ?1", [name], |r| {
+                    r.get(0)
+                })
+                .optional()?;
+            match state.as_deref() {
+                None => Err(Error::input(format!("no lane named {name:?} has run"))),
+                Some("held") => {
+                    tx.execute(
+                        "UPDATE lanes SET hold_until = NULL, hold_reason = NULL WHERE name = ?1",
+                        [name],
+                    )?;
+                    Ok(())
+                }
+                Some(other) => Err(Error::conflict(format!(
+                    "lane {name} is not held (it is {other})"
+                ))),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use std::sync::Arc;
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open_dir(dir.path(), Arc::new(ManualClock::new(1_000))).unwrap();
+        (dir, s)
+    }
+
+    #[test]
+    fn a_lane_row_round_trips() {
+        let (_d, mut s) = store();
+        let row = LaneRow {
+            name: "a".into(),
+            state: LaneState::Working,
+            session: Some("s2".into()),
+            lineage: vec!["s1".into()],
+            pid: Some(42),
+            pid_start: Some(u64::MAX >> 1),
+            restarts: 1,
+            ..LaneRow::default()
+        };
+        let stored = s.put_lane(&row).unwrap();
+        assert_eq!(s.lane("a").unwrap().unwrap(), stored);
+        assert_eq!(s.lanes().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn only_a_held_lane_can_be_lifted() {
+        let (_d, mut s) = store();
+        assert!(matches!(s.lift_hold("a"), Err(Error::Input(_))));
+        let mut row = LaneRow {
+            name: "a".into(),
+            state: LaneState::Working,
+            ..LaneRow::default()
+        };
+        s.put_lane(&row).unwrap();
+        assert!(s.lift_hold("a").is_err());
+        row.state = LaneState::Held;
+        row.hold_until = Some(9_000);
+        row.hold_reason = Some("three deaths".into());
+        s.put_lane(&row).unwrap();
+        s.lift_hold("a").unwrap();
+        let got = s.lane("a").unwrap().unwrap();
+        assert_eq!((got.hold_until, got.hold_reason), (None, None));
+    }
+}
