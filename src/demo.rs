@@ -29,7 +29,14 @@ pub struct DemoConfig {
     pub task: Option<String>,
     /// How long each "work" command runs, so steering can arrive mid-command.
     pub command_seconds: f64,
+    /// Behave like an interactive agent: after each turn, wait for a message typed
+    /// into the terminal (only when stdin is a terminal), until end of input.
+    pub interactive: bool,
 }
+
+/// A line of the brief that makes the demo agent end its first turn waiting for the
+/// operator before it starts (to show steering typed into an idle agent).
+pub const WAIT_MARKER: &str = "demo: wait for the operator";
 
 struct Transcript {
     path: PathBuf,
@@ -165,7 +172,7 @@ pub fn run(cfg: &DemoConfig) -> Result<()> {
     let task = cfg.task.clone().unwrap_or_else(|| "demo".into());
     let file = format!("demo/{task}.txt");
     let mut acked: Vec<String> = Vec::new();
-    let mut answer = |t: &mut Transcript, stderr: &str| -> Result<()> {
+    let mut answer = move |t: &mut Transcript, stderr: &str| -> Result<()> {
         let fresh: Vec<String> = keys_in(stderr)
             .into_iter()
             .filter(|k| !acked.contains(k))
@@ -182,6 +189,19 @@ pub fn run(cfg: &DemoConfig) -> Result<()> {
     };
     // Every step is idempotent, so a resumed session finishes whatever its
     // predecessor left: the file written, staged, committed.
+    let interactive = cfg.interactive && nix::unistd::isatty(0).unwrap_or(false);
+    let mut input = interactive.then(|| std::io::BufReader::new(std::io::stdin()));
+    if let Some(input) = input.as_mut().filter(|_| cfg.brief.contains(WAIT_MARKER)) {
+        t.say(
+            "Before I start, I am waiting for the operator's go-ahead.",
+            true,
+        )?;
+        let Some(message) = read_message(input) else {
+            return Ok(());
+        };
+        t.user(&message)?;
+        answer(&mut t, &message)?;
+    }
     t.say("I'll look around, then do the task.", false)?;
     let (_, _, err) = t.bash(&format!(
         "git status --short; sleep {}",
@@ -209,10 +229,61 @@ pub fn run(cfg: &DemoConfig) -> Result<()> {
         answer(&mut t, &err)?;
         if !ok {
             t.say("I could not complete the phase; see the error above.", true)?;
-            return Ok(());
+            return idle(&mut t, input.as_mut(), &mut answer);
         }
     }
-    t.say("The task is done and its phase is complete.", true)
+    t.say("The task is done and its phase is complete.", true)?;
+    idle(&mut t, input.as_mut(), &mut answer)
+}
+
+/// Like an interactive agent between turns: each message typed in is a new turn,
+/// answered (its steering keys ACKed), until end of input.
+fn idle(
+    t: &mut Transcript,
+    input: Option<&mut impl std::io::BufRead>,
+    answer: &mut impl FnMut(&mut Transcript, &str) -> Result<()>,
+) -> Result<()> {
+    let Some(input) = input else {
+        return Ok(());
+    };
+    while let Some(message) = read_message(input) {
+        t.user(&message)?;
+        answer(t, &message)?;
+        t.say("Noted.", true)?;
+    }
+    Ok(())
+}
+
+/// One message typed at the terminal: a line, or a bracketed paste (which may span
+/// lines) and the Enter after it. `None` at end of input.
+fn read_message(input: &mut impl std::io::BufRead) -> Option<String> {
+    const START: &str = "\x1b[200~";
+    const END: &str = "\x1b[201~";
+    let mut message = String::new();
+    let mut in_paste = false;
+    loop {
+        let mut raw = Vec::new();
+        if input.read_until(b'\n', &mut raw).ok()? == 0 {
+            return None;
+        }
+        let mut line = String::from_utf8_lossy(&raw)
+            .trim_end_matches(['\r', '\n'])
+            .to_string();
+        if line.contains(START) {
+            in_paste = true;
+            line = line.replace(START, "");
+        }
+        if line.contains(END) {
+            in_paste = false;
+            line = line.replace(END, "");
+        }
+        message.push_str(&line);
+        if in_paste {
+            message.push('\n');
+        } else if !message.trim().is_empty() {
+            return Some(message);
+        }
+    }
 }
 
 fn shell_quote(s: &str) -> String {
@@ -227,6 +298,15 @@ pub fn read_brief(path: &Path) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bracketed_paste_over_lines_is_one_message() {
+        let typed = b"\x1b[200~first line\nsecond [k]\x1b[201~\nhello\n";
+        let mut input = std::io::Cursor::new(&typed[..]);
+        assert_eq!(read_message(&mut input).unwrap(), "first line\nsecond [k]");
+        assert_eq!(read_message(&mut input).unwrap(), "hello");
+        assert_eq!(read_message(&mut input), None);
+    }
 
     #[test]
     fn keys_come_from_the_exec_frame() {

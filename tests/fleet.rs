@@ -175,3 +175,103 @@ fn one_supervisor_per_state_directory_and_status_names_it() {
         .ok()
         .contains("no supervisor running"));
 }
+
+/// Polls `f` every 100 ms until it returns `Some`, or panics after `secs` seconds
+/// naming what it waited for.
+fn wait_for<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out after {secs}s waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+fn lane_status(env: &TestEnv, lane: &str) -> serde_json::Value {
+    let s = env.run(&["fleet", "status", "--json"]).json();
+    s["lanes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["lane"] == lane)
+        .cloned()
+        .unwrap()
+}
+
+#[test]
+fn steering_is_typed_into_an_agent_waiting_for_input_and_answered() {
+    let env = setup();
+    std::fs::remove_file(env.repo.join("lanes/b.toml")).unwrap();
+    let task = env.add(&[
+        "Ask first",
+        "--project",
+        "demo",
+        "--body",
+        spice::demo::WAIT_MARKER,
+    ]);
+    let fleet = env
+        .cmd(&["fleet", "up", "--until-idle", "--json"])
+        .env("HOME", env.dir.path().join("agent-home"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The agent ends its first turn waiting; the lane says so, from the transcript.
+    let waiting = wait_for("lane a to wait for input", 30, || {
+        let l = lane_status(&env, "a");
+        (l["state"] == "waiting").then_some(l)
+    });
+    assert_eq!(
+        waiting["claims"][0]["task"],
+        format!("demo-{task}"),
+        "{waiting}"
+    );
+    let key = env
+        .run(&["steer", "lane:a", "go ahead, and keep it short"])
+        .ok()
+        .trim()
+        .to_string();
+    let out = fleet.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let items = env.run(&["inbox", "--all", "--json"]).json();
+    assert_eq!(items[0]["key"], key.as_str());
+    assert_eq!(items[0]["state"], "acked", "{items}");
+    let show = env.run(&["task", "show", &task, "--json"]).json();
+    assert_eq!(show["phase"], "review", "{show}");
+    let kinds: Vec<&str> = show["ledger"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    for k in ["launched", "delivered", "phase_completed", "exited"] {
+        assert!(kinds.contains(&k), "{k} missing from {kinds:?}");
+    }
+    // The agent was stopped by the lane once its task left its hands: it never exits
+    // by itself, like an interactive agent.
+    let exited = show["ledger"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "exited")
+        .unwrap();
+    assert!(
+        exited["detail"]["how"]
+            .as_str()
+            .unwrap()
+            .contains("left its hands"),
+        "{exited}"
+    );
+    let l = lane_status(&env, "a");
+    assert_eq!(l["state"], "stopped", "{l}");
+    assert!(l["last_error"].is_null(), "{l}");
+}

@@ -272,3 +272,51 @@ fn a_kept_scanner_reads_only_what_was_appended() {
     assert_eq!((r.from_line, r.to_line, r.outcomes.len()), (1, 2, 1));
     assert_eq!(state(&env, &b)["state"], "acked");
 }
+
+#[test]
+fn the_claude_hook_shows_due_items_once_and_never_fails_the_tool_call() {
+    let env = TestEnv::new();
+    let key = steer(&env, "lane:a", "use the v2 endpoint");
+    let hook = |lane: &str| {
+        let out = env
+            .cmd(&["hook", "claude-post-tool-use"])
+            .env("SPICE_LANE", lane)
+            .env("SPICE_SESSION", "s-1")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                use std::io::Write;
+                // What Claude Code writes on the hook's stdin.
+                c.stdin
+                    .take()
+                    .unwrap()
+                    .write_all(br#"{"hook_event_name":"PostToolUse","tool_name":"Read"}"#)?;
+                c.wait_with_output()
+            })
+            .unwrap();
+        common::to_run(out)
+    };
+    let first = hook("a");
+    let v: serde_json::Value = serde_json::from_str(first.ok().trim()).unwrap();
+    let ctx = v["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap();
+    assert!(ctx.starts_with("┌── spice: 1 steering item"), "{ctx}");
+    assert!(ctx.contains(&format!("[{key}]")) && ctx.contains("use the v2 endpoint"));
+    assert_eq!(state(&env, &key)["shown"], 1);
+    // Shown moments ago: not repeated on the next tool call.
+    assert_eq!(hook("a").ok(), "");
+    // Another lane's agent sees nothing.
+    assert_eq!(hook("b").ok(), "");
+    // A broken store is reported on stderr; the tool call still succeeds.
+    std::fs::write(env.db(), b"not a database at all, not even close......").unwrap();
+    let broken = hook("a");
+    assert_eq!(broken.ok(), "");
+    assert!(
+        broken.stderr.contains("steering unavailable"),
+        "{}",
+        broken.stderr
+    );
+}

@@ -12,6 +12,7 @@ use super::Env;
 use crate::config::fleet::{self, FleetConfig, LaneConfig};
 use crate::config::profile::{Mode, Source};
 use crate::error::{Error, Result};
+use crate::store::Holder;
 use clap::Subcommand;
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -35,7 +36,12 @@ pub enum FleetCmd {
         /// How long to wait for the supervisor to exit.
         #[arg(long, value_parser = super::task::duration, default_value = "30s")]
         wait: std::time::Duration,
+        /// Also release the lanes' claims, so their tasks are free for anyone.
+        #[arg(long)]
+        release: bool,
     },
+    /// Lift a lane's crash-loop hold now.
+    Lift { lane: String },
     /// Run the lanes in the foreground until interrupted (SIGINT/SIGTERM).
     Up {
         /// Stop each lane once nothing is ready for it.
@@ -51,11 +57,27 @@ pub fn run(cmd: FleetCmd, env: &Env) -> Result<()> {
         FleetCmd::Check { json } => check(env, json),
         FleetCmd::Up { until_idle, json } => up(env, until_idle, json),
         FleetCmd::Status { json } => status(env, json),
-        FleetCmd::Down { wait } => {
+        FleetCmd::Down { wait, release } => {
             match crate::fleet::down(&env.state_dir, wait)? {
                 Some(pid) => println!("stopped the supervisor (pid {pid})"),
                 None => println!("no supervisor running"),
             }
+            if release {
+                let (_, fleet) = load(env)?;
+                let names: Vec<&str> = fleet.lanes.iter().map(|l| l.name.as_str()).collect();
+                let mut store = env.open()?;
+                for c in store.claims()? {
+                    if c.lane.as_deref().is_some_and(|l| names.contains(&l)) {
+                        store.release(&c.task_id, &Holder::fenced(c.claimant.clone(), c.fence))?;
+                        println!("released {} (was {})", c.handle, c.claimant);
+                    }
+                }
+            }
+            Ok(())
+        }
+        FleetCmd::Lift { lane } => {
+            env.open()?.lift_hold(&lane)?;
+            println!("lifted the hold on lane {lane}");
             Ok(())
         }
     }
@@ -86,22 +108,52 @@ fn status(env: &Env, json: bool) -> Result<()> {
     let mut store = env.open()?;
     let now = store.now();
     let claims = store.claims()?;
+    let rows = store.lanes()?;
     let mut lanes = Vec::new();
     for l in &fleet.lanes {
         let target = crate::store::Target {
             kind: crate::store::TargetKind::Lane,
             name: l.name.clone(),
         };
-        let pending = store.inbox(&[target], false)?.len();
+        let row = rows.iter().find(|r| r.name == l.name);
+        let mut targets = vec![target];
+        if let Some(s) = row.and_then(|r| r.session.clone()) {
+            targets.push(crate::store::Target {
+                kind: crate::store::TargetKind::Session,
+                name: s,
+            });
+        }
+        let pending = store.inbox(&targets, false)?.len();
         let held: Vec<_> = claims
             .iter()
             .filter(|c| c.lane.as_deref() == Some(l.name.as_str()))
             .collect();
+        // Without a running supervisor, a row's state is history, not the present.
+        let state = match (row, supervisor) {
+            (_, _) if !l.lane.enabled => "disabled".to_string(),
+            (None, _) => "never run".to_string(),
+            (Some(r), Some(_)) => r.state.to_string(),
+            (Some(_), None) => "stopped".to_string(),
+        };
+        let age = |t: Option<i64>| t.map(|t| (now - t) / 1_000_000);
         lanes.push(json!({
             "lane": l.name,
             "profile": l.profile.name,
             "enabled": l.lane.enabled,
             "available": l.program.is_ok(),
+            "state": state,
+            "session": row.and_then(|r| r.session.clone()),
+            "predecessors": row.map(|r| r.lineage.clone()).unwrap_or_default(),
+            "restarts": row.map_or(0, |r| r.restarts),
+            "hold": row.and_then(|r| r.hold_until.map(|until| json!({
+                "seconds_left": ((until - now) / 1_000_000).max(0),
+                "reason": r.hold_reason,
+            }))),
+            "last_error": row.and_then(|r| r.last_error.clone()),
+            "last_activity_seconds_ago": age(row.and_then(|r| r.last_activity)),
+            "pid": row.and_then(|r| r.pid),
+            "transcript": row.and_then(|r| r.transcript.clone()),
+            "recording": row.and_then(|r| r.recording.clone()),
             "claims": held.iter().map(|c| json!({
                 "task": c.handle, "title": c.title, "session": c.claimant, "fence": c.fence,
                 "lease_left_seconds": (c.lease_until - now) / 1_000_000, "worktree": c.worktree,
@@ -122,28 +174,46 @@ fn status(env: &Env, json: bool) -> Result<()> {
             .as_array()
             .map(Vec::as_slice)
             .unwrap_or_default();
-        let work = if claims.is_empty() {
-            "idle".to_string()
-        } else {
-            claims
-                .iter()
-                .map(|c| {
-                    format!(
-                        "{} (session {}, lease {}s)",
-                        c["task"].as_str().unwrap_or(""),
-                        c["session"].as_str().unwrap_or(""),
-                        c["lease_left_seconds"]
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        println!(
-            "{:<12} {:<8} {work}; {} pending steering",
+        let work = claims
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} (session {}, lease {}s)",
+                    c["task"].as_str().unwrap_or(""),
+                    c["session"].as_str().unwrap_or(""),
+                    c["lease_left_seconds"]
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut line = format!(
+            "{:<12} {:<8} {:<9}",
             l["lane"].as_str().unwrap_or(""),
             l["profile"].as_str().unwrap_or(""),
-            l["pending_steering"]
+            l["state"].as_str().unwrap_or(""),
         );
+        if !work.is_empty() {
+            line.push_str(&format!(" {work}"));
+        }
+        if let Some(a) = l["last_activity_seconds_ago"].as_i64() {
+            line.push_str(&format!("; active {a}s ago"));
+        }
+        line.push_str(&format!("; {} pending steering", l["pending_steering"]));
+        if l["restarts"].as_u64().unwrap_or(0) > 0 {
+            line.push_str(&format!("; {} restarts", l["restarts"]));
+        }
+        if let Some(h) = l["hold"].as_object() {
+            line.push_str(&format!(
+                "; held {}s more ({}); lift with: spice fleet lift {}",
+                h["seconds_left"],
+                h["reason"].as_str().unwrap_or(""),
+                l["lane"].as_str().unwrap_or("")
+            ));
+        }
+        if let Some(e) = l["last_error"].as_str() {
+            line.push_str(&format!("; last error: {e}"));
+        }
+        println!("{line}");
     }
     Ok(())
 }

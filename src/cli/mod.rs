@@ -57,6 +57,11 @@ enum Command {
     /// Lanes of agents: validate their configuration.
     #[command(subcommand)]
     Fleet(fleet::FleetCmd),
+    /// Hook entry points agents call (Claude Code's PostToolUse shows pending steering).
+    Hook {
+        #[arg(value_enum)]
+        kind: steer::HookKind,
+    },
     /// The scripted demo agent the `demo` profile runs (no network, no API key).
     #[command(hide = true)]
     DemoAgent(DemoArgs),
@@ -74,6 +79,9 @@ struct DemoArgs {
     /// How long each work command runs.
     #[arg(long, default_value_t = 1.0)]
     command_seconds: f64,
+    /// After each turn, wait for a message typed into the terminal.
+    #[arg(long)]
+    interactive: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -113,6 +121,7 @@ fn run(command: Command) -> Result<()> {
         Command::ShellInit { shell } => steer::shell_init(shell),
         Command::Watch(args) => watch::watch(args),
         Command::DemoAgent(args) => demo_agent(args),
+        Command::Hook { kind } => steer::hook(kind),
         Command::Session(cmd) => watch::session(cmd),
         Command::Exec(_) => unreachable!("handled in main"),
         Command::Fleet(cmd) => fleet::run(cmd, &Env::from_process()?),
@@ -152,6 +161,7 @@ fn demo_agent(args: DemoArgs) -> Result<()> {
         spice: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("spice")),
         task: std::env::var("SPICE_TASK").ok().filter(|t| !t.is_empty()),
         command_seconds: args.command_seconds,
+        interactive: args.interactive,
     };
     crate::demo::run(&cfg)
 }

@@ -201,7 +201,16 @@ pub fn ack(cmd: AckCmd, env: impl FnOnce() -> Result<Env>) -> Result<()> {
 }
 
 /// Gathers the wrapper's inputs from the environment and runs it.
-pub fn exec(args: ExecArgs) -> Result<i32> {
+/// Where an agent's command finds its steering: the state directory (`SPICE_HOME`,
+/// else the repository's) and the targets it answers to (its session, its lane, the
+/// worktree it runs in), with the re-show schedule.
+struct AgentContext {
+    state_dir: Option<PathBuf>,
+    targets: Vec<Target>,
+    backoff: Vec<std::time::Duration>,
+}
+
+fn agent_context() -> Result<AgentContext> {
     let cwd = std::env::current_dir().unwrap_or_default();
     let git = super::find_git(&cwd);
     let state_dir = std::env::var_os("SPICE_HOME")
@@ -241,13 +250,55 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
             .collect::<Result<Vec<_>>>()?,
         _ => exec::BACKOFF.to_vec(),
     };
-    let cfg = exec::ExecConfig {
-        argv: args.command,
+    Ok(AgentContext {
         state_dir,
         targets,
         backoff,
+    })
+}
+
+pub fn exec(args: ExecArgs) -> Result<i32> {
+    let ctx = agent_context()?;
+    let cfg = exec::ExecConfig {
+        argv: args.command,
+        state_dir: ctx.state_dir,
+        targets: ctx.targets,
+        backoff: ctx.backoff,
     };
     exec::run(cfg, Arc::new(SystemClock))
+}
+
+/// `spice hook claude-post-tool-use`: run by Claude Code after each tool call. Prints
+/// the hook's JSON with the steering items due for this agent, or nothing. It never
+/// fails the agent's tool call: problems go to stderr and the exit code stays 0.
+pub fn hook(kind: HookKind) -> Result<()> {
+    let HookKind::ClaudePostToolUse = kind;
+    // Claude writes the hook's input on stdin; read it so it never sees a broken pipe.
+    let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+    let run = || -> Result<Option<String>> {
+        let ctx = agent_context()?;
+        let Some(db) = ctx
+            .state_dir
+            .map(|d| d.join(crate::store::DB_FILE))
+            .filter(|p| p.exists())
+        else {
+            return Ok(None);
+        };
+        let mut store = crate::store::Store::open(&db, Arc::new(SystemClock))?;
+        crate::steer::hook::claude_post_tool_use(&mut store, &ctx.targets, &ctx.backoff)
+    };
+    match run() {
+        Ok(Some(out)) => println!("{out}"),
+        Ok(None) => {}
+        Err(e) => eprintln!("spice: steering unavailable to this hook ({e})"),
+    }
+    Ok(())
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum HookKind {
+    /// Claude Code's PostToolUse hook (installed with `claude --settings`).
+    ClaudePostToolUse,
 }
 
 pub fn shell_init(shell: Shell) -> Result<()> {

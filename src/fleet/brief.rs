@@ -11,16 +11,23 @@ pub struct BriefInput<'a> {
     pub spice: &'a str,
     /// The transcript of the session this one succeeds, if any.
     pub predecessor: Option<&'a str>,
+    /// Steering items pending for the session, framed as `spice exec` shows them: they
+    /// go first, since agents may keep only the start of a long message.
+    pub steering: Option<&'a str>,
 }
 
 pub fn compose(b: &BriefInput<'_>) -> String {
     let t = b.task;
-    let mut s = format!(
+    let mut s = b
+        .steering
+        .map(|f| format!("{}\n", f.trim()))
+        .unwrap_or_default();
+    s.push_str(&format!(
         "You are working on task {handle} in lane {lane}: {title}\n\n",
         handle = t.handle(),
         lane = b.lane,
         title = t.title
-    );
+    ));
     if !t.body.trim().is_empty() {
         s.push_str(&format!("{}\n\n", t.body.trim()));
     }

@@ -1,129 +1,458 @@
-//! One lane's loop: allocate → worktree → launch → follow → renew → next.
+//! One lane's loop: reconcile → (hold) → allocate → worktree → launch → follow →
+//! renew → next.
 //!
 //! Invariants:
-//! - The claimant of a claim is the session that works on it; a session that ends
+//! - The claimant of a claim is the session that works on it. A session that ends
 //!   with the task still claimed is followed by a successor that the claim passes to
-//!   by renewal (never by release), up to [`MAX_SUCCESSORS`] times.
-//! - Renewal is fenced: if it fails, the claim was taken over, and the agent is
-//!   stopped after a grace period; its worktree is kept.
-//! - ACKs are read from the agent's own transcript, with the checkpoint written in the
-//!   same transaction (`transcript::acks::scan`).
-//! - Git moves only here at claim time (`prepare_worktree`); launching moves nothing.
+//!   by renewal (`renew --successor`), never by release; the successor resumes the same
+//!   conversation when the profile can.
+//! - Three deaths within [`CRASH_WINDOW`] hold the lane, with a hold that doubles each
+//!   time (from [`HOLD_FIRST`] up to [`HOLD_MAX`]); the operator can lift it
+//!   (`spice fleet lift`). The claim is renewed while held.
+//! - Renewal is fenced. A claim taken over by someone else is noticed on the next
+//!   tick: the agent is told through a steering item and stopped after
+//!   [`LOST_GRACE`]; its worktree is kept.
+//! - A claim released by its own session (phase completed) ends the session once its
+//!   turn has ended (or after [`FINISH_GRACE`]): an interactive agent never exits by
+//!   itself.
+//! - The lane's state comes from the agent's transcript, not its screen: events mean
+//!   working, a turn end means waiting for input, silence for [`STALL_AFTER`] means
+//!   stalled. ACKs are read from the same transcript, with the checkpoint written in
+//!   the same transaction (`transcript::acks::Scanner`).
+//! - Steering reaches a working agent through `spice exec` on its commands' stderr
+//!   (and the Claude Code hook); an agent waiting for input gets pending items typed
+//!   into its PTY as one bracketed paste, each item at most once per session; a
+//!   successor gets them at the top of its brief.
+//! - Git moves only at claim time here (`prepare_worktree`); launching moves nothing.
+//! - The lane's row in the store (`lanes`) is rewritten whenever what it reports
+//!   changes, and with the agent's pid and start time, so the next supervisor can make
+//!   sure an agent of a killed supervisor is gone before starting its successor.
 
 use super::{brief, FleetOptions, LaneReport};
-use crate::agent::{Agent, LaunchSpec};
+use crate::agent::LaunchSpec;
 use crate::alloc::{next, Filter};
 use crate::clock::SystemClock;
 use crate::config::fleet::LaneConfig;
-use crate::config::profile::expand_argv;
-use crate::config::profile::{Format, Placeholder};
+use crate::config::profile::{expand_argv, Format, Hook, Mode, Placeholder};
 use crate::error::{Error, Result};
-use crate::store::{Claim, ClaimRequest, Holder, Store};
+use crate::store::{Claim, ClaimRequest, Holder, LaneRow, LaneState, Store, Target, TargetKind};
+use crate::transcript::acks::Scanner;
 use crate::transcript::discover::claude_slug;
+use crate::transcript::event::Agent;
+use serde_json::json;
+use std::collections::{HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
-/// How many successor sessions a claim gets before the lane holds it.
-pub const MAX_SUCCESSORS: u32 = 3;
 const TICK: Duration = Duration::from_millis(250);
+/// How long a stopped agent gets between SIGTERM and SIGKILL.
 const GRACE: Duration = Duration::from_secs(5);
+/// How long an agent whose claim was taken over may go on after being told.
+pub const LOST_GRACE: Duration = Duration::from_secs(10);
+/// How long an agent may go on once its own session released the claim, if its
+/// transcript never says its turn ended.
+pub const FINISH_GRACE: Duration = Duration::from_secs(30);
+/// Silence in the transcript, mid-turn, after which a lane is reported stalled.
+pub const STALL_AFTER: Duration = Duration::from_secs(10 * 60);
+/// Deaths within this window count towards a crash-loop hold.
+pub const CRASH_WINDOW: Duration = Duration::from_secs(30);
+pub const CRASH_DEATHS: usize = 3;
+pub const HOLD_FIRST: Duration = Duration::from_secs(30);
+pub const HOLD_MAX: Duration = Duration::from_secs(30 * 60);
+/// How often a transcript named by a pattern is looked for until found.
+const LOCATE_EVERY: Duration = Duration::from_secs(1);
+/// How often the last-activity time alone is written to the store.
+const ACTIVITY_EVERY: Duration = Duration::from_secs(5);
 
-pub fn run(lane: &LaneConfig, opts: &FleetOptions, stop: &Arc<AtomicBool>) -> LaneReport {
+pub fn run(cfg: &LaneConfig, opts: &FleetOptions, stop: &Arc<AtomicBool>) -> LaneReport {
     let mut report = LaneReport {
-        lane: lane.name.clone(),
+        lane: cfg.name.clone(),
         ..LaneReport::default()
     };
-    if let Err(e) = run_inner(lane, opts, stop, &mut report) {
-        report.error = Some(e.to_string());
+    let store = match Store::open_dir(&opts.state_dir, Arc::new(SystemClock)) {
+        Ok(s) => s,
+        Err(e) => {
+            report.error = Some(e.to_string());
+            return report;
+        }
+    };
+    let mut lane = Lane {
+        cfg,
+        opts,
+        stop,
+        store,
+        row: LaneRow {
+            name: cfg.name.clone(),
+            profile: Some(cfg.profile.name.clone()),
+            ..LaneRow::default()
+        },
+        written: None,
+        written_at: Instant::now(),
+        report,
+        deaths: VecDeque::new(),
+        holds: 0,
+    };
+    if let Err(e) = lane.run() {
+        lane.row.last_error = Some(e.to_string());
+        lane.report.error = Some(e.to_string());
     }
-    report
+    lane.row.state = LaneState::Stopped;
+    lane.row.pid = None;
+    lane.row.pid_start = None;
+    let _ = lane.publish(true);
+    lane.report
 }
 
-fn run_inner(
-    lane: &LaneConfig,
-    opts: &FleetOptions,
-    stop: &Arc<AtomicBool>,
-    report: &mut LaneReport,
-) -> Result<()> {
-    let program = lane
-        .program
-        .clone()
-        .map_err(|e| Error::input(e.to_string()))?;
-    let mut store = Store::open_dir(&opts.state_dir, Arc::new(SystemClock))?;
-    let git = crate::git::Git::open(&opts.repo, crate::git::Runner::new(opts.vars.clone()))?;
-    let filter = Filter {
-        projects: lane.lane.projects.clone(),
-        phases: lane.lane.phases.clone(),
-    };
-    let base = lane.lane.base.clone().unwrap_or_else(|| opts.base.clone());
-    while !stop.load(Ordering::SeqCst) {
-        let session = uuid::Uuid::new_v4().to_string();
-        let req = ClaimRequest {
-            claimant: session.clone(),
-            lane: Some(lane.name.clone()),
-            worktree: None,
-            lease: lane.lease,
+struct Lane<'a> {
+    cfg: &'a LaneConfig,
+    opts: &'a FleetOptions,
+    stop: &'a AtomicBool,
+    store: Store,
+    row: LaneRow,
+    written: Option<LaneRow>,
+    written_at: Instant,
+    report: LaneReport,
+    deaths: VecDeque<Instant>,
+    holds: u32,
+}
+
+/// How a session ended.
+enum End {
+    /// The agent exited by itself.
+    Exited(String),
+    /// Its claim was released by its own session (phase completed); the agent stopped.
+    Finished,
+    /// Someone else holds the claim now.
+    Lost(String),
+    /// The supervisor is stopping; the claim stays leased for a successor.
+    Stopping,
+}
+
+/// One claim being worked on: the task, its worktree and the holding.
+struct Work {
+    claim: Claim,
+    session: String,
+    fence: i64,
+    worktree: PathBuf,
+}
+
+impl Lane<'_> {
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    /// Writes the lane's row when what it reports changed (the last-activity time
+    /// alone at most every [`ACTIVITY_EVERY`]).
+    fn publish(&mut self, force: bool) -> Result<()> {
+        let changed = match &self.written {
+            None => true,
+            Some(w) => {
+                let mut a = w.clone();
+                a.updated = 0;
+                a.last_activity = self.row.last_activity;
+                let mut b = self.row.clone();
+                b.updated = 0;
+                a != b
+                    || (w.last_activity != self.row.last_activity
+                        && self.written_at.elapsed() >= ACTIVITY_EVERY)
+            }
         };
-        let Some(claim) = next::claim_next(&mut store, &req, &filter)? else {
-            if opts.until_idle {
+        if changed || force {
+            self.written = Some(self.store.put_lane(&self.row)?);
+            self.written_at = Instant::now();
+        }
+        Ok(())
+    }
+
+    fn run(&mut self) -> Result<()> {
+        self.publish(true)?;
+        let program = self
+            .cfg
+            .program
+            .clone()
+            .map_err(|e| Error::input(e.to_string()))?;
+        let git = crate::git::Git::open(
+            &self.opts.repo,
+            crate::git::Runner::new(self.opts.vars.clone()),
+        )?;
+        // A previous supervisor's lane: its agent must be gone, its claims continue.
+        let previous = self.store.lane(&self.cfg.name)?;
+        if let Some(prev) = &previous {
+            if let (Some(pid), Some(start)) = (prev.pid, prev.pid_start) {
+                super::reap_orphan(pid, start);
+            }
+            self.row.restarts = prev.restarts;
+        }
+        let inherited: Vec<Claim> = self
+            .store
+            .claims()?
+            .into_iter()
+            .filter(|c| c.lane.as_deref() == Some(self.cfg.name.as_str()))
+            .collect();
+        for claim in inherited {
+            if self.stopping() {
                 return Ok(());
             }
-            std::thread::sleep(opts.poll);
-            continue;
+            let (mut lineage, conversation) = match &previous {
+                Some(p) if p.session.as_deref() == Some(claim.claimant.as_str()) => {
+                    (p.lineage.clone(), p.conversation.clone())
+                }
+                _ => (Vec::new(), None),
+            };
+            lineage.push(claim.claimant.clone());
+            let session = uuid::Uuid::new_v4().to_string();
+            let passed = self.store.renew(
+                &claim.task_id,
+                &Holder::fenced(claim.claimant.clone(), claim.fence),
+                Some(&session),
+                self.cfg.lease,
+            )?;
+            let worktree = match &claim.worktree {
+                Some(w) if Path::new(w).is_dir() => PathBuf::from(w),
+                _ => self.worktree_for(&git, &claim, &session, passed.fence)?,
+            };
+            self.report.claimed.push(claim.handle.clone());
+            self.row.conversation = conversation.or_else(|| lineage.first().cloned());
+            self.row.transcript = previous.as_ref().and_then(|p| p.transcript.clone());
+            self.row.lineage = lineage;
+            let work = Work {
+                fence: passed.fence,
+                claim,
+                session,
+                worktree,
+            };
+            self.work_on(&program, work)?;
+        }
+        let filter = Filter {
+            projects: self.cfg.lane.projects.clone(),
+            phases: self.cfg.lane.phases.clone(),
         };
-        report.claimed.push(claim.handle.clone());
-        let branch = crate::git::task_branch(&claim.handle);
-        let root = lane
+        while !self.stopping() {
+            let session = uuid::Uuid::new_v4().to_string();
+            let req = ClaimRequest {
+                claimant: session.clone(),
+                lane: Some(self.cfg.name.clone()),
+                worktree: None,
+                lease: self.cfg.lease,
+            };
+            let Some(claim) = next::claim_next(&mut self.store, &req, &filter)? else {
+                self.row.state = LaneState::Idle;
+                self.row.session = None;
+                self.row.task_id = None;
+                self.publish(false)?;
+                if self.opts.until_idle {
+                    return Ok(());
+                }
+                self.sleep(self.opts.poll);
+                continue;
+            };
+            self.report.claimed.push(claim.handle.clone());
+            let worktree = self.worktree_for(&git, &claim, &session, claim.fence)?;
+            self.row.lineage.clear();
+            self.row.conversation = None;
+            self.row.transcript = None;
+            let work = Work {
+                fence: claim.fence,
+                claim,
+                session,
+                worktree,
+            };
+            self.work_on(&program, work)?;
+        }
+        Ok(())
+    }
+
+    /// Creates or fast-forwards the task's worktree and records it on the claim.
+    fn worktree_for(
+        &mut self,
+        git: &crate::git::Git,
+        claim: &Claim,
+        session: &str,
+        fence: i64,
+    ) -> Result<PathBuf> {
+        let base = self
+            .cfg
+            .lane
+            .base
+            .clone()
+            .unwrap_or_else(|| self.opts.base.clone());
+        let root = self
+            .cfg
             .lane
             .worktrees
             .clone()
-            .unwrap_or_else(|| opts.state_dir.join("worktrees").join(&lane.name));
-        let path = root.join(&claim.handle);
+            .unwrap_or_else(|| self.opts.state_dir.join("worktrees").join(&self.cfg.name));
         std::fs::create_dir_all(&root).map_err(|source| Error::Io {
             context: format!("failed to create {}", root.display()),
             source,
         })?;
-        let wt = git.prepare_worktree(&base, &branch, &path)?;
-        let holder = Holder::fenced(session.clone(), claim.fence);
-        store.set_claim_worktree(&claim.task_id, &holder, &wt.path.display().to_string())?;
-        work_on(
-            lane, opts, stop, &mut store, &program, claim, session, &wt.path, report,
+        let branch = crate::git::task_branch(&claim.handle);
+        let wt = git.prepare_worktree(&base, &branch, &root.join(&claim.handle))?;
+        self.store.set_claim_worktree(
+            &claim.task_id,
+            &Holder::fenced(session, fence),
+            &wt.path.display().to_string(),
         )?;
+        Ok(wt.path)
     }
-    Ok(())
-}
 
-/// Runs sessions on one claimed task until it leaves our hands.
-#[allow(clippy::too_many_arguments)]
-fn work_on(
-    lane: &LaneConfig,
-    opts: &FleetOptions,
-    stop: &Arc<AtomicBool>,
-    store: &mut Store,
-    program: &Path,
-    claim: Claim,
-    mut session: String,
-    worktree: &Path,
-    report: &mut LaneReport,
-) -> Result<()> {
-    let mut fence = claim.fence;
-    let mut predecessor: Option<String> = None;
-    // The conversation a resumed session continues: the first session's, since a
-    // resume keeps writing the conversation it resumes.
-    let conversation = session.clone();
-    for attempt in 0..=MAX_SUCCESSORS {
-        let task = store.task(&claim.task_id)?;
-        let resume = attempt > 0 && lane.profile.resume.is_some();
+    fn sleep(&self, d: Duration) {
+        let until = Instant::now() + d;
+        while !self.stopping() && Instant::now() < until {
+            std::thread::sleep(TICK.min(until.saturating_duration_since(Instant::now())));
+        }
+    }
+
+    /// Runs sessions on one claimed task until it leaves our hands or the supervisor
+    /// stops.
+    fn work_on(&mut self, program: &Path, mut work: Work) -> Result<()> {
+        self.row.task_id = Some(work.claim.task_id.clone());
+        loop {
+            self.row.session = Some(work.session.clone());
+            let end = self.session(program, &work)?;
+            let handle = work.claim.handle.clone();
+            match end {
+                End::Stopping => return Ok(()),
+                End::Finished => {
+                    self.row.lineage.clear();
+                    return Ok(());
+                }
+                End::Lost(by) => {
+                    self.row.last_error = Some(format!(
+                        "lost the claim on {handle} to {by}; the agent was told and stopped, worktree kept"
+                    ));
+                    self.report.error = self.row.last_error.clone();
+                    self.row.lineage.clear();
+                    return Ok(());
+                }
+                End::Exited(how) => {
+                    let ours = self
+                        .store
+                        .claim_on(&work.claim.task_id)?
+                        .is_some_and(|c| c.claimant == work.session);
+                    if !ours {
+                        self.row.lineage.clear();
+                        return Ok(());
+                    }
+                    self.row.last_error =
+                        Some(format!("the agent on {handle} {how} before finishing"));
+                    self.hold_if_crash_looping(&work)?;
+                    if self.stopping() {
+                        return Ok(());
+                    }
+                    // The task is still ours: a successor continues the claim.
+                    let next_session = uuid::Uuid::new_v4().to_string();
+                    let passed = self.store.renew(
+                        &work.claim.task_id,
+                        &Holder::fenced(work.session.clone(), work.fence),
+                        Some(&next_session),
+                        self.cfg.lease,
+                    )?;
+                    self.row.lineage.push(work.session.clone());
+                    self.row.restarts += 1;
+                    work.fence = passed.fence;
+                    work.session = next_session;
+                }
+            }
+        }
+    }
+
+    /// Records a death; three within [`CRASH_WINDOW`] hold the lane (renewing the
+    /// claim meanwhile) until the hold ends or the operator lifts it.
+    fn hold_if_crash_looping(&mut self, work: &Work) -> Result<()> {
+        let now = Instant::now();
+        self.deaths.push_back(now);
+        while self
+            .deaths
+            .front()
+            .is_some_and(|d| now.duration_since(*d) > CRASH_WINDOW)
+        {
+            self.deaths.pop_front();
+        }
+        if self.deaths.len() < CRASH_DEATHS {
+            return Ok(());
+        }
+        self.deaths.clear();
+        let hold = (HOLD_FIRST * 2u32.saturating_pow(self.holds)).min(HOLD_MAX);
+        self.holds += 1;
+        let reason = format!(
+            "{CRASH_DEATHS} agent deaths within {}s on {}; held for {}s",
+            CRASH_WINDOW.as_secs(),
+            work.claim.handle,
+            hold.as_secs()
+        );
+        self.row.state = LaneState::Held;
+        self.row.hold_until = Some(self.store.now() + hold.as_micros() as i64);
+        self.row.hold_reason = Some(reason.clone());
+        self.row.pid = None;
+        self.row.pid_start = None;
+        self.publish(true)?;
+        self.store.note(
+            &work.claim.task_id,
+            "held",
+            &work.session,
+            json!({ "lane": self.cfg.name, "seconds": hold.as_secs(), "reason": reason }),
+        )?;
+        let holder = Holder::fenced(work.session.clone(), work.fence);
+        let mut last_renew = Instant::now();
+        loop {
+            if self.stopping() {
+                return Ok(());
+            }
+            let lifted = self
+                .store
+                .lane(&self.cfg.name)?
+                .is_none_or(|r| r.hold_until.is_none());
+            let over = self.row.hold_until.is_some_and(|t| self.store.now() >= t);
+            if lifted || over {
+                break;
+            }
+            if last_renew.elapsed() >= self.cfg.renew {
+                last_renew = Instant::now();
+                self.store
+                    .renew(&work.claim.task_id, &holder, None, self.cfg.lease)?;
+            }
+            std::thread::sleep(TICK);
+        }
+        self.row.hold_until = None;
+        self.row.hold_reason = None;
+        self.row.state = LaneState::Starting;
+        self.publish(true)
+    }
+
+    /// Launches one session on the claim and follows it until it ends.
+    fn session(&mut self, program: &Path, work: &Work) -> Result<End> {
+        let task = self.store.task(&work.claim.task_id)?;
+        let session = work.session.clone();
+        let targets = targets(&session, &self.cfg.name, &work.worktree);
+        let successor = !self.row.lineage.is_empty();
+        let resume = successor && self.cfg.profile.resume.is_some();
+        // The conversation a resumed session continues: a resume keeps writing the
+        // conversation it resumes, so it is the first session's (or what the agent
+        // calls it).
+        let conversation = if resume {
+            self.row
+                .conversation
+                .clone()
+                .unwrap_or_else(|| self.row.lineage[0].clone())
+        } else {
+            session.clone()
+        };
+        let pending = self.store.inbox(&targets, false)?;
+        let frame = (!pending.is_empty()).then(|| {
+            crate::steer::exec::frame(&pending.iter().collect::<Vec<_>>(), self.store.now())
+        });
         let text = brief::compose(&brief::BriefInput {
             task: &task,
-            lane: &lane.name,
+            lane: &self.cfg.name,
             session: &session,
-            spice: &opts.spice.display().to_string(),
-            predecessor: predecessor.as_deref(),
+            spice: &self.opts.spice.display().to_string(),
+            predecessor: self.row.lineage.last().map(String::as_str),
+            steering: frame.as_deref(),
         });
-        let briefs = opts.state_dir.join("briefs");
+        let briefs = self.opts.state_dir.join("briefs");
         std::fs::create_dir_all(&briefs).map_err(|source| Error::Io {
             context: "failed to create briefs".into(),
             source,
@@ -133,30 +462,26 @@ fn work_on(
             context: format!("failed to write {}", brief_file.display()),
             source,
         })?;
+        let opts = self.opts;
+        let cfg = self.cfg;
+        let worktree = work.worktree.clone();
         let value = |p: Placeholder| -> Option<String> {
             Some(match p {
-                Placeholder::SessionId => {
-                    if resume {
-                        conversation.clone()
-                    } else {
-                        session.clone()
-                    }
-                }
+                Placeholder::SessionId => conversation.clone(),
                 Placeholder::Brief => text.clone(),
                 Placeholder::BriefFile => brief_file.display().to_string(),
                 Placeholder::Worktree => worktree.display().to_string(),
-                Placeholder::Model => lane.lane.model.clone()?,
+                Placeholder::Model => cfg.lane.model.clone()?,
                 Placeholder::Task => task.id.clone(),
-                Placeholder::Lane => lane.name.clone(),
+                Placeholder::Lane => cfg.name.clone(),
                 Placeholder::Spice => opts.spice.display().to_string(),
                 Placeholder::Home => opts.home.display().to_string(),
-                Placeholder::CwdSlug => claude_slug(worktree),
+                Placeholder::CwdSlug => claude_slug(&worktree),
             })
         };
-        let template = if resume {
-            lane.profile.resume.as_ref().expect("checked")
-        } else {
-            &lane.profile.command
+        let template = match (&cfg.profile.resume, resume) {
+            (Some(r), true) => r,
+            _ => &cfg.profile.command,
         };
         let mut argv = expand_argv(template, &value);
         if argv
@@ -165,114 +490,333 @@ fn work_on(
         {
             argv[0] = program.display().to_string();
         }
+        if cfg.profile.hooks.contains(&Hook::ClaudePostToolUse) {
+            argv.splice(
+                1..1,
+                ["--settings".to_string(), claude_settings(&opts.spice)],
+            );
+        }
         let mut env: Vec<(String, String)> = vec![
             ("PATH".into(), opts.path.clone()),
             ("HOME".into(), opts.home.display().to_string()),
             ("TERM".into(), "xterm-256color".into()),
             ("SPICE_HOME".into(), opts.state_dir.display().to_string()),
-            ("SPICE_LANE".into(), lane.name.clone()),
+            ("SPICE_LANE".into(), cfg.name.clone()),
             ("SPICE_SESSION".into(), session.clone()),
             ("SPICE_TASK".into(), task.id.clone()),
             ("BASH_ENV".into(), opts.bash_env.display().to_string()),
         ];
-        env.extend(lane.profile.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        env.extend(cfg.profile.env.iter().map(|(k, v)| (k.clone(), v.clone())));
         env.extend(
-            lane.lane
+            cfg.lane
                 .env
                 .iter()
                 .map(|(k, v)| (k.get_ref().clone(), v.clone())),
         );
         let recordings = opts.state_dir.join("recordings");
         let _ = std::fs::create_dir_all(&recordings);
-        let mut agent = Agent::spawn(&LaunchSpec {
+        let recording = recordings.join(format!("{session}.cast"));
+        let launched_at = SystemTime::now();
+        let mut agent = crate::agent::Agent::spawn(&LaunchSpec {
             argv,
-            cwd: worktree.to_path_buf(),
+            cwd: work.worktree.clone(),
             env,
             cols: 120,
             rows: 40,
-            recording: Some(recordings.join(format!("{session}.cast"))),
+            recording: Some(recording.clone()),
         })?;
-        report.sessions.push(session.clone());
-        let transcript = locate(lane, &value);
-        let mut scanner = transcript
-            .as_deref()
-            .map(crate::transcript::acks::Scanner::new);
+        self.report.sessions.push(session.clone());
+        self.store.note(
+            &task.id,
+            "launched",
+            &session,
+            json!({
+                "lane": cfg.name, "pid": agent.pid(), "resume": resume,
+                "conversation": conversation, "recording": recording,
+                "steering_in_brief": pending.iter().map(|i| &i.key).collect::<Vec<_>>(),
+            }),
+        )?;
+        if !pending.is_empty() {
+            let keys: Vec<String> = pending.iter().map(|i| i.key.clone()).collect();
+            self.store.mark_shown(&keys)?;
+        }
+        self.row.state = LaneState::Starting;
+        self.row.pid = Some(agent.pid());
+        self.row.pid_start = Some(agent.start_time());
+        self.row.recording = Some(recording.display().to_string());
+        self.row.last_activity = Some(self.store.now());
+        self.row.conversation = Some(conversation.clone());
+        self.publish(true)?;
+
+        let (exact, search) = transcript_place(cfg, &value);
+        let mut follow = Follow {
+            path: self.row.transcript.clone().map(PathBuf::from).or(exact),
+            search,
+            scanner: None,
+            looked: None,
+            launched_at,
+        };
+        let mut pasted: HashSet<String> = pending.iter().map(|i| i.key.clone()).collect();
         let mut last_renew = Instant::now();
-        let lost = loop {
-            if let Some(sc) = scanner
-                .as_mut()
-                .filter(|_| transcript.as_ref().is_some_and(|t| t.exists()))
-            {
-                let _ = sc.scan(store);
-            }
-            if agent.try_wait()?.is_some() {
-                break false;
-            }
-            if stop.load(Ordering::SeqCst) {
-                agent.stop(GRACE)?;
-                return Ok(());
-            }
-            if last_renew.elapsed() >= lane.renew {
-                last_renew = Instant::now();
-                if store
-                    .renew(
+        let mut last_event = Instant::now();
+        let mut released_at: Option<Instant> = None;
+        let mut lost_at: Option<(Instant, String)> = None;
+        let holder = Holder::fenced(session.clone(), work.fence);
+        let end = loop {
+            // What the transcript says.
+            if let Some(report) = follow.poll(&work.worktree, &mut self.store)? {
+                if report.events > 0 {
+                    last_event = Instant::now();
+                    self.row.last_activity = Some(self.store.now());
+                    self.row.transcript = follow.path.as_ref().map(|p| p.display().to_string());
+                }
+                match report.turn_ended {
+                    Some(true) => self.row.state = LaneState::Waiting,
+                    Some(false) => self.row.state = LaneState::Working,
+                    None => {}
+                }
+                if let Some(id) = report.session_id.filter(|_| cfg.profile.resume.is_some()) {
+                    // Codex names its own conversation; a resume must use that name.
+                    self.row.conversation = Some(id);
+                }
+                if report.compactions > 0 {
+                    self.store.note(
                         &task.id,
-                        &Holder::fenced(session.clone(), fence),
-                        None,
-                        lane.lease,
-                    )
-                    .is_err()
-                {
-                    agent.stop(GRACE)?;
-                    break true;
+                        "compacted",
+                        &session,
+                        json!({ "transcript": report.path, "count": report.compactions, "line": report.to_line }),
+                    )?;
                 }
             }
+            if matches!(self.row.state, LaneState::Working | LaneState::Starting)
+                && last_event.elapsed() >= STALL_AFTER
+            {
+                self.row.state = LaneState::Stalled;
+            }
+            if let Some(st) = agent.try_wait()? {
+                break End::Exited(st.to_string());
+            }
+            if self.stopping() {
+                agent.stop(GRACE)?;
+                break End::Stopping;
+            }
+            // Whose claim it is.
+            match self.store.claim_on(&task.id)? {
+                Some(c) if c.claimant == session => {}
+                Some(c) => {
+                    if lost_at.is_none() {
+                        let note = format!(
+                            "Your claim on task {} was taken over by {}. Stop working on it now: \
+                             do not commit or complete its phase. Your worktree is kept.",
+                            task.handle(),
+                            c.claimant
+                        );
+                        let _ = self.store.steer(
+                            &Target {
+                                kind: TargetKind::Session,
+                                name: session.clone(),
+                            },
+                            &note,
+                            crate::store::DEFAULT_TTL,
+                        );
+                        lost_at = Some((Instant::now(), c.claimant.clone()));
+                    }
+                }
+                None => {
+                    let at = *released_at.get_or_insert_with(Instant::now);
+                    let turn_over = self.row.state == LaneState::Waiting || follow.path.is_none();
+                    if turn_over || at.elapsed() >= FINISH_GRACE {
+                        agent.stop(GRACE)?;
+                        break End::Finished;
+                    }
+                }
+            }
+            if let Some((at, by)) = &lost_at {
+                if at.elapsed() >= LOST_GRACE {
+                    agent.stop(GRACE)?;
+                    break End::Lost(by.clone());
+                }
+            } else if released_at.is_none() && last_renew.elapsed() >= cfg.renew {
+                last_renew = Instant::now();
+                // A refusal means the claim changed hands or ended: the next tick sees how.
+                let _ = self.store.renew(&task.id, &holder, None, cfg.lease);
+            }
+            // Steering for an agent waiting for input: typed in as a new message.
+            if self.row.state == LaneState::Waiting
+                && lost_at.is_none()
+                && released_at.is_none()
+                && cfg.profile.mode == Mode::Pty
+            {
+                let fresh: Vec<_> = self
+                    .store
+                    .inbox(&targets, false)?
+                    .into_iter()
+                    .filter(|i| !pasted.contains(&i.key))
+                    .collect();
+                if !fresh.is_empty() {
+                    let text = crate::steer::exec::frame(
+                        &fresh.iter().collect::<Vec<_>>(),
+                        self.store.now(),
+                    );
+                    let keys: Vec<String> = fresh.iter().map(|i| i.key.clone()).collect();
+                    match agent.paste(text.trim()) {
+                        Ok(()) => {
+                            self.store.mark_shown(&keys)?;
+                            self.store.note(
+                                &task.id,
+                                "delivered",
+                                &session,
+                                json!({ "keys": keys, "how": "typed into the idle agent's terminal" }),
+                            )?;
+                            self.row.state = LaneState::Working;
+                            last_event = Instant::now();
+                        }
+                        Err(e) => self.row.last_error = Some(e.to_string()),
+                    }
+                    pasted.extend(keys);
+                }
+            }
+            self.publish(false)?;
             std::thread::sleep(TICK);
         };
-        if let Some(sc) = scanner
-            .as_mut()
-            .filter(|_| transcript.as_ref().is_some_and(|t| t.exists()))
-        {
-            sc.scan(store)?;
+        // Whatever the agent wrote last still counts (its final ACKs).
+        follow.poll(&work.worktree, &mut self.store)?;
+        self.row.pid = None;
+        self.row.pid_start = None;
+        let how = match &end {
+            End::Exited(how) => how.clone(),
+            End::Finished => "stopped: its task left its hands".into(),
+            End::Lost(by) => format!("stopped: claim taken over by {by}"),
+            End::Stopping => "stopped with the supervisor".into(),
+        };
+        self.store
+            .note(&task.id, "exited", &session, json!({ "how": how }))?;
+        if let Some(e) = agent.recording_error() {
+            self.row.last_error = Some(format!("recording {}: {e}", recording.display()));
         }
-        if lost {
-            report.error = Some(format!(
-                "lost the claim on {} to another claimant; worktree kept",
-                task.handle()
-            ));
-            return Ok(());
-        }
-        match store.claim_on(&task.id)? {
-            Some(c) if c.claimant == session => {
-                // Ended with the task still ours: a successor continues the claim.
-                let next_session = uuid::Uuid::new_v4().to_string();
-                let passed = store.renew(
-                    &task.id,
-                    &Holder::fenced(session.clone(), fence),
-                    Some(&next_session),
-                    lane.lease,
-                )?;
-                fence = passed.fence;
-                predecessor = Some(session.clone());
-                session = next_session;
-            }
-            _ => return Ok(()),
-        }
+        self.publish(true)?;
+        Ok(end)
     }
-    report.error = Some(format!(
-        "{}: {MAX_SUCCESSORS} successor sessions ended without finishing; lane held",
-        claim.handle
-    ));
-    Ok(())
 }
 
-/// The transcript file the profile says the session writes, if it names one exactly.
-fn locate(lane: &LaneConfig, value: &dyn Fn(Placeholder) -> Option<String>) -> Option<PathBuf> {
-    let t = lane.profile.transcript.as_ref()?;
-    if t.format == Format::Codex {
-        return None; // rollouts are named by time: found by scanning, not yet wired
+/// Whom a session's steering is addressed to: the session, the lane, the worktree
+/// (as `spice exec` inside the worktree sees it).
+fn targets(session: &str, lane: &str, worktree: &Path) -> Vec<Target> {
+    let wt = std::fs::canonicalize(worktree).unwrap_or_else(|_| worktree.to_path_buf());
+    vec![
+        Target {
+            kind: TargetKind::Session,
+            name: session.to_string(),
+        },
+        Target {
+            kind: TargetKind::Lane,
+            name: lane.to_string(),
+        },
+        Target {
+            kind: TargetKind::Worktree,
+            name: wt.display().to_string(),
+        },
+    ]
+}
+
+/// `--settings` for Claude Code: a PostToolUse hook that shows pending steering.
+fn claude_settings(spice: &Path) -> String {
+    let command = format!(
+        "'{}' hook claude-post-tool-use",
+        spice.display().to_string().replace('\'', r"'\''")
+    );
+    json!({ "hooks": { "PostToolUse": [
+        { "matcher": "*", "hooks": [{ "type": "command", "command": command }] }
+    ]}})
+    .to_string()
+}
+
+/// Where the profile says a session's transcript is: the exact file when the name has
+/// no wildcard, else the directory to search, with the format to read.
+fn transcript_place(
+    cfg: &LaneConfig,
+    value: &dyn Fn(Placeholder) -> Option<String>,
+) -> (Option<PathBuf>, Option<(PathBuf, Agent)>) {
+    let Some(t) = cfg.profile.transcript.as_ref() else {
+        return (None, None);
+    };
+    let agent = match t.format {
+        Format::Claude => Agent::Claude,
+        Format::Codex => Agent::Codex,
+        Format::None => return (None, None),
+    };
+    let (Some(dir), Some(name)) = (t.dir.expand(value), t.glob.expand(value)) else {
+        return (None, None);
+    };
+    if name.contains('*') {
+        (None, Some((PathBuf::from(dir), agent)))
+    } else {
+        (Some(PathBuf::from(dir).join(name)), None)
     }
-    let dir = t.dir.expand(value)?;
-    let name = t.glob.expand(value)?;
-    Some(PathBuf::from(dir).join(name))
+}
+
+/// Following a session's transcript: found (by name, or by searching for the newest
+/// file whose recorded cwd is the worktree), then scanned.
+struct Follow {
+    path: Option<PathBuf>,
+    search: Option<(PathBuf, Agent)>,
+    scanner: Option<Scanner>,
+    looked: Option<Instant>,
+    launched_at: SystemTime,
+}
+
+impl Follow {
+    fn poll(
+        &mut self,
+        worktree: &Path,
+        store: &mut Store,
+    ) -> Result<Option<crate::transcript::acks::ScanReport>> {
+        if self.path.is_none() && self.looked.is_none_or(|t| t.elapsed() >= LOCATE_EVERY) {
+            self.looked = Some(Instant::now());
+            if let Some((dir, agent)) = &self.search {
+                self.path = discover(dir, *agent, worktree, self.launched_at);
+            }
+        }
+        let Some(path) = self.path.as_ref().filter(|p| p.exists()) else {
+            return Ok(None);
+        };
+        let scanner = self.scanner.get_or_insert_with(|| Scanner::new(path));
+        // A transcript that cannot be read (yet) is not the lane's failure.
+        Ok(scanner.scan(store).ok())
+    }
+}
+
+/// The newest transcript under `dir` (recursively for Codex's dated tree), modified
+/// since the launch, whose first records name `worktree` as their cwd: how Codex
+/// rollouts, named by time, are told apart.
+fn discover(dir: &Path, agent: Agent, worktree: &Path, since: SystemTime) -> Option<PathBuf> {
+    let want = std::fs::canonicalize(worktree).unwrap_or_else(|_| worktree.to_path_buf());
+    let since = since - Duration::from_secs(2);
+    let files: Vec<PathBuf> = match agent {
+        Agent::Codex => crate::transcript::discover::codex_rollouts(dir),
+        Agent::Claude => std::fs::read_dir(dir)
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    };
+    files
+        .into_iter()
+        .filter(|p| {
+            std::fs::metadata(p)
+                .and_then(|m| m.modified())
+                .is_ok_and(|m| m >= since)
+        })
+        .filter_map(|p| crate::transcript::discover::describe(&p, agent))
+        .filter(|f| {
+            f.cwd
+                .as_deref()
+                .map(|c| std::fs::canonicalize(c).unwrap_or_else(|_| PathBuf::from(c)))
+                .is_some_and(|c| c == want)
+        })
+        .max_by_key(|f| f.modified)
+        .map(|f| f.path)
 }

@@ -163,3 +163,21 @@ pub fn up(
         })
         .collect())
 }
+
+/// Makes sure the agent a killed supervisor recorded (pid and start time) is gone:
+/// SIGTERM to its group, a grace period, SIGKILL. A pid now used by another process
+/// is left alone.
+pub fn reap_orphan(pid: u32, start: u64) {
+    use crate::agent::{signal_group_if_same, Signal};
+    if !signal_group_if_same(pid, start, Signal::SIGTERM).unwrap_or(false) {
+        return;
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while std::time::Instant::now() < deadline {
+        if crate::agent::start_time(pid).ok().flatten() != Some(start) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = signal_group_if_same(pid, start, Signal::SIGKILL);
+}

@@ -4,3 +4,4 @@
 
 pub mod exec;
 pub mod grammar;
+pub mod hook;

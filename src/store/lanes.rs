@@ -73,6 +73,9 @@ pub struct LaneRow {
     pub state: LaneState,
     pub profile: Option<String>,
     pub session: Option<String>,
+    /// The agent's own id for the conversation the sessions of this claim continue
+    /// (what a resume names): the first session's id, or the id the transcript gives.
+    pub conversation: Option<String>,
     pub task_id: Option<String>,
     pub pid: Option<u32>,
     pub pid_start: Option<u64>,
@@ -90,28 +93,30 @@ pub struct LaneRow {
     pub updated: Micros,
 }
 
-const COLUMNS: &str = "name, state, profile, session, task_id, pid, pid_start, transcript, \
+const COLUMNS: &str =
+    "name, state, profile, session, conversation, task_id, pid, pid_start, transcript, \
      recording, lineage, restarts, hold_until, hold_reason, last_error, last_activity, updated";
 
 fn row(r: &Row<'_>) -> rusqlite::Result<LaneRow> {
-    let lineage: String = r.get(9)?;
+    let lineage: String = r.get(10)?;
     Ok(LaneRow {
         name: r.get(0)?,
         state: LaneState::parse(&r.get::<_, String>(1)?),
         profile: r.get(2)?,
         session: r.get(3)?,
-        task_id: r.get(4)?,
-        pid: r.get(5)?,
-        pid_start: r.get::<_, Option<i64>>(6)?.map(|v| v as u64),
-        transcript: r.get(7)?,
-        recording: r.get(8)?,
+        conversation: r.get(4)?,
+        task_id: r.get(5)?,
+        pid: r.get(6)?,
+        pid_start: r.get::<_, Option<i64>>(7)?.map(|v| v as u64),
+        transcript: r.get(8)?,
+        recording: r.get(9)?,
         lineage: serde_json::from_str(&lineage).unwrap_or_default(),
-        restarts: r.get(10)?,
-        hold_until: r.get(11)?,
-        hold_reason: r.get(12)?,
-        last_error: r.get(13)?,
-        last_activity: r.get(14)?,
-        updated: r.get(15)?,
+        restarts: r.get(11)?,
+        hold_until: r.get(12)?,
+        hold_reason: r.get(13)?,
+        last_error: r.get(14)?,
+        last_activity: r.get(15)?,
+        updated: r.get(16)?,
     })
 }
 
@@ -146,13 +151,14 @@ impl Store {
             let lineage = serde_json::to_string(&out.lineage).expect("strings serialise");
             tx.prepare_cached(&format!(
                 "INSERT OR REPLACE INTO lanes ({COLUMNS})
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"
             ))?
             .execute(params![
                 out.name,
                 out.state.as_str(),
                 out.profile,
                 out.session,
+                out.conversation,
                 out.task_id,
                 out.pid,
                 out.pid_start.map(|v| v as i64),

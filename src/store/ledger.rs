@@ -3,7 +3,8 @@
 //! Kinds: `added`, `imported`, `modified`, `dep_added`, `dep_removed`, `claimed`,
 //! `successor` (a claim renewed to a successor session), `takeover`, `displaced` (the
 //! claimant a takeover removed), `released`, `phase_set`, `phase_completed`, `done`,
-//! `deleted`. Rows are never updated or deleted; `detail` is a JSON object.
+//! `deleted`, and what the supervisor reports ([`SUPERVISOR_KINDS`]). Rows are never
+//! updated or deleted; `detail` is a JSON object.
 
 use super::Store;
 use crate::clock::Micros;
@@ -38,7 +39,30 @@ pub(super) fn append(
     Ok(())
 }
 
+/// What the supervisor records about a task's sessions: an agent launched, an agent
+/// ended (with how), steering typed into an idle agent, a compaction seen in its
+/// transcript, a lane held after repeated quick deaths.
+pub const SUPERVISOR_KINDS: [&str; 5] = ["launched", "exited", "delivered", "compacted", "held"];
+
 impl Store {
+    /// Appends a supervisor report (one of [`SUPERVISOR_KINDS`]) to a task's ledger.
+    pub fn note(
+        &mut self,
+        task_id: &str,
+        kind: &str,
+        actor: &str,
+        detail: serde_json::Value,
+    ) -> Result<()> {
+        if !SUPERVISOR_KINDS.contains(&kind) {
+            return Err(crate::error::Error::input(format!(
+                "ledger kind {kind:?} is not one the supervisor reports"
+            )));
+        }
+        self.write("recording in the ledger", |tx, now| {
+            append(tx, task_id, now, kind, Some(actor), None, detail)
+        })
+    }
+
     /// The ledger of one task, oldest first.
     pub fn ledger(&mut self, input: &str) -> Result<Vec<LedgerEntry>> {
         self.read("reading the ledger", |tx, _| {

@@ -120,6 +120,7 @@ const MIGRATIONS: &[&str] = &[
             CHECK (state IN ('starting', 'working', 'waiting', 'idle', 'stalled', 'held', 'stopped')),
         profile TEXT,
         session TEXT,
+        conversation TEXT,
         task_id TEXT,
         pid INTEGER,
         pid_start INTEGER,

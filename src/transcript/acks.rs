@@ -20,6 +20,15 @@ pub struct ScanReport {
     pub to_line: u64,
     /// The file no longer matched its checkpoint and was read from the start.
     pub rewritten: bool,
+    /// Events of the main conversation read in this scan.
+    pub events: u64,
+    /// Whether the agent's turn had ended at the last of them (`None`: no event in
+    /// this scan says either way).
+    pub turn_ended: Option<bool>,
+    /// Compaction boundaries read in this scan.
+    pub compactions: u64,
+    /// The session id the transcript names for itself, when read in this scan.
+    pub session_id: Option<String>,
 }
 
 /// Reads `path` from where the store last left it and applies the ACK/NACK
@@ -63,6 +72,10 @@ impl Scanner {
             from_line: follower.checkpoint().line,
             to_line: follower.checkpoint().line,
             rewritten: false,
+            events: 0,
+            turn_ended: None,
+            compactions: 0,
+            session_id: None,
         };
         loop {
             let mut events = Vec::new();
@@ -75,14 +88,28 @@ impl Scanner {
             }
             let mut directives = Vec::new();
             for e in events.iter().filter(|e| e.subagent.is_none()) {
-                if let EventKind::AssistantText { text, .. } = &e.kind {
-                    for mut d in grammar::parse(text) {
-                        if d.problem.is_none() {
-                            d.line = e.line as usize;
-                            directives.push(d);
+                report.events += 1;
+                match &e.kind {
+                    EventKind::AssistantText { text, .. } => {
+                        for mut d in grammar::parse(text) {
+                            if d.problem.is_none() {
+                                d.line = e.line as usize;
+                                directives.push(d);
+                            }
                         }
                     }
+                    EventKind::SessionMeta(m) if m.session_id.is_some() => {
+                        report.session_id.clone_from(&m.session_id);
+                    }
+                    EventKind::Compaction { .. } => report.compactions += 1,
+                    _ => {}
                 }
+                report.turn_ended = match &e.kind {
+                    EventKind::TurnEnd => Some(true),
+                    // Usage and identity lines trail a turn's end without restarting it.
+                    EventKind::TokenUsage { .. } | EventKind::SessionMeta(_) => report.turn_ended,
+                    _ => Some(false),
+                };
             }
             let at = follower.checkpoint();
             if !directives.is_empty() || at.line != report.to_line || report.rewritten {
