@@ -24,12 +24,13 @@ mod input;
 mod proc;
 mod reader;
 mod record;
+pub mod shim;
 mod spec;
 
 pub use input::{ENTER_AFTER_PASTE, INPUT_STALL};
 pub use nix::sys::signal::Signal;
 pub use proc::{
-    group_members, proc_stat, signal_group_if_same, signal_if_same, start_time, ProcStat,
+    group_members, proc_stat, signal_group_if_same, signal_if_same, start_time, tree, ProcStat,
 };
 pub use reader::TAIL_BYTES;
 pub use record::{Utf8Stream, FLUSH_EVERY};

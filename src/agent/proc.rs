@@ -24,6 +24,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 pub struct ProcStat {
     /// One-letter state (`R`, `S`, `Z`, …).
     pub state: char,
+    pub ppid: i32,
     pub pgrp: i32,
     pub session: i32,
     /// The foreground process group of the controlling terminal (field 8; -1 if none).
@@ -60,6 +61,7 @@ fn parse_stat(text: &str) -> Option<ProcStat> {
     // fields[0] is field 3 (state), so field N is fields[N - 3].
     Some(ProcStat {
         state: fields.first()?.chars().next()?,
+        ppid: fields.get(1)?.parse().ok()?,
         pgrp: fields.get(2)?.parse().ok()?,
         session: fields.get(3)?.parse().ok()?,
         tpgid: fields.get(5)?.parse().ok()?,
@@ -139,6 +141,36 @@ pub fn group_members(pgid: u32) -> Result<Vec<u32>> {
         }
     }
     Ok(pids)
+}
+
+/// Every live process descended from `root` (by parent links) or in session
+/// `session`, found by scanning `/proc`; `root` itself is not included.
+pub fn tree(root: u32, session: i32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let procs: Vec<(u32, ProcStat)> = dir
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| Some((pid, proc_stat(pid).ok()??)))
+        .filter(|(_, s)| s.state != 'Z')
+        .collect();
+    let mut out: Vec<u32> = Vec::new();
+    let mut frontier = vec![root as i32];
+    while let Some(parent) = frontier.pop() {
+        for (pid, s) in &procs {
+            if s.ppid == parent && *pid != root && !out.contains(pid) {
+                out.push(*pid);
+                frontier.push(*pid as i32);
+            }
+        }
+    }
+    for (pid, s) in &procs {
+        if s.session == session && *pid != root && !out.contains(pid) {
+            out.push(*pid);
+        }
+    }
+    out
 }
 
 /// Signals group `pgid`; a group that is already empty is not an error.

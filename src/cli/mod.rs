@@ -65,6 +65,16 @@ enum Command {
     /// The scripted demo agent the `demo` profile runs (no network, no API key).
     #[command(hide = true)]
     DemoAgent(DemoArgs),
+    /// What the supervisor runs under each PTY: starts the agent, and ends the agent's
+    /// whole process tree when the supervisor dies.
+    #[command(hide = true)]
+    AgentShim {
+        /// The supervisor's pid: if it is not the parent any more, the shim ends.
+        #[arg(long)]
+        parent: u32,
+        #[arg(last = true, required = true)]
+        command: Vec<std::ffi::OsString>,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -101,6 +111,7 @@ pub fn main() -> i32 {
     let result = match cli.command {
         // The wrapper's exit code is its command's, not spice's.
         Command::Exec(args) => steer::exec(args),
+        Command::AgentShim { parent, command } => crate::agent::shim::run(parent, &command),
         command => run(command).map(|()| 0),
     };
     match result {
@@ -123,7 +134,7 @@ fn run(command: Command) -> Result<()> {
         Command::DemoAgent(args) => demo_agent(args),
         Command::Hook { kind } => steer::hook(kind),
         Command::Session(cmd) => watch::session(cmd),
-        Command::Exec(_) => unreachable!("handled in main"),
+        Command::Exec(_) | Command::AgentShim { .. } => unreachable!("handled in main"),
         Command::Fleet(cmd) => fleet::run(cmd, &Env::from_process()?),
         Command::Store(cmd) => {
             let env = Env::from_process()?;

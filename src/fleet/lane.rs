@@ -496,6 +496,15 @@ impl Lane<'_> {
                 ["--settings".to_string(), claude_settings(&opts.spice)],
             );
         }
+        // Under the shim, no process of the agent outlives the supervisor.
+        let shim = [
+            opts.spice.display().to_string(),
+            "agent-shim".into(),
+            "--parent".into(),
+            std::process::id().to_string(),
+            "--".into(),
+        ];
+        argv.splice(0..0, shim);
         let mut env: Vec<(String, String)> = vec![
             ("PATH".into(), opts.path.clone()),
             ("HOME".into(), opts.home.display().to_string()),

@@ -1,0 +1,415 @@
+//! Fleet resilience through the real binary, with the scripted demo agent and fake
+//! agents: the supervisor killed (-9) mid-run, an agent killed, an agent that dies at
+//! once (crash-loop hold), a claim taken over while its agent works, and repeated
+//! supervisor kills against the store's integrity.
+
+mod common;
+use common::{git, TestEnv};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+/// A demo agent whose work commands take `secs` seconds each, so a test can act while
+/// it works.
+fn slow_profile(secs: u32) -> String {
+    format!(
+        r#"command = ["{{spice}}", "demo-agent", "--session-id", "{{session_id}}", "--brief-file", "{{brief_file}}", "--interactive", "--command-seconds", "{secs}"]
+resume = ["{{spice}}", "demo-agent", "--resume", "{{session_id}}", "--interactive", "--command-seconds", "{secs}"]
+mode = "pty"
+[transcript]
+format = "claude"
+dir = "{{home}}/.claude/projects/{{cwd_slug}}"
+glob = "{{session_id}}.jsonl"
+"#
+    )
+}
+
+/// A repository with `lanes` lanes (a, b, …) of `profile`, whose file is `profile_text`.
+fn setup(lanes: usize, lane_extra: &str, profile_text: &str) -> TestEnv {
+    let env = TestEnv::new();
+    for (k, v) in [("user.email", "demo@spice"), ("user.name", "demo")] {
+        git(&env.repo, &["config", k, v]);
+    }
+    git(&env.repo, &["checkout", "-q", "-b", "main"]);
+    std::fs::create_dir_all(env.repo.join("lanes")).unwrap();
+    std::fs::create_dir_all(env.repo.join("profiles")).unwrap();
+    std::fs::write(env.repo.join("profiles/agent.toml"), profile_text).unwrap();
+    for lane in ["a", "b", "c", "d"].iter().take(lanes) {
+        std::fs::write(
+            env.repo.join(format!("lanes/{lane}.toml")),
+            format!("profile = \"agent\"\nphases = [\"todo\"]\n{lane_extra}"),
+        )
+        .unwrap();
+    }
+    git(&env.repo, &["add", "lanes", "profiles"]);
+    git(&env.repo, &["commit", "-q", "-m", "lanes"]);
+    env
+}
+
+fn agent_home(env: &TestEnv) -> std::path::PathBuf {
+    env.dir.path().join("agent-home")
+}
+
+fn up(env: &TestEnv, args: &[&str]) -> Child {
+    let mut a = vec!["fleet", "up"];
+    a.extend_from_slice(args);
+    env.cmd(&a)
+        .env("HOME", agent_home(env))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn wait_for<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {secs}s waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn lanes(env: &TestEnv) -> Vec<serde_json::Value> {
+    env.run(&["fleet", "status", "--json"]).json()["lanes"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// Every live process that carries this test's state directory in its environment:
+/// the supervisor's agents and everything they started.
+fn fleet_processes(env: &TestEnv) -> Vec<(u32, String)> {
+    let needle = format!("SPICE_HOME={}", env.home.display());
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat
+            .rsplit(')')
+            .next()
+            .and_then(|r| r.split_whitespace().next());
+        if state == Some("Z") {
+            continue;
+        }
+        if environ.split(|b| *b == 0).any(|v| v == needle.as_bytes()) {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            out.push((pid, String::from_utf8_lossy(&cmd).replace('\0', " ")));
+        }
+    }
+    out
+}
+
+fn kill9(child: &mut Child) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+}
+
+fn ledger_kinds(env: &TestEnv, task: &str) -> Vec<String> {
+    env.run(&["task", "show", task, "--json"]).json()["ledger"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A demo agent hardened against its terminal going away: it ignores SIGHUP, and it
+/// leaves a process in a session of its own (out of reach of the terminal and of any
+/// process-group signal) running for minutes.
+fn stubborn_profile(secs: u32) -> String {
+    let run = |mode: &str| {
+        format!(
+            r#"["sh", "-c", "trap '' HUP; setsid sleep 300 & exec \"$0\" demo-agent {mode} --interactive --command-seconds {secs}", "{{spice}}", "{{session_id}}", "{{brief_file}}"]"#
+        )
+    };
+    format!(
+        "command = {}\nresume = {}\nmode = \"pty\"\n[transcript]\nformat = \"claude\"\ndir = \"{{home}}/.claude/projects/{{cwd_slug}}\"\nglob = \"{{session_id}}.jsonl\"\n",
+        run(r#"--session-id \"$1\" --brief-file \"$2\""#),
+        run(r#"--resume \"$1\""#),
+    )
+}
+
+#[test]
+fn supervisor_killed_mid_run_leaves_no_orphans_and_the_next_one_resumes_every_claim() {
+    let env = setup(3, "lease = \"1m\"\n", &stubborn_profile(3));
+    let tasks: Vec<String> = (0..3)
+        .map(|i| env.add(&[&format!("Task {i}"), "--project", "demo"]))
+        .collect();
+    // An item for a lane that never runs stays pending throughout.
+    let parked = env
+        .run(&["steer", "lane:z", "never delivered"])
+        .ok()
+        .trim()
+        .to_string();
+    let mut sup = up(&env, &[]);
+    wait_for("three lanes working", 30, || {
+        let l = lanes(&env);
+        l.iter()
+            .all(|l| l["state"] == "working" && l["claims"].as_array().unwrap().len() == 1)
+            .then_some(())
+    });
+    let acked = env
+        .run(&["steer", "lane:a", "mind the tests"])
+        .ok()
+        .trim()
+        .to_string();
+    wait_for("lane a's agent to ACK", 30, || {
+        (env.count(&format!("SELECT count(*) FROM acks WHERE key = '{acked}'")) > 0).then_some(())
+    });
+    assert!(!fleet_processes(&env).is_empty(), "agents are running");
+    kill9(&mut sup);
+    let killed = Instant::now();
+    // No agent process survives its supervisor by more than 10 s.
+    let gone = wait_for("the fleet's processes to end", 10, || {
+        fleet_processes(&env).is_empty().then_some(killed.elapsed())
+    });
+    eprintln!("orphans gone {gone:?} after the supervisor was killed");
+    let claims_at_kill: Vec<(String, String)> = {
+        let db = env.sql();
+        let mut st = db
+            .prepare("SELECT task_id, claimant FROM claims ORDER BY task_id")
+            .unwrap();
+        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    assert_eq!(claims_at_kill.len(), 3, "every claim is still leased");
+    let acks_at_kill = env.count("SELECT count(*) FROM acks");
+
+    // The next supervisor continues every claim with a successor and finishes the work.
+    let restarted = Instant::now();
+    let out = up(&env, &["--until-idle", "--json"])
+        .wait_with_output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("restart to all tasks done: {:?}", restarted.elapsed());
+    for t in &tasks {
+        let kinds = ledger_kinds(&env, t);
+        assert!(kinds.contains(&"successor".to_string()), "{t}: {kinds:?}");
+        let show = env.run(&["task", "show", t, "--json"]).json();
+        assert_eq!(show["phase"], "review", "{show}");
+    }
+    // The successor resumed its predecessor's conversation: one transcript per task.
+    let l = lanes(&env);
+    for lane in &l {
+        assert_eq!(lane["state"], "stopped");
+    }
+    assert!(env.count("SELECT count(*) FROM acks") >= acks_at_kill);
+    let item = |k: &str| {
+        env.run(&["inbox", "--all", "--json"])
+            .json()
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["key"] == k)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(item(&acked)["state"], "acked");
+    assert_eq!(item(&parked)["state"], "pending");
+    env.run(&["store", "check"]).ok();
+    assert!(fleet_processes(&env).is_empty());
+}
+
+#[test]
+fn a_killed_agent_is_followed_by_a_successor_on_the_same_claim_and_worktree() {
+    let env = setup(1, "lease = \"1m\"\n", &slow_profile(2));
+    let task = env.add(&["Task", "--project", "demo"]);
+    let sup = up(&env, &["--until-idle", "--json"]);
+    let first = wait_for("the lane to work", 30, || {
+        let l = lanes(&env).remove(0);
+        (l["state"] == "working").then_some(l)
+    });
+    let claim = first["claims"][0].clone();
+    // The agent itself (the shim's child), not the shim.
+    let agent = wait_for("the demo agent's process", 10, || {
+        fleet_processes(&env)
+            .into_iter()
+            .find(|(_, cmd)| cmd.contains(" demo-agent ") && !cmd.contains("agent-shim"))
+    });
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(agent.0 as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let killed = Instant::now();
+    let second = wait_for("a successor session", 20, || {
+        let l = lanes(&env).remove(0);
+        (l["session"] != first["session"] && !l["session"].is_null()).then_some(l)
+    });
+    eprintln!(
+        "successor launched {:?} after the agent was killed",
+        killed.elapsed()
+    );
+    assert_eq!(second["predecessors"][0], first["session"], "{second}");
+    assert_eq!(second["restarts"], 1);
+    assert_eq!(second["claims"][0]["task"], claim["task"]);
+    assert_eq!(second["claims"][0]["worktree"], claim["worktree"]);
+    assert!(
+        second["last_error"].as_str().unwrap().contains("SIGKILL"),
+        "{second}"
+    );
+    let out = sup.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let show = env.run(&["task", "show", &task, "--json"]).json();
+    assert_eq!(show["phase"], "review", "{show}");
+    assert!(ledger_kinds(&env, &task).contains(&"successor".to_string()));
+}
+
+#[test]
+fn an_agent_that_dies_at_once_holds_the_lane_until_lifted() {
+    let env = setup(
+        1,
+        "",
+        "command = [\"sh\", \"-c\", \"exit 3\"]\nmode = \"pty\"\n",
+    );
+    env.add(&["Task", "--project", "demo"]);
+    let mut sup = up(&env, &[]);
+    let held = wait_for("the hold", 30, || {
+        let l = lanes(&env).remove(0);
+        (l["state"] == "held").then_some(l)
+    });
+    assert!(
+        held["hold"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("3 agent deaths"),
+        "{held}"
+    );
+    assert!(
+        held["hold"]["seconds_left"].as_i64().unwrap() > 20,
+        "{held}"
+    );
+    assert!(held["last_error"]
+        .as_str()
+        .unwrap()
+        .contains("exited with code 3"));
+    let text = env.run(&["fleet", "status"]).ok().to_string();
+    assert!(text.contains("spice fleet lift a"), "{text}");
+    // Lifted: three more quick deaths, and a hold twice as long.
+    env.run(&["fleet", "lift", "a"]).ok();
+    let again = wait_for("the second hold", 30, || {
+        let l = lanes(&env).remove(0);
+        (l["state"] == "held" && l["restarts"].as_u64().unwrap() >= 5).then_some(l)
+    });
+    assert!(
+        again["hold"]["seconds_left"].as_i64().unwrap() > 50,
+        "{again}"
+    );
+    env.cmd(&["fleet", "lift", "b"])
+        .output()
+        .map(common::to_run)
+        .unwrap()
+        .fails(2, "no lane named \"b\"");
+    env.run(&["fleet", "down"]).ok();
+    assert!(sup.wait().unwrap().success());
+}
+
+#[test]
+fn a_claim_taken_over_while_its_agent_works_stops_the_agent_and_the_lane_goes_on() {
+    let env = setup(1, "lease = \"3s\"\n", &slow_profile(4));
+    let first = env.add(&["First", "--project", "demo", "--priority", "H"]);
+    let second = env.add(&["Second", "--project", "demo"]);
+    let sup = up(&env, &["--until-idle", "--json"]);
+    let working = wait_for("the lane to work", 30, || {
+        let l = lanes(&env).remove(0);
+        (l["state"] == "working").then_some(l)
+    });
+    let claim = working["claims"][0].clone();
+    assert_eq!(claim["task"], format!("demo-{first}"));
+    // The supervisor hangs; its lease lapses; the operator takes the claim over.
+    let pid = nix::unistd::Pid::from_raw(sup.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    std::thread::sleep(Duration::from_secs(4));
+    let fence = claim["fence"].to_string();
+    env.run(&[
+        "task",
+        "takeover",
+        &first,
+        "--stale",
+        &fence,
+        "--claimant",
+        "operator",
+    ])
+    .ok();
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    let out = sup.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The agent was told, through a steering item for its session, and stopped.
+    let items = env.run(&["inbox", "--all", "--json"]).json();
+    let told = items
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["target"] == working["session"])
+        .unwrap_or_else(|| panic!("no item for the session: {items}"));
+    assert!(
+        told["text"]
+            .as_str()
+            .unwrap()
+            .contains("taken over by operator"),
+        "{told}"
+    );
+    let show = env.run(&["task", "show", &first, "--json"]).json();
+    assert_eq!(show["claim"]["claimant"], "operator");
+    let exited = show["ledger"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "exited")
+        .cloned()
+        .unwrap();
+    assert!(
+        exited["detail"]["how"]
+            .as_str()
+            .unwrap()
+            .contains("taken over"),
+        "{exited}"
+    );
+    // Its worktree is kept; the lane went on to the next task.
+    assert!(std::path::Path::new(claim["worktree"].as_str().unwrap()).is_dir());
+    let next = env.run(&["task", "show", &second, "--json"]).json();
+    assert_eq!(next["phase"], "review", "{next}");
+}
+
+#[test]
+fn twenty_supervisor_kills_leave_the_store_intact() {
+    let env = setup(2, "lease = \"1m\"\n", &slow_profile(1));
+    for i in 0..6 {
+        env.add(&[&format!("Task {i}"), "--project", "demo"]);
+    }
+    for round in 0..20 {
+        let mut sup = up(&env, &[]);
+        // Kill at a different moment each round: mid-claim, mid-launch, mid-scan.
+        std::thread::sleep(Duration::from_millis(150 + 97 * (round % 7)));
+        kill9(&mut sup);
+        let check = env.run(&["store", "check"]);
+        assert!(check.ok().starts_with("ok"), "round {round}");
+    }
+    wait_for("the last agents to end", 10, || {
+        fleet_processes(&env).is_empty().then_some(())
+    });
+}
