@@ -275,3 +275,102 @@ fn steering_is_typed_into_an_agent_waiting_for_input_and_answered() {
     assert_eq!(l["state"], "stopped", "{l}");
     assert!(l["last_error"].is_null(), "{l}");
 }
+
+/// A lane of a Codex-like agent (a scripted stand-in) whose transcript is named by a
+/// thread id spice is never told: found by its recorded cwd, followed for ACKs, and
+/// its id used to resume the conversation after the agent is killed.
+#[test]
+fn a_codex_rollout_is_found_by_cwd_followed_and_resumed_by_its_own_id() {
+    let env = setup();
+    std::fs::remove_file(env.repo.join("lanes/b.toml")).unwrap();
+    let fake =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/agents/fake-codex.sh");
+    std::fs::create_dir_all(env.repo.join("profiles")).unwrap();
+    std::fs::write(
+        env.repo.join("profiles/fakecodex.toml"),
+        format!(
+            "command = [\"bash\", \"{f}\", \"{{spice}}\"]\n\
+             resume = [\"bash\", \"{f}\", \"{{spice}}\", \"resume\", \"{{session_id}}\"]\n\
+             mode = \"pty\"\n[transcript]\nformat = \"codex\"\n\
+             dir = \"{{home}}/.codex/sessions\"\nglob = \"*/*/*/rollout-*.jsonl\"\n",
+            f = fake.display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        env.repo.join("lanes/a.toml"),
+        "profile = \"fakecodex\"\nphases = [\"todo\"]\n[env]\nFAKE_CODEX_SECONDS = \"30\"\n",
+    )
+    .unwrap();
+    let task = env.add(&["Codex task", "--project", "demo"]);
+    let key = env
+        .run(&["steer", "lane:a", "say hello"])
+        .ok()
+        .trim()
+        .to_string();
+    let fleet = env
+        .cmd(&["fleet", "up", "--until-idle", "--json"])
+        .env("HOME", env.dir.path().join("agent-home"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let first = wait_for("the rollout to be found", 30, || {
+        let l = lane_status(&env, "a");
+        l["transcript"]
+            .as_str()
+            .is_some_and(|t| t.contains("rollout-"))
+            .then_some(l)
+    });
+    let rollout = first["transcript"].as_str().unwrap().to_string();
+    let thread = rollout
+        .trim_end_matches(".jsonl")
+        .rsplit('-')
+        .take(5)
+        .collect::<Vec<_>>();
+    let thread: String = thread.into_iter().rev().collect::<Vec<_>>().join("-");
+    // Kill the agent mid-command: the successor resumes the thread by its own id.
+    let pid = first["pid"].as_u64().unwrap() as i32;
+    let agent = wait_for("the fake agent under the shim", 10, || {
+        let kids = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+        kids.split_whitespace()
+            .next()
+            .and_then(|k| k.parse::<i32>().ok())
+    });
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(agent),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let out = fleet.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let show = env.run(&["task", "show", &task, "--json"]).json();
+    assert_eq!(show["phase"], "review", "{show}");
+    let launches: Vec<&serde_json::Value> = show["ledger"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "launched")
+        .collect();
+    assert_eq!(launches.len(), 2, "{show}");
+    assert_eq!(launches[1]["detail"]["resume"], true);
+    assert_eq!(
+        launches[1]["detail"]["conversation"],
+        thread.as_str(),
+        "{show}"
+    );
+    // The ACK was read from the rollout (the successor's command showed the item).
+    let source: String = env
+        .sql()
+        .query_row("SELECT source FROM acks WHERE key = ?1", [&key], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(source, rollout);
+    let items = env.run(&["inbox", "--all", "--json"]).json();
+    assert_eq!(items[0]["state"], "acked", "{items}");
+}
