@@ -332,3 +332,21 @@ fn reimporting_a_claimed_task_is_refused() {
         "pending"
     );
 }
+
+#[test]
+fn output_into_a_closed_pipe_ends_quietly() {
+    let env = TestEnv::new();
+    env.add(&["A task to list"]);
+    let mut child = env
+        .cmd(&["task", "list"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // the reader went away, as `| head -0` does
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(13), "{:?} {stderr}", out.status);
+}

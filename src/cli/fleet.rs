@@ -86,7 +86,7 @@ pub fn run(cmd: FleetCmd, env: &Env) -> Result<()> {
 /// The repository and its lanes and profiles, or every configuration problem: all but
 /// the last are printed here, each a full `spice: file:line:col: reason` line, and the
 /// last travels as the command's error (exit 2).
-fn load(env: &Env) -> Result<(PathBuf, FleetConfig)> {
+pub(super) fn load(env: &Env) -> Result<(PathBuf, FleetConfig)> {
     let repo = env.repo_top.clone().ok_or_else(|| {
         Error::input("spice fleet needs a git work tree (lanes live in its lanes/ directory)")
     })?;
@@ -227,11 +227,69 @@ extern "C" fn on_stop(_: i32) {
     }
 }
 
+/// A flag SIGINT and SIGTERM set: the supervisor's lanes stop their agents and end.
+pub(super) fn stop_on_signals() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+    let stop = STOP.get_or_init(Default::default).clone();
+    let action = nix::sys::signal::SigAction::new(
+        nix::sys::signal::SigHandler::Handler(on_stop),
+        nix::sys::signal::SaFlags::empty(),
+        nix::sys::signal::SigSet::empty(),
+    );
+    for sig in [
+        nix::sys::signal::Signal::SIGINT,
+        nix::sys::signal::Signal::SIGTERM,
+    ] {
+        // SAFETY: the handler only stores to an atomic.
+        unsafe {
+            let _ = nix::sys::signal::sigaction(sig, &action);
+        }
+    }
+    stop
+}
+
 fn up(env: &Env, until_idle: bool, json: bool) -> Result<()> {
     let (repo, fleet) = load(env)?;
     for (l, e) in fleet.unavailable() {
         eprintln!("spice: lane {} will not run: {e}", l.name);
     }
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let opts = options(env, repo, home, until_idle)?;
+    let stop = stop_on_signals();
+    let reports = crate::fleet::up(&fleet, &opts, stop)?;
+    if json {
+        render::print_json(&reports);
+    } else {
+        for r in &reports {
+            println!(
+                "{}: claimed {}; {} session(s){}",
+                r.lane,
+                if r.claimed.is_empty() {
+                    "nothing".to_string()
+                } else {
+                    r.claimed.join(", ")
+                },
+                r.sessions.len(),
+                r.error
+                    .as_deref()
+                    .map(|e| format!("; error: {e}"))
+                    .unwrap_or_default()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// What the supervisor needs from this process: the spice binary, the shell
+/// redirector written into the state directory, the base branch (the repository's
+/// current branch), and the environment agents and git get.
+pub(super) fn options(
+    env: &Env,
+    repo: PathBuf,
+    home: PathBuf,
+    until_idle: bool,
+) -> Result<crate::fleet::FleetOptions> {
     let spice = std::env::current_exe().map_err(|source| Error::Io {
         context: "failed to locate the spice binary".into(),
         source,
@@ -258,57 +316,18 @@ fn up(env: &Env, until_idle: bool, json: bool) -> Result<()> {
         .filter(|o| o.status.success())
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_else(|| "main".into());
-    let opts = crate::fleet::FleetOptions {
+    Ok(crate::fleet::FleetOptions {
         state_dir: env.state_dir.clone(),
         repo,
         base,
         spice,
-        home: std::env::var_os("HOME")
-            .map(PathBuf::from)
-            .unwrap_or_default(),
+        home,
         path: std::env::var("PATH").unwrap_or_default(),
         vars: std::env::vars_os().collect(),
         bash_env,
         until_idle,
         poll: std::time::Duration::from_secs(2),
-    };
-    let stop = STOP.get_or_init(Default::default).clone();
-    let action = nix::sys::signal::SigAction::new(
-        nix::sys::signal::SigHandler::Handler(on_stop),
-        nix::sys::signal::SaFlags::empty(),
-        nix::sys::signal::SigSet::empty(),
-    );
-    for sig in [
-        nix::sys::signal::Signal::SIGINT,
-        nix::sys::signal::Signal::SIGTERM,
-    ] {
-        // SAFETY: the handler only stores to an atomic.
-        unsafe {
-            let _ = nix::sys::signal::sigaction(sig, &action);
-        }
-    }
-    let reports = crate::fleet::up(&fleet, &opts, stop)?;
-    if json {
-        render::print_json(&reports);
-    } else {
-        for r in &reports {
-            println!(
-                "{}: claimed {}; {} session(s){}",
-                r.lane,
-                if r.claimed.is_empty() {
-                    "nothing".to_string()
-                } else {
-                    r.claimed.join(", ")
-                },
-                r.sessions.len(),
-                r.error
-                    .as_deref()
-                    .map(|e| format!("; error: {e}"))
-                    .unwrap_or_default()
-            );
-        }
-    }
-    Ok(())
+    })
 }
 
 fn check(env: &Env, json: bool) -> Result<()> {

@@ -2,6 +2,7 @@
 //! the environment (`SPICE_HOME`), the working directory or the terminal; it passes
 //! explicit paths, a clock and options to the library.
 
+mod demo;
 mod fleet;
 mod next;
 mod render;
@@ -57,6 +58,9 @@ enum Command {
     /// Lanes of agents: validate their configuration.
     #[command(subcommand)]
     Fleet(fleet::FleetCmd),
+    /// The first run: a scratch repository, two lanes of the scripted demo agent, the
+    /// whole loop narrated (no network, no API key).
+    Demo(demo::DemoArgs),
     /// Hook entry points agents call (Claude Code's PostToolUse shows pending steering).
     Hook {
         #[arg(value_enum)]
@@ -112,7 +116,20 @@ pub fn main() -> i32 {
         // The wrapper's exit code is its command's, not spice's.
         Command::Exec(args) => steer::exec(args),
         Command::AgentShim { parent, command } => crate::agent::shim::run(parent, &command),
-        command => run(command).map(|()| 0),
+        command => {
+            // Output into a closed pipe (`spice task list | head`) ends the command
+            // quietly, as it does for other tools, instead of a panic in println!.
+            // The wrapper and the shim keep ignoring SIGPIPE: their children's output
+            // never passes through them.
+            // SAFETY: restoring a default disposition installs no handler.
+            unsafe {
+                let _ = nix::sys::signal::signal(
+                    nix::sys::signal::Signal::SIGPIPE,
+                    nix::sys::signal::SigHandler::SigDfl,
+                );
+            }
+            run(command).map(|()| 0)
+        }
     };
     match result {
         Ok(code) => code,
@@ -133,6 +150,7 @@ fn run(command: Command) -> Result<()> {
         Command::Watch(args) => watch::watch(args),
         Command::DemoAgent(args) => demo_agent(args),
         Command::Hook { kind } => steer::hook(kind),
+        Command::Demo(args) => demo::run(args),
         Command::Session(cmd) => watch::session(cmd),
         Command::Exec(_) | Command::AgentShim { .. } => unreachable!("handled in main"),
         Command::Fleet(cmd) => fleet::run(cmd, &Env::from_process()?),

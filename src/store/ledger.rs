@@ -76,6 +76,19 @@ impl Store {
         })
     }
 
+    /// Every ledger entry after `seq`, oldest first (at most `limit`): how a watcher
+    /// follows what happens to all tasks.
+    pub fn ledger_since(&mut self, seq: i64, limit: usize) -> Result<Vec<LedgerEntry>> {
+        self.read("reading the ledger", |tx, _| {
+            let mut stmt = tx.prepare_cached(
+                "SELECT seq, task_id, at, kind, actor, fence, detail FROM ledger
+                 WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+            )?;
+            let rows = stmt.query_map(params![seq, limit as i64], row_to_entry)?;
+            Ok(rows.collect::<std::result::Result<Vec<_>, _>>()?)
+        })
+    }
+
     /// Ledger entries addressed to `actor` of the given kind (e.g. `displaced`).
     pub fn ledger_for_actor(&mut self, actor: &str, kind: &str) -> Result<Vec<LedgerEntry>> {
         self.read("reading the ledger", |tx, _| {
