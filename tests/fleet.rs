@@ -374,3 +374,30 @@ fn a_codex_rollout_is_found_by_cwd_followed_and_resumed_by_its_own_id() {
     let items = env.run(&["inbox", "--all", "--json"]).json();
     assert_eq!(items[0]["state"], "acked", "{items}");
 }
+
+/// A lane may work in another repository than the one `fleet up` runs in: its
+/// worktrees come from there and its work merges into that repository's branch.
+#[test]
+fn a_lane_works_in_the_repository_it_names() {
+    let env = setup();
+    std::fs::remove_file(env.repo.join("lanes/b.toml")).unwrap();
+    let other = env.dir.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    git(&other, &["init", "-q", "-b", "trunk"]);
+    for (k, v) in [("user.email", "o@spice"), ("user.name", "o")] {
+        git(&other, &["config", k, v]);
+    }
+    std::fs::write(other.join("README"), "other\n").unwrap();
+    git(&other, &["add", "."]);
+    git(&other, &["commit", "-q", "-m", "other"]);
+    std::fs::write(
+        env.repo.join("lanes/a.toml"),
+        "profile = \"demo\"\nrepo = \"../other\"\nphases = [\"todo\"]\n",
+    )
+    .unwrap();
+    let task = env.add(&["Elsewhere", "--project", "demo"]);
+    let reports = up(&env);
+    assert_eq!(claimed_in(&reports), [format!("demo-{task}")], "{reports}");
+    assert!(git(&other, &["log", "--oneline", "trunk"]).contains(&format!("demo: {task}")));
+    assert!(!git(&env.repo, &["log", "--oneline", "--all"]).contains(&format!("demo: {task}")));
+}

@@ -93,6 +93,7 @@ pub fn run(cfg: &LaneConfig, opts: &FleetOptions, stop: &Arc<AtomicBool>) -> Lan
         report,
         deaths: VecDeque::new(),
         holds: 0,
+        base: opts.base.clone(),
     };
     if let Err(e) = lane.run() {
         lane.row.last_error = Some(e.to_string());
@@ -116,6 +117,8 @@ struct Lane<'a> {
     report: LaneReport,
     deaths: VecDeque<Instant>,
     holds: u32,
+    /// The branch task branches start from and merge into.
+    base: String,
 }
 
 /// How a session ended.
@@ -173,10 +176,20 @@ impl Lane<'_> {
             .program
             .clone()
             .map_err(|e| Error::input(e.to_string()))?;
-        let git = crate::git::Git::open(
-            &self.opts.repo,
-            crate::git::Runner::new(self.opts.vars.clone()),
-        )?;
+        // The lane's own repository, if it names one (relative to the fleet's).
+        let repo = match &self.cfg.lane.repo {
+            Some(r) => self.opts.repo.join(r),
+            None => self.opts.repo.clone(),
+        };
+        let git = crate::git::Git::open(&repo, crate::git::Runner::new(self.opts.vars.clone()))?;
+        self.base = match (&self.cfg.lane.base, &self.cfg.lane.repo) {
+            (Some(b), _) => b.clone(),
+            (None, Some(_)) => git
+                .launch_check(&repo)?
+                .branch
+                .unwrap_or_else(|| "main".into()),
+            (None, None) => self.opts.base.clone(),
+        };
         // A previous supervisor's lane: its agent must be gone, its claims continue.
         let previous = self.store.lane(&self.cfg.name)?;
         if let Some(prev) = &previous {
@@ -272,12 +285,7 @@ impl Lane<'_> {
         session: &str,
         fence: i64,
     ) -> Result<PathBuf> {
-        let base = self
-            .cfg
-            .lane
-            .base
-            .clone()
-            .unwrap_or_else(|| self.opts.base.clone());
+        let base = self.base.clone();
         let root = self
             .cfg
             .lane
