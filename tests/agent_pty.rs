@@ -140,6 +140,27 @@ fn output_is_recorded_as_a_valid_asciicast_with_characters_split_across_reads() 
     assert!(events.windows(2).all(|w| w[0].0 <= w[1].0), "{events:?}");
     // The terminal turns \n into \r\n; the stray byte becomes U+FFFD.
     assert_eq!(output_of(&events), "hello\r\nwörld\r\n€ done\r\n\u{FFFD}!");
+    // asciinema itself plays it back (`.ci/run` installs it); it wants a terminal.
+    if std::process::Command::new("asciinema")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "asciinema is needed in CI"
+        );
+        eprintln!("skipped the asciinema playback check: asciinema is not installed");
+        return;
+    }
+    let play = format!("asciinema cat '{}'", cast.display());
+    let mut player = Agent::spawn(&sh(&play, dir.path())).unwrap();
+    assert_eq!(exit(&mut player), ExitStatus::Code(0));
+    let screen = String::from_utf8_lossy(&player.screen_tail()).replace('\r', "");
+    assert!(
+        screen.contains("hello\nwörld\n€ done\n\u{FFFD}!"),
+        "{screen:?}"
+    );
 }
 
 #[test]
