@@ -413,3 +413,90 @@ fn twenty_supervisor_kills_leave_the_store_intact() {
         fleet_processes(&env).is_empty().then_some(())
     });
 }
+
+/// The operator attaches a terminal to a lane's agent: sees its screen, types a
+/// message it acts on, resizes (recorded in the lane's asciicast), and detaches with
+/// Ctrl-], leaving the agent running.
+#[test]
+fn the_operator_attaches_types_resizes_and_detaches() {
+    use spice::agent::{Agent, LaunchSpec};
+    let env = setup(1, "", &slow_profile(1));
+    let task = env.add(&[
+        "Wait for me",
+        "--project",
+        "demo",
+        "--body",
+        spice::demo::WAIT_MARKER,
+    ]);
+    let sup = up(&env, &["--until-idle", "--json"]);
+    let waiting = wait_for("the agent to wait for input", 30, || {
+        let l = lanes(&env).remove(0);
+        (l["state"] == "waiting").then_some(l)
+    });
+    let mut client = Agent::spawn(&LaunchSpec {
+        argv: vec![
+            common::bin().display().to_string(),
+            "fleet".into(),
+            "attach".into(),
+            "a".into(),
+        ],
+        cwd: env.repo.clone(),
+        env: vec![
+            ("PATH".into(), std::env::var("PATH").unwrap_or_default()),
+            ("HOME".into(), env.dir.path().display().to_string()),
+            ("SPICE_HOME".into(), env.home.display().to_string()),
+            ("TERM".into(), "xterm".into()),
+        ],
+        cols: 100,
+        rows: 30,
+        recording: None,
+    })
+    .unwrap();
+    let screen = |a: &Agent| String::from_utf8_lossy(&a.screen_tail()).to_string();
+    wait_for("the attach banner", 10, || {
+        screen(&client).contains("attached to lane a").then_some(())
+    });
+    client.resize(90, 20).unwrap();
+    std::thread::sleep(Duration::from_millis(400)); // the client polls its size
+    client.write_input(b"go ahead\r").unwrap();
+    // The agent's terminal echoes what was typed, through the attached client.
+    wait_for("the echo of the typed message", 10, || {
+        screen(&client).contains("go ahead").then_some(())
+    });
+    client.write_input(&[0x1d]).unwrap();
+    assert_eq!(
+        client.wait_timeout(Duration::from_secs(10)).unwrap(),
+        Some(spice::agent::ExitStatus::Code(0))
+    );
+    // The client's last words reach its screen just after it exits.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !screen(&client).contains("detached from lane a") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        screen(&client).contains("detached from lane a"),
+        "{}",
+        screen(&client)
+    );
+    // The agent kept running and acted on the message: the task is done.
+    let out = sup.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let show = env.run(&["task", "show", &task, "--json"]).json();
+    assert_eq!(show["phase"], "review", "{show}");
+    let cast = std::fs::read_to_string(waiting["recording"].as_str().unwrap()).unwrap();
+    assert!(
+        cast.contains(r#""r","90x20""#),
+        "the resize is in the recording"
+    );
+    // Without a supervisor there is nothing to attach to.
+    let r = env
+        .cmd(&["fleet", "attach", "a"])
+        .output()
+        .map(common::to_run)
+        .unwrap();
+    r.fails(2, "is `spice fleet up` running?");
+}

@@ -57,11 +57,7 @@ pub struct Agent {
     pid: u32,
     start_time: u64,
     child: std::process::Child,
-    /// Kept for resizing; the PTY's input and output go through the descriptors below.
-    master: Mutex<Box<dyn MasterPty + Send>>,
-    /// A non-blocking descriptor of the master for input; the lock keeps a paste and
-    /// its Enter together.
-    input: Mutex<OwnedFd>,
+    term: Arc<Terminal>,
     shared: Arc<Shared>,
     reader: Option<JoinHandle<()>>,
     /// The exit, once observed (the leader may still be an unreaped zombie).
@@ -159,8 +155,12 @@ impl Agent {
             pid,
             start_time,
             child,
-            master: Mutex::new(master),
-            input: Mutex::new(input),
+            term: Arc::new(Terminal {
+                pid,
+                master: Mutex::new(master),
+                input: Mutex::new(input),
+                shared: shared.clone(),
+            }),
             shared,
             reader: Some(reader),
             status: None,
@@ -181,14 +181,14 @@ impl Agent {
     /// Writes raw bytes into the PTY, as keys typed at the terminal. Fails if the
     /// agent has not made room for them within [`INPUT_STALL`].
     pub fn write_input(&self, bytes: &[u8]) -> Result<()> {
-        input::write_all(&lock(&self.input), self.pid, bytes)
+        self.term.write_input(bytes)
     }
 
     /// Types `text` as one bracketed paste, then Enter. Line feeds are sent as
     /// carriage returns, as terminals paste them, and an end-of-paste marker inside
     /// the text is removed so the text cannot end the paste early and type keys.
     pub fn paste(&self, text: &str) -> Result<()> {
-        let input = lock(&self.input);
+        let input = lock(&self.term.input);
         input::write_all(&input, self.pid, &input::bracketed(text))?;
         std::thread::sleep(ENTER_AFTER_PASTE);
         input::write_all(&input, self.pid, b"\r")
@@ -196,22 +196,12 @@ impl Agent {
 
     /// Changes the terminal size (the agent gets SIGWINCH) and records it.
     pub fn resize(&self, cols: u16, rows: u16) -> Result<()> {
-        if cols == 0 || rows == 0 {
-            return Err(Error::input(format!(
-                "terminal size {cols}x{rows} is empty"
-            )));
-        }
-        let size = PtySize {
-            rows,
-            cols,
-            pixel_width: 0,
-            pixel_height: 0,
-        };
-        lock(&self.master)
-            .resize(size)
-            .map_err(|e| Error::Other(format!("failed to resize agent {}: {e:#}", self.pid)))?;
-        self.shared.record(|r| r.resize(cols, rows));
-        Ok(())
+        self.term.resize(cols, rows)
+    }
+
+    /// The agent's terminal, for another thread (an operator attached to it).
+    pub fn terminal(&self) -> Arc<Terminal> {
+        self.term.clone()
     }
 
     /// The exit, if the agent has ended. The process stays a zombie until
@@ -282,6 +272,62 @@ impl Agent {
         self.reaped = true;
         let st = *self.status.get_or_insert(ExitStatus::from_std(st));
         Ok(st)
+    }
+}
+
+/// An agent's terminal as another thread may use it while the [`Agent`] handle is
+/// busy elsewhere: keys in, size, and a copy of the output from now on.
+pub struct Terminal {
+    pid: u32,
+    /// Kept for resizing; the PTY's input and output go through descriptors.
+    master: Mutex<Box<dyn MasterPty + Send>>,
+    /// A non-blocking descriptor of the master for input; the lock keeps a paste and
+    /// its Enter together.
+    input: Mutex<OwnedFd>,
+    shared: Arc<Shared>,
+}
+
+impl Terminal {
+    /// Writes raw bytes into the PTY, as keys typed at the terminal.
+    pub fn write_input(&self, bytes: &[u8]) -> Result<()> {
+        input::write_all(&lock(&self.input), self.pid, bytes)
+    }
+
+    /// Changes the terminal size (the agent gets SIGWINCH) and records it.
+    pub fn resize(&self, cols: u16, rows: u16) -> Result<()> {
+        if cols == 0 || rows == 0 {
+            return Err(Error::input(format!(
+                "terminal size {cols}x{rows} is empty"
+            )));
+        }
+        let size = PtySize {
+            rows,
+            cols,
+            pixel_width: 0,
+            pixel_height: 0,
+        };
+        lock(&self.master)
+            .resize(size)
+            .map_err(|e| Error::Other(format!("failed to resize agent {}: {e:#}", self.pid)))?;
+        self.shared.record(|r| r.resize(cols, rows));
+        Ok(())
+    }
+
+    /// Sends the recent output, then everything the agent writes from now on, to
+    /// `to` (made non-blocking). A watcher that cannot keep up, or went away, is
+    /// dropped: it never slows the agent down.
+    pub fn watch(&self, to: std::os::unix::net::UnixStream) -> Result<()> {
+        to.set_nonblocking(true).map_err(|source| Error::Io {
+            context: "failed to prepare an attached terminal".into(),
+            source,
+        })?;
+        self.shared.add_watcher(to);
+        Ok(())
+    }
+
+    /// The last [`TAIL_BYTES`] of output.
+    pub fn tail(&self) -> Vec<u8> {
+        self.shared.tail()
     }
 }
 

@@ -17,6 +17,7 @@ use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -38,6 +39,8 @@ pub struct Shared {
     pub(super) closing: AtomicBool,
     /// Set by the reader when it has stopped and the recording is closed.
     done: AtomicBool,
+    /// Attached operators' sockets, each sent every byte read from now on.
+    watchers: Mutex<Vec<UnixStream>>,
 }
 
 impl Shared {
@@ -64,6 +67,23 @@ impl Shared {
         self.done.load(Ordering::Acquire)
     }
 
+    /// Adds a watcher (non-blocking): it gets the current tail at once, then every
+    /// byte read.
+    pub fn add_watcher(&self, mut to: UnixStream) {
+        let tail = self.tail();
+        if write_all_now(&mut to, &tail) {
+            lock(&self.watchers).push(to);
+        }
+    }
+
+    /// Copies `bytes` to every watcher; one that would block or failed is dropped.
+    fn copy_to_watchers(&self, bytes: &[u8]) {
+        let mut w = lock(&self.watchers);
+        if !w.is_empty() {
+            w.retain_mut(|s| write_all_now(s, bytes));
+        }
+    }
+
     fn push_tail(&self, bytes: &[u8]) {
         let mut tail = lock(&self.tail);
         let keep = bytes.len().min(TAIL_BYTES);
@@ -85,6 +105,22 @@ impl Shared {
             }
         }
     }
+}
+
+/// Writes all of `bytes` to a non-blocking socket, or reports that it could not (it
+/// would block, or the peer is gone). A local socket's buffer holds far more than a
+/// terminal shows, so only a stuck reader hits this.
+fn write_all_now(s: &mut UnixStream, mut bytes: &[u8]) -> bool {
+    use std::io::Write;
+    while !bytes.is_empty() {
+        match s.write(bytes) {
+            Ok(0) => return false,
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+    }
+    true
 }
 
 /// A poisoned lock only means another thread panicked mid-update of plain bytes;
@@ -128,6 +164,7 @@ pub fn run(master: OwnedFd, shared: &Shared) {
             Ok(n) => {
                 shared.push_tail(&buf[..n]);
                 shared.record(|r| r.output(&buf[..n]));
+                shared.copy_to_watchers(&buf[..n]);
             }
             Err(Errno::EAGAIN | Errno::EINTR) => {}
             // EIO: the slave side has no holder left; the kernel hands over all
@@ -140,6 +177,8 @@ pub fn run(master: OwnedFd, shared: &Shared) {
             *lock(&shared.recording_error) = Some(e.to_string());
         }
     }
+    // Attached terminals see the end of the session.
+    lock(&shared.watchers).clear();
     shared.done.store(true, Ordering::Release);
 }
 

@@ -42,6 +42,9 @@ pub enum FleetCmd {
     },
     /// Lift a lane's crash-loop hold now.
     Lift { lane: String },
+    /// Connect this terminal to a lane's agent (its PTY); Ctrl-] detaches and leaves
+    /// the agent running.
+    Attach { lane: String },
     /// Run the lanes in the foreground until interrupted (SIGINT/SIGTERM).
     Up {
         /// Stop each lane once nothing is ready for it.
@@ -75,6 +78,7 @@ pub fn run(cmd: FleetCmd, env: &Env) -> Result<()> {
             }
             Ok(())
         }
+        FleetCmd::Attach { lane } => attach(env, &lane),
         FleetCmd::Lift { lane } => {
             env.open()?.lift_hold(&lane)?;
             println!("lifted the hold on lane {lane}");
@@ -460,4 +464,129 @@ fn which(program: &str) -> Option<PathBuf> {
 fn executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The key that detaches (Ctrl-], as telnet uses).
+const DETACH: u8 = 0x1d;
+
+fn attach(env: &Env, lane: &str) -> Result<()> {
+    use crate::fleet::attach::{frame, socket_path};
+    use std::io::{Read, Write};
+    use std::os::fd::AsFd;
+    let path = socket_path(&env.state_dir, lane);
+    let mut conn = std::os::unix::net::UnixStream::connect(&path).map_err(|_| {
+        Error::input(format!(
+            "lane {lane} has no supervisor to attach to ({} is not listening): is `spice fleet up` running?",
+            path.display()
+        ))
+    })?;
+    let stdin = std::io::stdin();
+    let tty = nix::unistd::isatty(0).unwrap_or(false);
+    // Raw mode for the operator's terminal, restored however this ends.
+    struct Restore(Option<nix::sys::termios::Termios>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            if let Some(t) = &self.0 {
+                let _ = nix::sys::termios::tcsetattr(
+                    std::io::stdin().as_fd(),
+                    nix::sys::termios::SetArg::TCSANOW,
+                    t,
+                );
+            }
+        }
+    }
+    let _restore = if tty {
+        let saved = nix::sys::termios::tcgetattr(stdin.as_fd())
+            .map_err(|e| Error::Other(format!("failed to read the terminal's mode: {e}")))?;
+        let mut raw = saved.clone();
+        nix::sys::termios::cfmakeraw(&mut raw);
+        nix::sys::termios::tcsetattr(stdin.as_fd(), nix::sys::termios::SetArg::TCSANOW, &raw)
+            .map_err(|e| Error::Other(format!("failed to set the terminal's mode: {e}")))?;
+        Restore(Some(saved))
+    } else {
+        Restore(None)
+    };
+    let mut out = std::io::stdout();
+    let _ = write!(
+        out,
+        "spice: attached to lane {lane}; Ctrl-] detaches and leaves the agent running\r\n"
+    );
+    let _ = out.flush();
+    // The agent's output, until its session ends or we detach.
+    let ended = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let mut conn = conn.try_clone().map_err(|source| Error::Io {
+            context: "failed to attach".into(),
+            source,
+        })?;
+        let ended = ended.clone();
+        std::thread::spawn(move || {
+            let mut out = std::io::stdout();
+            let mut buf = [0u8; 16 * 1024];
+            while let Ok(n) = conn.read(&mut buf) {
+                if n == 0 || out.write_all(&buf[..n]).and_then(|()| out.flush()).is_err() {
+                    break;
+                }
+            }
+            ended.store(true, std::sync::atomic::Ordering::SeqCst);
+        })
+    };
+    let size = || {
+        let mut ws: nix::libc::winsize = unsafe { std::mem::zeroed() };
+        // SAFETY: TIOCGWINSZ fills a winsize; the pointer is valid.
+        let rc = unsafe { nix::libc::ioctl(1, nix::libc::TIOCGWINSZ, &mut ws) };
+        (rc == 0 && ws.ws_col > 0 && ws.ws_row > 0).then_some((ws.ws_col, ws.ws_row))
+    };
+    let mut last_size = None;
+    let mut buf = [0u8; 4096];
+    let detached = loop {
+        if ended.load(std::sync::atomic::Ordering::SeqCst) {
+            break false;
+        }
+        // The size is polled: a resize is rare, and this needs no signal handler.
+        let now = size();
+        if let Some((c, r)) = now.filter(|_| now != last_size) {
+            last_size = now;
+            let body = [c.to_be_bytes(), r.to_be_bytes()].concat();
+            if conn.write_all(&frame(b'r', &body)).is_err() {
+                break false;
+            }
+        }
+        let mut fds = [nix::poll::PollFd::new(
+            stdin.as_fd(),
+            nix::poll::PollFlags::POLLIN,
+        )];
+        match nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(200u8)) {
+            Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
+            Ok(_) => {}
+            Err(_) => break false,
+        }
+        // Unbuffered: what poll saw is exactly what is read.
+        let n = match nix::unistd::read(0, &mut buf) {
+            Ok(0) => break true, // end of input: detach
+            Ok(n) => n,
+            Err(nix::errno::Errno::EINTR | nix::errno::Errno::EAGAIN) => continue,
+            Err(_) => break true,
+        };
+        let keys = &buf[..n];
+        let (keys, detach) = match keys.iter().position(|b| *b == DETACH) {
+            Some(at) => (&keys[..at], true),
+            None => (keys, false),
+        };
+        if !keys.is_empty() && conn.write_all(&frame(b'i', keys)).is_err() {
+            break false;
+        }
+        if detach {
+            break true;
+        }
+    };
+    let _ = conn.shutdown(std::net::Shutdown::Both);
+    let _ = reader.join();
+    drop(_restore);
+    if detached {
+        println!("\nspice: detached from lane {lane}; the agent keeps running");
+    } else {
+        println!("\nspice: the session on lane {lane} ended");
+    }
+    Ok(())
 }

@@ -66,7 +66,12 @@ const LOCATE_EVERY: Duration = Duration::from_secs(1);
 /// How often the last-activity time alone is written to the store.
 const ACTIVITY_EVERY: Duration = Duration::from_secs(5);
 
-pub fn run(cfg: &LaneConfig, opts: &FleetOptions, stop: &Arc<AtomicBool>) -> LaneReport {
+pub fn run(
+    cfg: &LaneConfig,
+    opts: &FleetOptions,
+    stop: &Arc<AtomicBool>,
+    port: &super::attach::Port,
+) -> LaneReport {
     let mut report = LaneReport {
         lane: cfg.name.clone(),
         ..LaneReport::default()
@@ -94,6 +99,7 @@ pub fn run(cfg: &LaneConfig, opts: &FleetOptions, stop: &Arc<AtomicBool>) -> Lan
         deaths: VecDeque::new(),
         holds: 0,
         base: opts.base.clone(),
+        port,
     };
     if let Err(e) = lane.run() {
         lane.row.last_error = Some(e.to_string());
@@ -119,6 +125,8 @@ struct Lane<'a> {
     holds: u32,
     /// The branch task branches start from and merge into.
     base: String,
+    /// Where `fleet attach` finds the current agent's terminal.
+    port: &'a super::attach::Port,
 }
 
 /// How a session ended.
@@ -543,6 +551,7 @@ impl Lane<'_> {
             recording: Some(recording.clone()),
         })?;
         self.report.sessions.push(session.clone());
+        self.port.set(Some(agent.terminal()));
         self.store.note(
             &task.id,
             "launched",
@@ -696,6 +705,7 @@ impl Lane<'_> {
             self.publish(false)?;
             std::thread::sleep(TICK);
         };
+        self.port.set(None);
         // Whatever the agent wrote last still counts (its final ACKs).
         follow.poll(&work.worktree, &mut self.store)?;
         self.row.pid = None;

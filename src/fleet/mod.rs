@@ -6,6 +6,7 @@
 //! its session id (Claude Code, the demo agent). Not yet: fleet status/down, idle-time
 //! delivery into the PTY, hooks, Codex transcript discovery, crash-loop holds.
 
+pub mod attach;
 pub mod brief;
 pub mod lane;
 
@@ -142,18 +143,23 @@ pub fn up(
     stop: Arc<AtomicBool>,
 ) -> Result<Vec<LaneReport>> {
     let _lock = lock(&opts.state_dir)?;
-    let handles: Vec<_> = cfg
-        .lanes
-        .iter()
-        .filter(|l| l.lane.enabled)
-        .cloned()
-        .map(|l| {
-            let opts = opts.clone();
-            let stop = stop.clone();
-            std::thread::spawn(move || lane::run(&l, &opts, &stop))
-        })
-        .collect();
-    Ok(handles
+    let mut listeners = Vec::new();
+    let mut handles = Vec::new();
+    for l in cfg.lanes.iter().filter(|l| l.lane.enabled).cloned() {
+        let port = attach::Port::default();
+        listeners.push(attach::serve(
+            &opts.state_dir,
+            &l.name,
+            port.clone(),
+            stop.clone(),
+        )?);
+        let opts = opts.clone();
+        let stop = stop.clone();
+        handles.push(std::thread::spawn(move || {
+            lane::run(&l, &opts, &stop, &port)
+        }));
+    }
+    let reports: Vec<LaneReport> = handles
         .into_iter()
         .map(|h| {
             h.join().unwrap_or_else(|_| LaneReport {
@@ -161,7 +167,13 @@ pub fn up(
                 ..LaneReport::default()
             })
         })
-        .collect())
+        .collect();
+    // The lanes are done (--until-idle) or stopping: so are their attach sockets.
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    for l in listeners {
+        let _ = l.join();
+    }
+    Ok(reports)
 }
 
 /// Makes sure the agent a killed supervisor recorded (pid and start time) is gone:
