@@ -37,6 +37,9 @@ pub struct DemoConfig {
 /// A line of the brief that makes the demo agent end its first turn waiting for the
 /// operator before it starts (to show steering typed into an idle agent).
 pub const WAIT_MARKER: &str = "demo: wait for the operator";
+/// A line of the brief that makes the demo agent compact its context once, mid-task,
+/// the way Claude Code records it (a `compact_boundary` and a summary).
+pub const COMPACT_MARKER: &str = "demo: compact";
 
 struct Transcript {
     path: PathBuf,
@@ -208,6 +211,12 @@ pub fn run(cfg: &DemoConfig) -> Result<()> {
         cfg.command_seconds
     ))?;
     answer(&mut t, &err)?;
+    if cfg.brief.contains(COMPACT_MARKER) && !cfg.resume {
+        t.line(json!({ "type": "system", "subtype": "compact_boundary", "content": "Conversation compacted",
+            "compactMetadata": { "trigger": "auto", "preTokens": 150_000 } }))?;
+        t.line(json!({ "type": "user", "isCompactSummary": true, "message": { "role": "user",
+            "content": "This session is being continued from a previous conversation. Summary: looked around; next, write the file." } }))?;
+    }
     let (_, _, err) = t.bash(&format!(
         "mkdir -p demo && {{ [ -f {file} ] || printf '%s\\n' 'done by the demo agent' > {file}; }} && sleep {}",
         cfg.command_seconds

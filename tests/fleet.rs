@@ -401,3 +401,85 @@ fn a_lane_works_in_the_repository_it_names() {
     assert!(git(&other, &["log", "--oneline", "trunk"]).contains(&format!("demo: {task}")));
     assert!(!git(&env.repo, &["log", "--oneline", "--all"]).contains(&format!("demo: {task}")));
 }
+
+/// A compaction in the agent's transcript is noticed and recorded; the lane goes on.
+#[test]
+fn a_compaction_is_recorded_and_the_lane_goes_on() {
+    let env = setup();
+    std::fs::remove_file(env.repo.join("lanes/b.toml")).unwrap();
+    let task = env.add(&[
+        "Long one",
+        "--project",
+        "demo",
+        "--body",
+        spice::demo::COMPACT_MARKER,
+    ]);
+    let reports = up(&env);
+    assert_eq!(claimed_in(&reports), [format!("demo-{task}")]);
+    let show = env.run(&["task", "show", &task, "--json"]).json();
+    assert_eq!(show["phase"], "review", "{show}");
+    let compacted = show["ledger"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "compacted")
+        .unwrap_or_else(|| panic!("no compaction recorded: {show}"));
+    assert_eq!(compacted["detail"]["count"], 1);
+    assert!(compacted["detail"]["transcript"]
+        .as_str()
+        .unwrap()
+        .ends_with(".jsonl"));
+}
+
+/// Nothing is pushed unless the lane says so; with `push`, base goes to that remote
+/// after each merge.
+#[test]
+fn base_is_pushed_only_when_the_lane_says_so() {
+    let env = setup();
+    let remote = env.dir.path().join("remote.git");
+    git(
+        env.dir.path(),
+        &["init", "-q", "--bare", remote.to_str().unwrap()],
+    );
+    git(
+        &env.repo,
+        &["remote", "add", "origin", remote.to_str().unwrap()],
+    );
+    git(&env.repo, &["push", "-q", "origin", "main"]);
+    std::fs::write(
+        env.repo.join("lanes/a.toml"),
+        "profile = \"demo\"\nphases = [\"todo\"]\npush = \"origin\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        env.repo.join("lanes/b.toml"),
+        "profile = \"demo\"\nphases = [\"todo\"]\nenabled = false\n",
+    )
+    .unwrap();
+    git(&env.repo, &["commit", "-q", "-am", "lane a pushes"]);
+    git(&env.repo, &["push", "-q", "origin", "main"]);
+    let task = env.add(&["Pushed", "--project", "demo"]);
+    up(&env);
+    let log = git(&remote, &["log", "--oneline", "main"]);
+    assert!(log.contains(&format!("demo: {task}")), "{log}");
+    // Lane b (no push) works; the remote does not move.
+    std::fs::write(
+        env.repo.join("lanes/a.toml"),
+        "profile = \"demo\"\nphases = [\"todo\"]\nenabled = false\n",
+    )
+    .unwrap();
+    std::fs::write(
+        env.repo.join("lanes/b.toml"),
+        "profile = \"demo\"\nphases = [\"todo\"]\n",
+    )
+    .unwrap();
+    git(
+        &env.repo,
+        &["commit", "-q", "-am", "lane b works, without push"],
+    );
+    let before = git(&remote, &["rev-parse", "main"]);
+    let other = env.add(&["Local only", "--project", "demo"]);
+    up(&env);
+    assert!(git(&env.repo, &["log", "--oneline", "main"]).contains(&format!("demo: {other}")));
+    assert_eq!(git(&remote, &["rev-parse", "main"]), before);
+}

@@ -568,19 +568,26 @@ fn merge_at_phase_completion(
             wt.display()
         ))
     })?;
-    let lane_base = claim
+    let lane = claim
         .lane
         .as_deref()
-        .and_then(|l| crate::config::lane::load(&env.lanes_dir().ok()?, l).ok())
-        .and_then(|l| l.base);
-    let base = match lane_base {
+        .and_then(|l| crate::config::lane::load(&env.lanes_dir().ok()?, l).ok());
+    let base = match lane.as_ref().and_then(|l| l.base.clone()) {
         Some(b) => b,
         None => git
             .launch_check(&main)?
             .branch
             .unwrap_or_else(|| "main".into()),
     };
-    git.complete_phase(wt, &branch, &base).map(Some)
+    let merge = git.complete_phase(wt, &branch, &base)?;
+    // Nothing leaves the machine unless the lane says so; a failed push loses nothing
+    // (the merge is local and kept) and is reported.
+    if let Some(remote) = lane.and_then(|l| l.push) {
+        if let Err(e) = git.push(&remote, &base) {
+            eprintln!("spice: {e}; the merge into {base} is kept locally");
+        }
+    }
+    Ok(Some(merge))
 }
 
 fn read_input(file: &str) -> Result<(String, String)> {

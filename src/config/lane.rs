@@ -39,6 +39,9 @@ pub struct Lane {
     pub env: BTreeMap<Spanned<String>, String>,
     /// The model passed to the agent through the profile's `{model}` placeholder.
     pub model: Option<String>,
+    /// The remote `base` is pushed to after each merge at phase completion; nothing
+    /// is pushed without it.
+    pub push: Option<String>,
     #[serde(default = "yes")]
     pub enabled: bool,
 }

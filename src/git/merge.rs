@@ -58,6 +58,20 @@ impl Merge {
 const ATTEMPTS: usize = 5;
 
 impl Git {
+    /// Pushes `branch` to `remote` (a lane's `push`, after a merge at phase completion).
+    pub fn push(&self, remote: &str, branch: &str) -> Result<()> {
+        self.check_branch_name(branch)?;
+        if remote.is_empty() || remote.starts_with('-') {
+            return Err(Error::input(format!("{remote:?} is not a remote name")));
+        }
+        self.check(
+            &self.repo,
+            &args!["push", "--quiet", remote, branch],
+            || format!("failed to push {branch} to {remote}"),
+        )?;
+        Ok(())
+    }
+
     /// Boundary 2: merges `branch`, checked out clean in `worktree`, into the local
     /// branch `base` (see the module doc for how). The task worktree is not moved.
     pub fn complete_phase(&self, worktree: &Path, branch: &str, base: &str) -> Result<Merge> {
