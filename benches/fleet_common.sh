@@ -32,7 +32,7 @@ slow_demo_profile() {
 
 # Commits lanes/ and profiles/ in DIR.
 commit_config() {
-  git -C "$1" add lanes profiles
+  git -C "$1" add lanes $(cd "$1" && ls -d profiles/*.toml 2>/dev/null)
   git -C "$1" commit -q -m "bench lanes"
 }
 
