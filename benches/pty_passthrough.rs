@@ -41,10 +41,36 @@ impl Rng {
 }
 
 const WORDS: &[&str] = &[
-    "the", "agent", "runs", "cargo", "test", "in", "its", "worktree", "and", "reads",
-    "src/fleet/lane.rs", "error[E0308]:", "mismatched", "types", "--> src/main.rs:42:7",
-    "\"quoted\"", "C:\\path\\like", "ok", "42", "passed;", "0", "failed;", "{", "}", "=>",
-    "│", "─", "✓", "…", "é",
+    "the",
+    "agent",
+    "runs",
+    "cargo",
+    "test",
+    "in",
+    "its",
+    "worktree",
+    "and",
+    "reads",
+    "src/fleet/lane.rs",
+    "error[E0308]:",
+    "mismatched",
+    "types",
+    "--> src/main.rs:42:7",
+    "\"quoted\"",
+    "C:\\path\\like",
+    "ok",
+    "42",
+    "passed;",
+    "0",
+    "failed;",
+    "{",
+    "}",
+    "=>",
+    "│",
+    "─",
+    "✓",
+    "…",
+    "é",
 ];
 const COLOURS: &[&str] = &["\x1b[1;32m", "\x1b[31m", "\x1b[2m", "\x1b[0m", "\x1b[K"];
 
@@ -95,9 +121,12 @@ fn cat_to_null(input: &Path) -> Duration {
 /// CPU time (user + system) of this process so far: the PTY reader thread's work,
 /// plus the main thread's polling, which is the same with and without a recording.
 fn own_cpu() -> Duration {
-    // SAFETY: getrusage fills the zeroed struct it is given.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    // SAFETY: a zeroed rusage is valid, and getrusage only fills it in.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        ru
+    };
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
@@ -143,7 +172,10 @@ fn check_recording(path: &Path, input: &[u8]) -> (usize, usize) {
     let header: serde_json::Value =
         serde_json::from_str(&lines.next().expect("a header line").unwrap()).expect("header JSON");
     assert_eq!(header["version"], 2, "{header}");
-    assert_eq!((header["width"].as_u64(), header["height"].as_u64()), (Some(120), Some(40)));
+    assert_eq!(
+        (header["width"].as_u64(), header["height"].as_u64()),
+        (Some(120), Some(40))
+    );
     assert!(header["timestamp"].is_i64(), "{header}");
     let (mut pos, mut cr, mut events, mut out_bytes, mut last_t) = (0usize, false, 0, 0, 0.0);
     for (n, line) in lines.enumerate() {
@@ -161,19 +193,32 @@ fn check_recording(path: &Path, input: &[u8]) -> (usize, usize) {
                 cr = true;
                 continue;
             }
-            assert_eq!(input.get(pos), Some(&b), "event {}: output differs at input byte {pos}", n + 1);
+            assert_eq!(
+                input.get(pos),
+                Some(&b),
+                "event {}: output differs at input byte {pos}",
+                n + 1
+            );
             assert!(b != b'\n' || cr, "a bare \\n at input byte {pos}");
             cr = false;
             pos += 1;
         }
     }
-    assert_eq!(pos, input.len(), "the recording has {pos} of {} input bytes", input.len());
+    assert_eq!(
+        pos,
+        input.len(),
+        "the recording has {pos} of {} input bytes",
+        input.len()
+    );
     (events, out_bytes)
 }
 
 fn main() {
     // `cargo bench` passes `--bench`; positional arguments after `--` are ours.
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
     let mb: usize = args.first().map_or(100, |a| a.parse().expect("MB"));
     let runs: usize = args.get(1).map_or(3, |a| a.parse().expect("RUNS"));
     let dir = tempfile::tempdir().expect("tempdir");
@@ -203,7 +248,11 @@ fn main() {
         rec_cpu.push(cpu);
         let cast_size = std::fs::metadata(&cast).unwrap().len();
         let (events, out_bytes) = check_recording(&cast, &input);
-        assert_eq!(out_bytes, size + lines, "recorded output bytes = input + one \\r per line");
+        assert_eq!(
+            out_bytes,
+            size + lines,
+            "recorded output bytes = input + one \\r per line"
+        );
         if run == 0 {
             println!(
                 "  recording: valid asciicast v2, {events} events, {out_bytes} output bytes = {size} input + {lines} CRs (ONLCR), file {:.1} MB",
