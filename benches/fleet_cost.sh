@@ -19,7 +19,8 @@
 # schedstat, since it rounds to zero in clock ticks. The ratio says how much more the
 # supervisor costs than a bare PTY holder; what it buys (transcript following, ACKs,
 # lease renewal, the lane rows) is the difference. Lanes use a 90 s lease, so each is
-# renewed (every 30 s) within a 60 s window.
+# renewed (every 30 s) within a 60 s window. RSS per lane is the total divided by the
+# lanes; most of it is fixed, so for the marginal cost of a lane compare LANES=1 and 8.
 #
 # usage: benches/fleet_cost.sh [SECONDS] [LANES]     (default 60 s, 8 lanes)
 #        PERF=20 benches/fleet_cost.sh  also profiles the supervisor with `perf record`
