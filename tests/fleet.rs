@@ -483,3 +483,33 @@ fn base_is_pushed_only_when_the_lane_says_so() {
     assert!(git(&env.repo, &["log", "--oneline", "main"]).contains(&format!("demo: {other}")));
     assert_eq!(git(&remote, &["rev-parse", "main"]), before);
 }
+
+/// A worktree that cannot be prepared (its place is taken by something else) starts
+/// nothing, hands the task back and says why.
+#[test]
+fn a_worktree_that_cannot_be_made_releases_the_claim() {
+    let env = setup();
+    std::fs::remove_file(env.repo.join("lanes/b.toml")).unwrap();
+    let wts = env.dir.path().join("wts");
+    std::fs::write(
+        env.repo.join("lanes/a.toml"),
+        format!("profile = \"demo\"\nworktrees = \"{}\"\n", wts.display()),
+    )
+    .unwrap();
+    let task = env.add(&["Blocked place", "--project", "demo"]);
+    std::fs::create_dir_all(wts.join(format!("demo-{task}"))).unwrap();
+    std::fs::write(wts.join(format!("demo-{task}/precious.txt")), "mine").unwrap();
+    let reports = up(&env);
+    let err = reports[0]["error"].as_str().unwrap_or_default().to_string();
+    assert!(err.contains("could not prepare a worktree"), "{reports}");
+    let show = env.run(&["task", "show", &task, "--json"]).json();
+    assert!(show["claim"].is_null(), "{show}");
+    assert_eq!(
+        std::fs::read_to_string(wts.join(format!("demo-{task}/precious.txt"))).unwrap(),
+        "mine"
+    );
+    assert!(lane_status(&env, "a")["last_error"]
+        .as_str()
+        .unwrap()
+        .contains("released it"));
+}

@@ -594,3 +594,26 @@ fn missing_git_is_a_clear_error() {
         "{e:?}"
     );
 }
+
+/// Lanes create worktrees at the same moment; git fails a `worktree add` or `list`
+/// that reads another one's half-written metadata unless spice serialises them.
+#[test]
+fn worktrees_created_concurrently_all_succeed() {
+    let f = fixture();
+    for round in 0..6 {
+        let handles: Vec<_> = (0..12)
+            .map(|i| {
+                let git = f.git.clone();
+                let path = f.wt(&format!("r{round}-{i}"));
+                std::thread::spawn(move || {
+                    git.prepare_worktree("main", &task_branch(&format!("r{round}-{i}")), &path)
+                        .map(|_| ())
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap().unwrap();
+        }
+    }
+    f.assert_no_merge_state(1 + 6 * 12);
+}

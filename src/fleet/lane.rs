@@ -270,7 +270,26 @@ impl Lane<'_> {
                 continue;
             };
             self.report.claimed.push(claim.handle.clone());
-            let worktree = self.worktree_for(&git, &claim, &session, claim.fence)?;
+            let worktree = match self.worktree_for(&git, &claim, &session, claim.fence) {
+                Ok(w) => w,
+                Err(e) => {
+                    // Nothing was started: hand the task back rather than let the
+                    // claim go stale, say why, and try again after a pause.
+                    let holder = Holder::fenced(session.clone(), claim.fence);
+                    self.store.release(&claim.task_id, &holder)?;
+                    self.row.last_error = Some(format!(
+                        "could not prepare a worktree for {}: {e}; released it",
+                        claim.handle
+                    ));
+                    self.report.error = self.row.last_error.clone();
+                    self.publish(false)?;
+                    self.sleep(self.opts.poll);
+                    if self.opts.until_idle {
+                        return Ok(());
+                    }
+                    continue;
+                }
+            };
             self.row.lineage.clear();
             self.row.conversation = None;
             self.row.transcript = None;

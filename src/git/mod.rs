@@ -113,8 +113,31 @@ impl Git {
     }
 
     /// Runs git in `dir`; only a failure to start it is an error.
+    ///
+    /// `git worktree` commands run one at a time per repository, across processes (an
+    /// exclusive lock on `<common dir>/spice-worktrees.lock`): git reads every
+    /// worktree's metadata in `list` and `add`, and fails on one another command is
+    /// half-way through writing ("failed to read …/commondir"), which a supervisor
+    /// starting lanes together, or an agent completing its phase, would hit.
     fn run(&self, dir: &Path, args: &[&OsStr]) -> Result<Output> {
+        let _serial = if args.first().is_some_and(|a| *a == "worktree") {
+            self.worktree_lock()
+        } else {
+            None
+        };
         self.runner.run(dir, args).map_err(|e| spawn_error(dir, e))
+    }
+
+    /// The worktree lock, or `None` if it cannot be had (then git runs unserialised,
+    /// as it would without spice).
+    fn worktree_lock(&self) -> Option<nix::fcntl::Flock<std::fs::File>> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(self.common_dir.join("spice-worktrees.lock"))
+            .ok()?;
+        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive).ok()
     }
 
     /// Runs git in `dir` and requires success; `what` says what was being done
