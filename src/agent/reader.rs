@@ -12,7 +12,7 @@
 //!   once the agent is being dropped, when output pauses or [`CLOSE_DRAIN`] has passed,
 //!   so an escaped process that keeps the terminal open cannot hold the supervisor.
 
-use super::record::{Recorder, FLUSH_EVERY};
+use super::record::Recorder;
 use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::collections::VecDeque;
@@ -27,6 +27,9 @@ pub const TAIL_BYTES: usize = 64 * 1024;
 /// The longest the reader keeps draining after the agent is dropped.
 const CLOSE_DRAIN: Duration = Duration::from_secs(2);
 const READ_CHUNK: usize = 64 * 1024;
+/// How long the reader sleeps in poll when nothing waits to be flushed: a silent
+/// agent costs one wake-up a second, and a drop is noticed within it.
+const IDLE_WAKE: Duration = Duration::from_secs(1);
 
 /// State the reader shares with its [`Agent`](super::Agent).
 #[derive(Default)]
@@ -143,7 +146,7 @@ pub fn run(master: OwnedFd, shared: &Shared) {
         let flush_in = shared
             .record(|r| r.flush_if_due(Instant::now()))
             .flatten()
-            .unwrap_or(FLUSH_EVERY);
+            .unwrap_or(IDLE_WAKE);
         let timeout =
             PollTimeout::try_from(flush_in.as_millis().max(1) as u64).unwrap_or(PollTimeout::MAX);
         let mut fds = [PollFd::new(master.as_fd(), PollFlags::POLLIN)];

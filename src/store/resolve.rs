@@ -21,19 +21,19 @@ pub fn resolve(tx: &Transaction<'_>, input: &str) -> Result<String> {
     }
     if crate::task::looks_like_uuid(text) {
         return tx
-            .query_row(
-                "SELECT id FROM tasks WHERE uuid = ?1",
-                [text.to_ascii_lowercase()],
-                |r| r.get(0),
-            )
-            .optional()
+            .prepare_cached("SELECT id FROM tasks WHERE uuid = ?1")
+            .and_then(|mut st| {
+                st.query_row([text.to_ascii_lowercase()], |r| r.get(0))
+                    .optional()
+            })
             .ctx(|| format!("failed to look up task {text}"))?
             .ok_or_else(|| Error::input(format!("unknown task '{text}'")));
     }
     if stamp::is_stamp(text) {
+        // Prepared once per connection: the supervisor resolves on every tick.
         let hit: Option<String> = tx
-            .query_row("SELECT id FROM tasks WHERE id = ?1", [text], |r| r.get(0))
-            .optional()
+            .prepare_cached("SELECT id FROM tasks WHERE id = ?1")
+            .and_then(|mut st| st.query_row([text], |r| r.get(0)).optional())
             .ctx(|| format!("failed to look up task {text}"))?;
         if let Some(id) = hit {
             return Ok(id);
