@@ -513,3 +513,66 @@ fn a_worktree_that_cannot_be_made_releases_the_claim() {
         .unwrap()
         .contains("released it"));
 }
+
+/// Headless mode: the agent ends each turn by exiting. A clean exit with steering
+/// waiting starts the next turn (not a death), with the items at the top of its brief.
+#[test]
+fn a_headless_agent_gets_pending_steering_as_its_next_turn() {
+    let env = setup();
+    std::fs::remove_file(env.repo.join("lanes/b.toml")).unwrap();
+    let fake =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/agents/fake-headless.sh");
+    std::fs::create_dir_all(env.repo.join("profiles")).unwrap();
+    std::fs::write(
+        env.repo.join("profiles/headless.toml"),
+        format!(
+            "command = [\"bash\", \"{f}\", \"{{spice}}\", \"{{session_id}}\", \"{{brief_file}}\"]\n\
+             resume = [\"bash\", \"{f}\", \"{{spice}}\", \"{{session_id}}\", \"{{brief_file}}\"]\n\
+             mode = \"headless\"\n[transcript]\nformat = \"claude\"\n\
+             dir = \"{{home}}/.claude/projects/{{cwd_slug}}\"\nglob = \"{{session_id}}.jsonl\"\n",
+            f = fake.display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        env.repo.join("lanes/a.toml"),
+        "profile = \"headless\"\nphases = [\"todo\"]\n",
+    )
+    .unwrap();
+    let task = env.add(&["Headless", "--project", "demo"]);
+    let fleet = env
+        .cmd(&["fleet", "up", "--until-idle", "--json"])
+        .env("HOME", env.dir.path().join("agent-home"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for("the first turn to run", 30, || {
+        (lane_status(&env, "a")["state"] == "working").then_some(())
+    });
+    let key = env
+        .run(&["steer", "lane:a", "go ahead"])
+        .ok()
+        .trim()
+        .to_string();
+    let out = fleet.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let show = env.run(&["task", "show", &task, "--json"]).json();
+    assert_eq!(show["phase"], "review", "{show}");
+    let launches: Vec<&serde_json::Value> = show["ledger"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "launched")
+        .collect();
+    assert_eq!(launches.len(), 2, "{show}");
+    assert_eq!(launches[1]["detail"]["steering_in_brief"][0], key.as_str());
+    let items = env.run(&["inbox", "--all", "--json"]).json();
+    assert_eq!(items[0]["state"], "acked", "{items}");
+    // The clean end of the first turn was not a death.
+    assert!(lane_status(&env, "a")["last_error"].is_null());
+}

@@ -131,8 +131,8 @@ struct Lane<'a> {
 
 /// How a session ended.
 enum End {
-    /// The agent exited by itself.
-    Exited(String),
+    /// The agent exited by itself: how, and whether cleanly (code 0).
+    Exited(String, bool),
     /// Its claim was released by its own session (phase completed); the agent stopped.
     Finished,
     /// Someone else holds the claim now.
@@ -362,7 +362,7 @@ impl Lane<'_> {
                     self.row.lineage.clear();
                     return Ok(());
                 }
-                End::Exited(how) => {
+                End::Exited(how, clean) => {
                     let ours = self
                         .store
                         .claim_on(&work.claim.task_id)?
@@ -371,9 +371,23 @@ impl Lane<'_> {
                         self.row.lineage.clear();
                         return Ok(());
                     }
-                    self.row.last_error =
-                        Some(format!("the agent on {handle} {how} before finishing"));
-                    self.hold_if_crash_looping(&work)?;
+                    // A headless agent ends each turn by exiting: with steering waiting
+                    // for it, the next turn is due, not a death. Otherwise an exit
+                    // before the task is done counts towards a crash-loop hold.
+                    let next_turn = clean
+                        && self.cfg.profile.mode == Mode::Headless
+                        && !self
+                            .store
+                            .inbox(
+                                &targets(&work.session, &self.cfg.name, &work.worktree),
+                                false,
+                            )?
+                            .is_empty();
+                    if !next_turn {
+                        self.row.last_error =
+                            Some(format!("the agent on {handle} {how} before finishing"));
+                        self.hold_if_crash_looping(&work)?;
+                    }
                     if self.stopping() {
                         return Ok(());
                     }
@@ -639,7 +653,7 @@ impl Lane<'_> {
                 self.row.state = LaneState::Stalled;
             }
             if let Some(st) = agent.try_wait()? {
-                break End::Exited(st.to_string());
+                break End::Exited(st.to_string(), st.success());
             }
             if self.stopping() {
                 agent.stop(GRACE)?;
@@ -730,7 +744,7 @@ impl Lane<'_> {
         self.row.pid = None;
         self.row.pid_start = None;
         let how = match &end {
-            End::Exited(how) => how.clone(),
+            End::Exited(how, _) => how.clone(),
             End::Finished => "stopped: its task left its hands".into(),
             End::Lost(by) => format!("stopped: claim taken over by {by}"),
             End::Stopping => "stopped with the supervisor".into(),
