@@ -33,6 +33,7 @@ pub mod steer;
 pub mod store;
 pub mod task;
 pub mod transcript;
+pub mod web;
 pub mod when;
 
 pub use error::{Error, Result};
