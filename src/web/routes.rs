@@ -74,6 +74,12 @@ pub(super) fn all(
     let css = warp::path!("app.css")
         .and(get)
         .map(|| asset(APP_CSS, "text/css; charset=utf-8"));
+    // No icon: an empty answer keeps the browser from logging a 404 on every load.
+    let icon = warp::path!("favicon.ico").and(get).map(|| {
+        let mut r = Response::new(Bytes::new().into());
+        *r.status_mut() = StatusCode::NO_CONTENT;
+        r
+    });
     let login = warp::path!("login")
         .and(get)
         .and(warp::query::<LoginQuery>())
@@ -183,7 +189,15 @@ pub(super) fn all(
             )
         });
 
-    let pages = index.or(js).unify().or(css).unify().or(login).unify();
+    let pages = index
+        .or(js)
+        .unify()
+        .or(css)
+        .unify()
+        .or(icon)
+        .unify()
+        .or(login)
+        .unify();
     let reads = status
         .or(live)
         .unify()
