@@ -551,3 +551,83 @@ fn bad_arguments_are_one_line_errors() {
     env.run(&["serve", "--bind", &taken])
         .fails(1, "failed to listen");
 }
+
+fn jsonl_under(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            jsonl_under(&p, out);
+        } else if p.extension().is_some_and(|x| x == "jsonl") {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn a_real_demo_fleet_run_reads_back_through_the_api() {
+    let env = TestEnv::new();
+    for (k, v) in [("user.email", "demo@spice"), ("user.name", "demo")] {
+        common::git(&env.repo, &["config", k, v]);
+    }
+    common::git(&env.repo, &["checkout", "-q", "-b", "main"]);
+    std::fs::create_dir_all(env.repo.join("lanes")).unwrap();
+    std::fs::write(
+        env.repo.join("lanes/a.toml"),
+        "profile = \"demo\"\nphases = [\"todo\"]\nlease = \"5m\"\n",
+    )
+    .unwrap();
+    common::git(&env.repo, &["add", "lanes"]);
+    common::git(&env.repo, &["commit", "-q", "-m", "lanes"]);
+    let task = env.add(&["Greet", "--project", "demo", "--priority", "H"]);
+    let key = env
+        .run(&["steer", "lane:a", "keep the greeting short"])
+        .ok()
+        .trim()
+        .to_string();
+    let agent_home = env.dir.path().join("agent-home");
+    let out = env
+        .cmd(&["fleet", "up", "--until-idle", "--json"])
+        .env("HOME", &agent_home)
+        .output()
+        .unwrap();
+    common::to_run(out).ok();
+    let mut transcripts = Vec::new();
+    jsonl_under(&agent_home.join(".claude/projects"), &mut transcripts);
+    assert_eq!(transcripts.len(), 1, "{transcripts:?}");
+    // Until the supervisor writes lane rows itself, record the one it would have.
+    put_lane(&env, "a", LaneState::Idle, None, Some(&transcripts[0]));
+    let srv = Server::start(&env, &[]);
+
+    let page = srv.get("/api/lanes/a/transcript").expect(200);
+    let events = page["events"].as_array().unwrap();
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert!(
+        kinds.contains(&"tool_call") && kinds.contains(&"tool_result"),
+        "{kinds:?}"
+    );
+    assert!(
+        events.iter().any(|e| e["type"] == "assistant_text"
+            && e["text"].as_str().unwrap().contains(&format!("ACK {key}"))),
+        "{page}"
+    );
+    let inbox = srv.get("/api/inbox?all=true").expect(200);
+    let item = &inbox["items"][0];
+    assert_eq!(
+        (item["key"].as_str(), item["state"].as_str()),
+        (Some(key.as_str()), Some("acked"))
+    );
+    assert_eq!(item["reply"]["polarity"], "ack");
+    let ledger = srv.get(&format!("/api/tasks/{task}/ledger")).expect(200);
+    let kinds: Vec<&str> = ledger["ledger"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert!(
+        kinds.contains(&"claimed") && kinds.contains(&"phase_completed"),
+        "{kinds:?}"
+    );
+    let t = srv.get("/api/tasks?q=greet").expect(200);
+    assert_eq!(t["tasks"][0]["phase"], "review");
+}
