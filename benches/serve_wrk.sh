@@ -31,7 +31,7 @@ python3 "$gen" 10000 > "$work/tasks.json"
 for i in $(seq -w 1 50); do
   "$spice" task next --claim --claimant "sess-$i" --lease 2h --json > "$work/claim-$i.json"
 done
-# The supervisor does not write lane rows yet: write what it would report.
+# 50 lanes as a supervisor would report them (without running 50 agents).
 python3 - "$SPICE_HOME/spice.db" "$work" <<'PY'
 import json, sqlite3, sys, time
 db, work = sys.argv[1], sys.argv[2]

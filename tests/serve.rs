@@ -30,8 +30,7 @@ fn claude_line(kind: &str, text: &str, n: u32) -> String {
         + "\n"
 }
 
-/// Records what the supervisor would report for lane `name` (the supervisor does not
-/// write lane rows yet).
+/// Records what a supervisor would report for lane `name`, without running one.
 fn put_lane(
     env: &TestEnv,
     name: &str,
@@ -594,9 +593,15 @@ fn a_real_demo_fleet_run_reads_back_through_the_api() {
     let mut transcripts = Vec::new();
     jsonl_under(&agent_home.join(".claude/projects"), &mut transcripts);
     assert_eq!(transcripts.len(), 1, "{transcripts:?}");
-    // Until the supervisor writes lane rows itself, record the one it would have.
-    put_lane(&env, "a", LaneState::Idle, None, Some(&transcripts[0]));
     let srv = Server::start(&env, &[]);
+    // The lane row is the supervisor's own report.
+    let status = srv.get("/api/status").expect(200);
+    assert_eq!(status["lanes"][0]["name"], "a", "{status}");
+    assert_eq!(
+        status["lanes"][0]["transcript"].as_str(),
+        Some(transcripts[0].to_str().unwrap()),
+        "{status}"
+    );
 
     let page = srv.get("/api/lanes/a/transcript").expect(200);
     let events = page["events"].as_array().unwrap();
