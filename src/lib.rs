@@ -11,6 +11,7 @@
 //! | [`task`] | the task model, and Taskwarrior import/export |
 //! | [`store`] | the SQLite authority: tasks, deps, flows, claims, ledger |
 //! | [`alloc`] | the allocator: inherited priority, downstream release, tie-breaks |
+//! | [`web`] | the operator's console (`spice serve`): routes, guards, live streams, the page |
 //! | [`cli`] | argument parsing and output; the only layer that reads env, cwd or TTY |
 //!
 //! Invariants the whole crate keeps: the store is the only authority for tasks and
@@ -33,6 +34,7 @@ pub mod steer;
 pub mod store;
 pub mod task;
 pub mod transcript;
+pub mod web;
 pub mod when;
 
 pub use error::{Error, Result};

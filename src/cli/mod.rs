@@ -5,7 +5,8 @@
 mod demo;
 mod fleet;
 mod next;
-mod render;
+pub(crate) mod render;
+mod serve;
 mod steer;
 mod task;
 mod watch;
@@ -66,6 +67,8 @@ enum Command {
         #[arg(value_enum)]
         kind: steer::HookKind,
     },
+    /// The operator's console: a live status page with steering and takeover, and its JSON API.
+    Serve(serve::ServeArgs),
     /// The scripted demo agent the `demo` profile runs (no network, no API key).
     #[command(hide = true)]
     DemoAgent(DemoArgs),
@@ -154,6 +157,7 @@ fn run(command: Command) -> Result<()> {
         Command::Session(cmd) => watch::session(cmd),
         Command::Exec(_) | Command::AgentShim { .. } => unreachable!("handled in main"),
         Command::Fleet(cmd) => fleet::run(cmd, &Env::from_process()?),
+        Command::Serve(args) => serve::serve(args, Env::from_process()?),
         Command::Store(cmd) => {
             let env = Env::from_process()?;
             let store = env.open()?;

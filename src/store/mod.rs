@@ -23,6 +23,7 @@ mod resolve;
 mod schema;
 mod snapshot;
 mod tasks;
+mod watch;
 
 pub use claims::{Claim, ClaimRequest, Holder, Takeover, DEFAULT_LEASE};
 pub use import::ImportReport;

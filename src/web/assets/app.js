@@ -1,0 +1,444 @@
+// spice console. Every piece of agent or operator text is put on the page with
+// textContent / createTextNode, never as HTML: a hostile transcript stays text.
+'use strict';
+
+const $ = (id) => document.getElementById(id);
+const SVG = 'http://www.w3.org/2000/svg';
+
+const state = {
+  status: null,
+  offset: 0,            // server clock minus ours, in ms
+  lane: null,           // the selected lane's name
+  transcript: null,     // {path, epoch, first, last}
+  tail: null,           // the transcript EventSource
+  cat: 'ready',
+  q: '',
+  taskLimit: 100,
+  ledger: null,         // the task whose ledger is shown
+  tasksDue: 0,          // when the task table may be fetched again
+};
+
+// Control characters become visible stand-ins; bidi controls become U+FFFD.
+function clean(s) {
+  if (s == null) return '';
+  return String(s)
+    .replace(/[\u0000-\u0008\u000b-\u001f]/g, (c) => String.fromCharCode(0x2400 + c.charCodeAt(0)))
+    .replace(/\u007f/g, '\u2421')
+    .replace(/[\u0080-\u009f]/g, '\ufffd')
+    .replace(/[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]/g, '\ufffd');
+}
+
+// el('td', {class: 'x'}, 'text', child…): strings become text nodes.
+function el(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v == null || v === false) continue;
+    if (k === 'class') e.className = v;
+    else if (k === 'text') e.textContent = clean(v);
+    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, String(v));
+  }
+  for (const k of kids) {
+    if (k == null) continue;
+    e.append(typeof k === 'string' || typeof k === 'number' ? document.createTextNode(clean(k)) : k);
+  }
+  return e;
+}
+
+async function api(path) {
+  const r = await fetch(path, { headers: { accept: 'application/json' } });
+  const j = await r.json().catch(() => ({ error: `HTTP ${r.status}` }));
+  if (!r.ok) throw new Error(j.error || `HTTP ${r.status}`);
+  return j;
+}
+
+async function post(path, body) {
+  const r = await fetch(path, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-spice': '1' },
+    body: JSON.stringify(body),
+  });
+  const j = await r.json().catch(() => ({ error: `HTTP ${r.status}` }));
+  return { ok: r.ok, status: r.status, body: j };
+}
+
+const now = () => Date.now() + state.offset;
+
+function span(ms) {
+  const s = Math.round(Math.abs(ms) / 1000);
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
+  return `${Math.floor(s / 86400)}d${Math.floor((s % 86400) / 3600)}h`;
+}
+
+function localTime(iso) {
+  if (!iso) return '';
+  const d = new Date(iso);
+  return isNaN(d) ? '' : d.toLocaleString();
+}
+
+// A cell whose text follows the clock: "in 4m" / "stale 2m" / "3s ago".
+function rel(iso, mode) {
+  const e = el('span', { class: 'rel', 'data-t': iso || '', 'data-mode': mode });
+  tickOne(e);
+  return e;
+}
+function tickOne(e) {
+  const iso = e.dataset.t;
+  if (!iso) { e.textContent = '–'; return; }
+  const d = new Date(iso).getTime() - now();
+  if (e.dataset.mode === 'lease') {
+    e.textContent = d >= 0 ? `${span(d)} left` : `stale ${span(d)}`;
+    e.classList.toggle('stale', d < 0);
+  } else {
+    e.textContent = `${span(d)} ago`;
+  }
+  e.title = localTime(iso);
+}
+function tick() { document.querySelectorAll('.rel').forEach(tickOne); }
+
+// ---- status: lanes and claims -------------------------------------------------
+
+async function refreshStatus() {
+  const t0 = Date.now();
+  const s = await api('/api/status');
+  state.offset = new Date(s.now).getTime() - (t0 + Date.now()) / 2;
+  state.status = s;
+  renderLanes(s);
+  renderClaims(s);
+  $('summary').textContent = `${s.lanes.length} lane(s), ${s.claims.length} claim(s), ${s.pending} pending steering`;
+}
+
+function renderLanes(s) {
+  const body = $('lanes').tBodies[0];
+  body.replaceChildren(...s.lanes.map((l) => {
+    const task = l.task ? el('span', {}, el('code', {}, l.task.handle), ' ', l.task.description) : '–';
+    const lift = l.state === 'held'
+      ? el('button', { type: 'button', class: 'lift', onclick: (ev) => { ev.stopPropagation(); liftHold(l.name); } }, 'lift hold')
+      : null;
+    const row = el('tr', { 'data-lane': l.name, class: l.name === state.lane ? 'selected' : '', onclick: () => selectLane(l.name) },
+      el('td', {}, el('strong', {}, l.name)),
+      el('td', {}, l.profile || '–'),
+      el('td', {}, el('span', { class: `badge st-${l.state}` }, l.state === 'waiting' ? 'waiting for input' : l.state)),
+      el('td', { class: 'mono small' }, l.session || '–'),
+      el('td', {}, task),
+      el('td', {}, l.task ? l.task.phase : '–'),
+      el('td', {}, l.claim ? rel(l.claim.lease_until, 'lease') : '–'),
+      el('td', {}, rel(l.last_activity, 'ago')),
+      el('td', { class: l.pending ? 'pending' : '' }, String(l.pending)),
+      el('td', {}, lift, l.last_error ? el('span', { class: 'err small', title: clean(l.last_error) }, 'error') : null));
+    return row;
+  }));
+  $('lanes-empty').hidden = s.lanes.length > 0;
+}
+
+function renderClaims(s) {
+  const body = $('claims').tBodies[0];
+  body.replaceChildren(...s.claims.map((c) => el('tr', { 'data-task': c.id, class: c.stale ? 'stale-row' : '' },
+    el('td', {}, el('a', { href: '#', onclick: (ev) => { ev.preventDefault(); showLedger(c.id); } }, c.handle)),
+    el('td', {}, c.description),
+    el('td', { class: 'mono small' }, c.claimant),
+    el('td', {}, c.lane || '–'),
+    el('td', { class: 'mono small' }, c.worktree || '–'),
+    el('td', { class: 'fence' }, String(c.fence)),
+    el('td', { class: 'small' }, localTime(c.lease_until)),
+    el('td', {}, rel(c.lease_until, 'lease')),
+    el('td', {}, el('button', {
+      type: 'button', class: c.stale ? 'takeover hot' : 'takeover',
+      'data-fence': c.fence, onclick: () => takeover(c.id, c.handle, c.fence),
+    }, 'Take over')))));
+  $('claims-empty').hidden = s.claims.length > 0;
+}
+
+async function takeover(id, handle, fence) {
+  const msg = $('takeover-msg');
+  msg.className = '';
+  msg.textContent = `taking over ${handle} (fence ${fence})…`;
+  const r = await post('/api/takeover', { task: id, fence, claimant: $('claimant').value.trim() || 'operator' });
+  if (r.ok) {
+    msg.className = 'ok';
+    msg.textContent = `took over ${r.body.handle}: now held by ${r.body.claimant} (fence ${r.body.fence})`;
+  } else {
+    msg.className = 'err';
+    msg.textContent = `refused: ${r.body.error}`;
+  }
+  refreshSoon();
+}
+
+async function liftHold(name) {
+  const r = await post(`/api/lanes/${encodeURIComponent(name)}/lift-hold`, {});
+  if (!r.ok) alert(`lift hold: ${r.body.error}`);
+  refreshSoon();
+}
+
+// ---- one lane: transcript and inbox --------------------------------------------
+
+function selectLane(name) {
+  if (state.lane === name) return;
+  state.lane = name;
+  document.querySelectorAll('#lanes tr[data-lane]').forEach((r) => r.classList.toggle('selected', r.dataset.lane === name));
+  $('lane-detail').hidden = false;
+  $('lane-name').textContent = clean(name);
+  $('steer-msg').textContent = '';
+  loadTranscript();
+  refreshInbox();
+}
+
+function closeTail() {
+  if (state.tail) { state.tail.close(); state.tail = null; }
+}
+
+async function loadTranscript() {
+  closeTail();
+  const lane = state.lane;
+  const list = $('transcript');
+  list.replaceChildren();
+  let page;
+  try {
+    page = await api(`/api/lanes/${encodeURIComponent(lane)}/transcript?limit=200`);
+  } catch (e) {
+    $('transcript-problem').textContent = clean(e.message);
+    return;
+  }
+  if (lane !== state.lane) return;
+  state.transcript = { path: page.path, epoch: page.epoch, first: page.events.length ? page.events[0].line : 0, last: page.last_line };
+  $('transcript-path').textContent = clean(page.path || '');
+  $('transcript-problem').textContent = clean(page.problem || '');
+  $('older').hidden = !page.more;
+  list.append(...page.events.map(eventItem).filter(Boolean));
+  list.scrollTop = list.scrollHeight;
+  const q = new URLSearchParams({ after: String(page.last_line), epoch: String(page.epoch) });
+  if (page.path) q.set('path', page.path);
+  const es = new EventSource(`/api/lanes/${encodeURIComponent(lane)}/transcript/live?${q}`);
+  state.tail = es;
+  es.addEventListener('events', (m) => {
+    const evs = JSON.parse(m.data);
+    const atBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 40;
+    for (const ev of evs) {
+      const item = eventItem(ev);
+      if (item) list.append(item);
+      if (ev.type === 'assistant_text') speak(ev.text);
+      state.transcript.last = ev.line;
+    }
+    if (atBottom) list.scrollTop = list.scrollHeight;
+  });
+  es.addEventListener('reset', () => { if (lane === state.lane) loadTranscript(); });
+  es.addEventListener('problem', (m) => { $('transcript-problem').textContent = clean(m.data); });
+}
+
+async function olderEvents() {
+  const t = state.transcript;
+  if (!t || !t.first) return;
+  const page = await api(`/api/lanes/${encodeURIComponent(state.lane)}/transcript?limit=200&before=${t.first}`);
+  if (page.epoch !== t.epoch) return loadTranscript();
+  const list = $('transcript');
+  const h = list.scrollHeight;
+  list.prepend(...page.events.map(eventItem).filter(Boolean));
+  list.scrollTop += list.scrollHeight - h;
+  if (page.events.length) t.first = page.events[0].line;
+  $('older').hidden = !page.more || !page.events.length;
+}
+
+function eventItem(ev) {
+  const when = ev.timestamp ? new Date(ev.timestamp / 1000).toLocaleTimeString() : '';
+  const head = (label, cls) => el('span', { class: `who ${cls || ''}` }, label);
+  const li = (cls, ...kids) => el('li', { class: `ev ${cls}`, 'data-line': ev.line, title: `line ${ev.line} ${when}` }, ...kids);
+  const text = (t) => el('div', { class: 'text' }, t);
+  switch (ev.type) {
+    case 'user_prompt': return li('user', head('operator'), text(ev.text));
+    case 'assistant_text': return li('assistant', head('agent'), text(ev.text));
+    case 'tool_call':
+      return li('call', head(ev.name), el('code', { class: 'cmd' }, ev.command != null ? `$ ${ev.command}` : ev.input));
+    case 'tool_result': {
+      const status = ev.failed ? `failed${ev.exit_code != null ? ` (exit ${ev.exit_code})` : ''}` : 'ok';
+      return li(ev.failed ? 'result failed' : 'result', head(status, ev.failed ? 'fail' : ''), el('pre', {}, ev.output));
+    }
+    case 'file_change': return li('change', head(ev.change.kind), el('code', {}, ev.path));
+    case 'commit': return li('commit', head('commit'), el('code', {}, `${ev.sha || ''} ${ev.message || ''}`));
+    case 'turn_end': return li('turn', el('span', { class: 'muted' }, '— turn ended, waiting for input —'));
+    case 'compaction': return li('turn', el('span', { class: 'muted' }, '— context compacted —'));
+    case 'injected_context': return li('injected', head('context', 'muted'), text(String(ev.text).slice(0, 400)));
+    case 'compaction_summary': return li('injected', head('summary', 'muted'), text(String(ev.text).slice(0, 400)));
+    case 'subagent_link': return li('turn', head('subagent'), text(ev.description || ev.agent_id));
+    default: return null; // reasoning, token usage, session meta: not shown
+  }
+}
+
+async function refreshInbox() {
+  const lane = state.lane;
+  if (!lane) return;
+  let doc;
+  try {
+    doc = await api(`/api/lanes/${encodeURIComponent(lane)}/inbox?all=true`);
+  } catch (e) {
+    $('inbox').replaceChildren(el('li', { class: 'muted' }, e.message));
+    return;
+  }
+  if (lane !== state.lane) return;
+  const items = doc.items.slice().reverse();
+  $('inbox').replaceChildren(...items.map((i) => el('li', { class: `item ${i.state}`, 'data-key': i.key },
+    el('div', { class: 'meta' },
+      el('code', {}, i.key), ' ',
+      el('span', { class: `badge it-${i.state}` }, i.state), ' ',
+      el('span', { class: 'small muted', title: `created ${localTime(i.created)}, expires ${localTime(i.expires)}` },
+        `${i.target_kind} ${i.target} · sent ${localTime(i.created)} · `, rel(i.created, 'ago'),
+        i.shown ? ` · shown ${i.shown}×` : '', i.last_shown ? ` (last ${localTime(i.last_shown)})` : '')),
+    el('div', { class: 'text' }, i.text),
+    i.reply ? el('div', { class: `reply ${i.reply.polarity}` },
+      el('span', { class: 'who' }, i.reply.polarity === 'nack' ? 'refused:' : 'acked:'), ' ', i.reply.body,
+      el('span', { class: 'small muted' }, ` (${localTime(i.reply.at)})`)) : null,
+    i.problem ? el('div', { class: 'err small' }, i.problem) : null)));
+  if (doc.omitted) $('inbox').append(el('li', { class: 'muted small' }, `${doc.omitted} older item(s) not shown`));
+}
+
+async function steer(ev) {
+  ev.preventDefault();
+  const box = $('steer-text');
+  const text = box.value.trim();
+  const msg = $('steer-msg');
+  if (!text || !state.lane) return;
+  $('steer-send').disabled = true;
+  const r = await post('/api/steer', { target: `lane:${state.lane}`, text });
+  $('steer-send').disabled = false;
+  if (r.ok) {
+    box.value = '';
+    msg.className = 'ok';
+    msg.textContent = `sent ${r.body.key}`;
+    refreshInbox();
+  } else {
+    msg.className = 'err';
+    msg.textContent = clean(r.body.error);
+  }
+}
+
+// ---- tasks, ledger, graph ---------------------------------------------------------
+
+async function refreshTasks() {
+  const q = new URLSearchParams({ category: state.cat, limit: String(state.taskLimit) });
+  if (state.q) q.set('q', state.q);
+  const doc = await api(`/api/tasks?${q}`);
+  for (const b of document.querySelectorAll('#task-tabs button')) {
+    b.querySelector('span').textContent = `(${doc.counts[b.dataset.cat]})`;
+    b.classList.toggle('on', b.dataset.cat === state.cat);
+  }
+  const handles = (xs) => xs.length > 4 ? `${xs.slice(0, 4).join(' ')} +${xs.length - 4}` : xs.join(' ');
+  $('tasks').tBodies[0].replaceChildren(...doc.tasks.map((t) => el('tr', { 'data-task': t.id, onclick: () => showLedger(t.id) },
+    el('td', {}, t.rank != null ? String(t.rank) : ''),
+    el('td', {}, el('code', {}, t.handle)),
+    el('td', {}, t.description, t.claim && t.claim.stale ? el('span', { class: 'badge stale' }, 'stale claim') : null),
+    el('td', {}, t.phase),
+    el('td', {}, t.priority || '–'),
+    el('td', { title: 'inherited priority' }, t.inherited_priority || '–'),
+    el('td', {}, String(t.releases)),
+    el('td', { class: 'small mono' }, handles(t.unblocks)),
+    el('td', { class: 'small mono' }, handles(t.waits_on)))));
+  $('tasks-more').hidden = doc.total <= doc.tasks.length;
+}
+
+async function showLedger(id) {
+  state.ledger = id;
+  const doc = await api(`/api/tasks/${encodeURIComponent(id)}/ledger`);
+  $('ledger-section').hidden = false;
+  $('ledger-task').textContent = clean(`${doc.task.handle} ${doc.task.description}`);
+  $('ledger').tBodies[0].replaceChildren(...doc.ledger.map((e) => el('tr', {},
+    el('td', { class: 'small' }, localTime(e.at)),
+    el('td', {}, e.kind),
+    el('td', { class: 'mono small' }, e.actor || ''),
+    el('td', {}, e.fence != null ? String(e.fence) : ''),
+    el('td', { class: 'mono small' }, e.detail && Object.keys(e.detail).length ? JSON.stringify(e.detail) : ''))));
+}
+
+async function refreshGraph() {
+  const g = await api('/api/graph?limit=60');
+  const W = 200, H = 34, BW = 176, BH = 24;
+  const cols = Math.max(1, ...g.nodes.map((n) => n.x + 1));
+  const rows = Math.max(1, ...g.nodes.map((n) => n.y + 1));
+  const svg = document.createElementNS(SVG, 'svg');
+  svg.setAttribute('width', String(cols * W + 20));
+  svg.setAttribute('height', String(rows * H + 20));
+  svg.setAttribute('role', 'img');
+  svg.setAttribute('aria-label', 'dependency graph: prerequisites left of the tasks that wait on them');
+  const at = new Map(g.nodes.map((n) => [n.id, n]));
+  const mk = (tag, attrs) => {
+    const e = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
+    return e;
+  };
+  for (const e of g.edges) {
+    const a = at.get(e.from), b = at.get(e.to);
+    const x1 = 10 + a.x * W + BW, y1 = 10 + a.y * H + BH / 2, x2 = 10 + b.x * W, y2 = 10 + b.y * H + BH / 2;
+    svg.append(mk('path', { d: `M${x1},${y1} C${x1 + 20},${y1} ${x2 - 20},${y2} ${x2},${y2}`, class: 'edge' }));
+  }
+  for (const n of g.nodes) {
+    const grp = mk('g', { class: `node ${n.category}${n.stale ? ' stale' : ''}`, 'data-task': n.id, transform: `translate(${10 + n.x * W},${10 + n.y * H})` });
+    grp.append(mk('rect', { width: BW, height: BH, rx: 4 }));
+    const t = mk('text', { x: 6, y: 16 });
+    const label = `${n.inherited_priority || '·'} ${n.description}`;
+    t.textContent = clean(label.length > 26 ? `${label.slice(0, 25)}…` : label);
+    const tip = mk('title', {});
+    tip.textContent = clean(`${n.handle} ${n.description} (${n.category}, releases ${n.releases})`);
+    grp.append(t, tip);
+    grp.addEventListener('click', () => showLedger(n.id));
+    svg.append(grp);
+  }
+  $('graph-box').replaceChildren(svg);
+  $('graph-note').textContent = `${g.shown} of ${g.open} open tasks, most pressing first`;
+}
+
+// ---- live updates --------------------------------------------------------------------
+
+let pending = null;
+function refreshSoon() {
+  if (pending) return;
+  pending = setTimeout(async () => {
+    pending = null;
+    try {
+      await refreshStatus();
+      if (state.lane) await refreshInbox();
+      if (Date.now() >= state.tasksDue) {
+        state.tasksDue = Date.now() + 2000;
+        await Promise.all([refreshTasks(), refreshGraph()]);
+        if (state.ledger) await showLedger(state.ledger);
+      } else {
+        setTimeout(refreshSoon, state.tasksDue - Date.now());
+      }
+    } catch (e) {
+      $('conn').textContent = `error: ${clean(e.message)}`;
+    }
+  }, 30);
+}
+
+function connect() {
+  const es = new EventSource('/api/live');
+  es.addEventListener('open', () => { $('conn').textContent = 'live'; $('conn').className = 'conn on'; });
+  es.addEventListener('change', (m) => { document.body.dataset.generation = m.data; refreshSoon(); });
+  es.addEventListener('error', () => { $('conn').textContent = 'reconnecting…'; $('conn').className = 'conn off'; });
+}
+
+let voice = false;
+function speak(text) {
+  if (!voice || !window.speechSynthesis) return;
+  window.speechSynthesis.speak(new SpeechSynthesisUtterance(String(text).slice(0, 400)));
+}
+
+document.addEventListener('DOMContentLoaded', () => {
+  $('steer-form').addEventListener('submit', steer);
+  $('older').addEventListener('click', olderEvents);
+  $('speak').addEventListener('change', (e) => {
+    voice = e.target.checked;
+    if (!voice && window.speechSynthesis) window.speechSynthesis.cancel();
+  });
+  for (const b of document.querySelectorAll('#task-tabs button')) {
+    b.addEventListener('click', () => { state.cat = b.dataset.cat; state.taskLimit = 100; refreshTasks(); });
+  }
+  let typing = null;
+  $('task-q').addEventListener('input', (e) => {
+    clearTimeout(typing);
+    typing = setTimeout(() => { state.q = e.target.value.trim(); refreshTasks(); }, 200);
+  });
+  $('tasks-more').addEventListener('click', () => { state.taskLimit += 100; refreshTasks(); });
+  setInterval(tick, 1000);
+  connect();
+  refreshSoon();
+});

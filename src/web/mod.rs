@@ -1,0 +1,203 @@
+//! The operator's console (`spice serve`): a status page with live updates, steering
+//! and stale-claim takeover, and the JSON API under `/api/` behind it.
+//!
+//! ```text
+//!  browser ──HTTP──▶ guard (Host, Origin, token, JSON + x-spice on writes) ──▶ routes
+//!                                                                              │
+//!   /api/status, /api/tasks, /api/graph ◀── cache per store generation ◀── store pool
+//!   /api/live (SSE: "change") ◀──────────── watcher thread: PRAGMA data_version, 10 Hz
+//!   /api/lanes/L/transcript[/live] ◀─────── transcripts: each file decoded once, tailed
+//!   POST /api/steer, /api/takeover, /api/lanes/L/lift-hold ──▶ the store calls the CLI makes
+//! ```
+//!
+//! Invariants:
+//! - The store is the authority: the console keeps no state of its own beyond caches
+//!   keyed by the store's generation (a counter the watcher bumps when another
+//!   connection commits), and writes only through the same `Store` calls as the CLI.
+//! - Store work runs on blocking threads, never on the async workers, so a slow query
+//!   delays its own request only.
+//! - Agent text leaves as JSON strings; the page renders it with `textContent`.
+//! - Every route sits behind [`guard`]; the live streams end when the server shuts
+//!   down, so a graceful shutdown never waits on an open page.
+
+pub mod docs;
+pub mod guard;
+mod routes;
+pub mod token;
+pub mod transcripts;
+
+use crate::clock::Clock;
+use crate::error::{Error, Result};
+use crate::store::{Store, Target};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// Reads a steering target as the operator typed it.
+pub type TargetParser = Box<dyn Fn(&str) -> Result<Target> + Send + Sync>;
+
+/// Everything the console needs, gathered by the CLI.
+pub struct Config {
+    pub state_dir: PathBuf,
+    pub clock: Arc<dyn Clock>,
+    pub guard: guard::Guard,
+    /// Reads a steering target as the operator typed it (the CLI's rules).
+    pub parse_target: TargetParser,
+    /// How often the watcher looks for commits by others.
+    pub poll: Duration,
+}
+
+/// How many idle store connections are kept for requests.
+const POOL: usize = 8;
+/// How long a cached document may be served within one generation (lease times and
+/// staleness move with the clock, not only with commits).
+const MAX_AGE: Duration = Duration::from_secs(1);
+
+pub(crate) struct App {
+    cfg: Config,
+    pool: Mutex<Vec<Store>>,
+    live: watch::Receiver<u64>,
+    status: Cache<bytes::Bytes>,
+    tasks: Cache<Arc<docs::TaskTable>>,
+    transcripts: transcripts::Transcripts,
+}
+
+/// One cached document: computed at most once per generation and second, by one
+/// request while the others wait for it.
+struct Cache<T> {
+    slot: tokio::sync::Mutex<Option<(u64, Instant, T)>>,
+}
+
+impl<T: Clone> Cache<T> {
+    fn new() -> Self {
+        Cache {
+            slot: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    async fn get<F>(&self, generation: u64, compute: F) -> Result<T>
+    where
+        F: std::future::Future<Output = Result<T>>,
+    {
+        let mut slot = self.slot.lock().await;
+        if let Some((g, at, v)) = slot.as_ref() {
+            if *g == generation && at.elapsed() < MAX_AGE {
+                return Ok(v.clone());
+            }
+        }
+        let v = compute.await?;
+        *slot = Some((generation, Instant::now(), v.clone()));
+        Ok(v)
+    }
+}
+
+impl App {
+    fn generation(&self) -> u64 {
+        *self.live.borrow()
+    }
+
+    /// Runs `f` with a pooled store connection on a blocking thread.
+    async fn store<T, F>(self: &Arc<Self>, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Store, &App) -> Result<T> + Send + 'static,
+    {
+        let app = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let pooled = app.pool.lock().unwrap_or_else(|p| p.into_inner()).pop();
+            let mut store = match pooled {
+                Some(s) => s,
+                None => Store::open_dir(&app.cfg.state_dir, app.cfg.clock.clone())?,
+            };
+            let out = f(&mut store, &app);
+            let mut pool = app.pool.lock().unwrap_or_else(|p| p.into_inner());
+            if pool.len() < POOL {
+                pool.push(store);
+            }
+            out
+        })
+        .await
+        .map_err(|e| Error::Other(format!("console worker failed: {e}")))?
+    }
+}
+
+/// Serves the console on `listener` until `shutdown` completes, then lets open
+/// requests finish and ends the live streams.
+pub async fn serve<S>(cfg: Config, listener: std::net::TcpListener, shutdown: S) -> Result<()>
+where
+    S: std::future::Future<Output = ()> + Send + 'static,
+{
+    // Fail now, with the store's own message, rather than on the first request.
+    let watcher = Store::open_dir(&cfg.state_dir, cfg.clock.clone())?;
+    listener.set_nonblocking(true).map_err(|source| Error::Io {
+        context: "failed to configure the listening socket".into(),
+        source,
+    })?;
+    let listener = tokio::net::TcpListener::from_std(listener).map_err(|source| Error::Io {
+        context: "failed to register the listening socket".into(),
+        source,
+    })?;
+    let (tx, rx) = watch::channel(0u64);
+    let stop = Arc::new(AtomicBool::new(false));
+    let poll = cfg.poll;
+    let watch_thread = {
+        let stop = stop.clone();
+        std::thread::Builder::new()
+            .name("spice-serve-watch".into())
+            .spawn(move || watch_store(watcher, tx, poll, &stop))
+            .map_err(|source| Error::Io {
+                context: "failed to start the store watcher".into(),
+                source,
+            })?
+    };
+    let app = Arc::new(App {
+        cfg,
+        pool: Mutex::new(Vec::new()),
+        live: rx,
+        status: Cache::new(),
+        tasks: Cache::new(),
+        transcripts: transcripts::Transcripts::default(),
+    });
+    let stop_on_signal = {
+        let stop = stop.clone();
+        async move {
+            shutdown.await;
+            stop.store(true, Ordering::SeqCst);
+        }
+    };
+    warp::serve(routes::all(app))
+        .incoming(listener)
+        .graceful(stop_on_signal)
+        .run()
+        .await;
+    stop.store(true, Ordering::SeqCst);
+    let _ = watch_thread.join();
+    Ok(())
+}
+
+/// Bumps the generation whenever another connection committed. Dropping the sender
+/// when told to stop ends every live stream.
+fn watch_store(store: Store, tx: watch::Sender<u64>, poll: Duration, stop: &AtomicBool) {
+    let mut last = store.data_version().ok();
+    let mut generation = 0u64;
+    let mut reported = false;
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(poll);
+        match store.data_version() {
+            Ok(v) if Some(v) != last => {
+                last = Some(v);
+                generation += 1;
+                tx.send_replace(generation);
+            }
+            Ok(_) => {}
+            Err(e) if !reported => {
+                // Report once and keep serving what can be read; the store may recover.
+                eprintln!("spice: serve: {e}");
+                reported = true;
+            }
+            Err(_) => {}
+        }
+    }
+}

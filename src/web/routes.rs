@@ -1,0 +1,724 @@
+//! The routes: one guard in front of everything, then pages, JSON documents, the live
+//! streams and the three writes. Handlers answer every failure themselves with a JSON
+//! `{"error": "one line"}` and the status its kind calls for; rejections from routing
+//! and body limits are turned into the same shape by [`recover`].
+
+use super::guard::{Denied, Kind, Seen, CUSTOM_HEADER};
+use super::{docs, App};
+use crate::error::{Error, Result};
+use crate::store::{Takeover, DEFAULT_LEASE, DEFAULT_TTL};
+use crate::when;
+use bytes::Bytes;
+use futures_util::stream::{self, Stream};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+use warp::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use warp::reply::Response;
+use warp::{Filter, Rejection};
+
+/// The largest request body accepted (steering text is the only large field).
+pub const BODY_LIMIT: u64 = 64 * 1024;
+/// How often an open transcript stream looks for appended lines.
+const TAIL_EVERY: Duration = Duration::from_millis(250);
+
+const INDEX_HTML: &str = include_str!("assets/index.html");
+const APP_JS: &str = include_str!("assets/app.js");
+const APP_CSS: &str = include_str!("assets/app.css");
+
+/// Scripts, styles and connections from this origin only; nothing inline, no frames,
+/// no forms posting anywhere.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
+                   connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+#[derive(Debug)]
+struct Refused(Denied);
+impl warp::reject::Reject for Refused {}
+
+pub(super) fn all(
+    app: Arc<App>,
+) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone + Send + Sync + 'static {
+    let with_app = {
+        let app = app.clone();
+        warp::any().map(move || app.clone())
+    };
+    let guard = {
+        let app = app.clone();
+        warp::method()
+            .and(warp::path::full())
+            .and(warp::header::headers_cloned())
+            .and_then(move |m: Method, p: warp::path::FullPath, h: HeaderMap| {
+                let app = app.clone();
+                async move {
+                    let kind = kind_of(&m, p.as_str());
+                    app.cfg
+                        .guard
+                        .check(kind, &seen(&h))
+                        .map_err(|d| warp::reject::custom(Refused(d)))
+                }
+            })
+            .untuple_one()
+    };
+    let get = warp::get();
+    let post = warp::post();
+    let body = warp::body::content_length_limit(BODY_LIMIT).and(warp::body::bytes());
+
+    let index = warp::path::end()
+        .and(get)
+        .map(|| asset(INDEX_HTML, "text/html; charset=utf-8"));
+    let js = warp::path!("app.js")
+        .and(get)
+        .map(|| asset(APP_JS, "text/javascript; charset=utf-8"));
+    let css = warp::path!("app.css")
+        .and(get)
+        .map(|| asset(APP_CSS, "text/css; charset=utf-8"));
+    // No icon: an empty answer keeps the browser from logging a 404 on every load.
+    let icon = warp::path!("favicon.ico").and(get).map(|| {
+        let mut r = Response::new(Bytes::new().into());
+        *r.status_mut() = StatusCode::NO_CONTENT;
+        r
+    });
+    let login = warp::path!("login")
+        .and(get)
+        .and(warp::query::<LoginQuery>())
+        .and(with_app.clone())
+        .map(login);
+
+    let status = warp::path!("api" / "status")
+        .and(get)
+        .and(with_app.clone())
+        .then(status);
+    let live = warp::path!("api" / "live")
+        .and(get)
+        .and(with_app.clone())
+        .map(|app: Arc<App>| {
+            warp::sse::reply(warp::sse::keep_alive().stream(changes(app))).into_response_()
+        });
+    let tasks = warp::path!("api" / "tasks")
+        .and(get)
+        .and(warp::query::<TasksQuery>())
+        .and(with_app.clone())
+        .then(tasks);
+    let graph = warp::path!("api" / "graph")
+        .and(get)
+        .and(warp::query::<GraphQuery>())
+        .and(with_app.clone())
+        .then(graph);
+    let ledger = warp::path!("api" / "tasks" / String / "ledger")
+        .and(get)
+        .and(with_app.clone())
+        .then(|id: String, app: Arc<App>| async move {
+            reply(app.store(move |s, _| docs::ledger(s, &id)).await)
+        });
+    let claims = warp::path!("api" / "claims")
+        .and(get)
+        .and(with_app.clone())
+        .then(|app: Arc<App>| async move {
+            reply(
+                app.store(|s, _| {
+                    let now = s.now();
+                    let c = s.claims()?;
+                    Ok(json!({
+                        "now": when::rfc3339(now),
+                        "claims": c.iter().map(|c| docs::claim_doc(c, now)).collect::<Vec<_>>(),
+                    }))
+                })
+                .await,
+            )
+        });
+    let inbox = warp::path!("api" / "inbox")
+        .and(get)
+        .and(warp::query::<InboxQuery>())
+        .and(with_app.clone())
+        .then(|q: InboxQuery, app: Arc<App>| async move {
+            reply(
+                app.store(move |s, _| docs::inbox(s, q.all.unwrap_or(false)))
+                    .await,
+            )
+        });
+    let lane_inbox = warp::path!("api" / "lanes" / String / "inbox")
+        .and(get)
+        .and(warp::query::<InboxQuery>())
+        .and(with_app.clone())
+        .then(|lane: String, q: InboxQuery, app: Arc<App>| async move {
+            let all = q.all.unwrap_or(false);
+            let doc = app
+                .store(move |s, _| docs::lane_inbox(s, &lane, all)?.ok_or_else(no_lane))
+                .await;
+            reply(doc)
+        });
+    let transcript = warp::path!("api" / "lanes" / String / "transcript")
+        .and(get)
+        .and(warp::query::<PageQuery>())
+        .and(with_app.clone())
+        .then(transcript_page);
+    let transcript_live = warp::path!("api" / "lanes" / String / "transcript" / "live")
+        .and(get)
+        .and(warp::query::<TailQuery>())
+        .and(with_app.clone())
+        .map(|lane: String, q: TailQuery, app: Arc<App>| {
+            warp::sse::reply(warp::sse::keep_alive().stream(tail(app, lane, q))).into_response_()
+        });
+
+    let steer = warp::path!("api" / "steer")
+        .and(post)
+        .and(body)
+        .and(with_app.clone())
+        .then(steer);
+    let takeover = warp::path!("api" / "takeover")
+        .and(post)
+        .and(body)
+        .and(with_app.clone())
+        .then(takeover);
+    let lift = warp::path!("api" / "lanes" / String / "lift-hold")
+        .and(post)
+        .and(body)
+        .and(with_app.clone())
+        .then(|lane: String, body: Bytes, app: Arc<App>| async move {
+            if let Err(e) = parse::<Empty>(&body) {
+                return error(&e);
+            }
+            reply(
+                app.store(move |s, _| {
+                    s.lift_hold(&lane)?;
+                    Ok(json!({"lane": lane, "lifted": true}))
+                })
+                .await,
+            )
+        });
+
+    let pages = index
+        .or(js)
+        .unify()
+        .or(css)
+        .unify()
+        .or(icon)
+        .unify()
+        .or(login)
+        .unify();
+    let reads = status
+        .or(live)
+        .unify()
+        .or(tasks)
+        .unify()
+        .or(graph)
+        .unify()
+        .or(ledger)
+        .unify()
+        .or(claims)
+        .unify()
+        .or(inbox)
+        .unify()
+        .or(lane_inbox)
+        .unify()
+        .or(transcript)
+        .unify()
+        .or(transcript_live)
+        .unify();
+    let writes = steer.or(takeover).unify().or(lift).unify();
+    guard
+        .and(pages.or(reads).unify().or(writes).unify())
+        .recover(recover)
+        .unify()
+        .map(secure)
+}
+
+/// Which checks a request gets besides `Host`.
+fn kind_of(m: &Method, path: &str) -> Kind {
+    if path == "/login" {
+        Kind::Login
+    } else if m != Method::GET && m != Method::HEAD {
+        Kind::Mutate
+    } else if path == "/api/live" || path.ends_with("/transcript/live") {
+        Kind::Stream
+    } else {
+        Kind::Read
+    }
+}
+
+fn seen(h: &HeaderMap) -> Seen<'_> {
+    let get = |name: &str| h.get(name).and_then(|v| v.to_str().ok());
+    Seen {
+        host: get("host"),
+        origin: get("origin"),
+        sec_fetch_site: get("sec-fetch-site"),
+        authorization: get("authorization"),
+        cookie: get("cookie"),
+        content_type: get("content-type"),
+        custom: get(CUSTOM_HEADER),
+    }
+}
+
+/// Headers every answer carries.
+fn secure(mut r: Response) -> Response {
+    let h = r.headers_mut();
+    h.insert("content-security-policy", HeaderValue::from_static(CSP));
+    h.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert("x-frame-options", HeaderValue::from_static("DENY"));
+    h.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
+    h.entry(header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-store"));
+    r
+}
+
+trait IntoResponse {
+    fn into_response_(self) -> Response;
+}
+impl<T: warp::Reply> IntoResponse for T {
+    fn into_response_(self) -> Response {
+        self.into_response()
+    }
+}
+
+fn asset(body: &'static str, content_type: &'static str) -> Response {
+    let mut r = Response::new(body.into());
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    r
+}
+
+fn json_bytes(status: StatusCode, body: Bytes) -> Response {
+    let mut r = Response::new(body.into());
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn json_value(status: StatusCode, v: &Value) -> Response {
+    json_bytes(
+        status,
+        Bytes::from(serde_json::to_vec(v).expect("JSON values serialise")),
+    )
+}
+
+fn error_status(status: StatusCode, msg: &str) -> Response {
+    let one_line = msg.split('\n').map(str::trim).collect::<Vec<_>>().join(" ");
+    json_value(status, &json!({ "error": one_line }))
+}
+
+/// A store error as an HTTP answer: bad input 400, conflict 409, the rest 500.
+fn error(e: &Error) -> Response {
+    let status = match e {
+        Error::Input(_) => StatusCode::BAD_REQUEST,
+        Error::Conflict(_) => StatusCode::CONFLICT,
+        Error::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    error_status(status, &e.to_string())
+}
+
+fn reply(r: Result<Value>) -> Response {
+    match r {
+        Ok(v) => json_value(StatusCode::OK, &v),
+        Err(e) => error(&e),
+    }
+}
+
+fn no_lane() -> Error {
+    Error::input("no such lane: the supervisor has not reported on it")
+}
+
+async fn recover(r: Rejection) -> std::result::Result<Response, Infallible> {
+    use warp::reject::{
+        InvalidQuery, LengthRequired, MethodNotAllowed, PayloadTooLarge, UnsupportedMediaType,
+    };
+    let (status, msg) = if let Some(Refused(d)) = r.find::<Refused>() {
+        (
+            StatusCode::from_u16(d.status).unwrap_or(StatusCode::FORBIDDEN),
+            d.reason.clone(),
+        )
+    } else if r.find::<PayloadTooLarge>().is_some() {
+        (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("request body larger than {BODY_LIMIT} bytes"),
+        )
+    } else if r.find::<LengthRequired>().is_some() {
+        (
+            StatusCode::LENGTH_REQUIRED,
+            "a request body needs a Content-Length".into(),
+        )
+    } else if r.find::<UnsupportedMediaType>().is_some() {
+        (
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported content type".into(),
+        )
+    } else if r.find::<InvalidQuery>().is_some() {
+        (
+            StatusCode::BAD_REQUEST,
+            "invalid query string (see the API section of the README)".into(),
+        )
+    } else if r.is_not_found() {
+        (StatusCode::NOT_FOUND, "no such page or API".into())
+    } else if r.find::<MethodNotAllowed>().is_some() {
+        (
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method not allowed here".into(),
+        )
+    } else {
+        (StatusCode::BAD_REQUEST, "bad request".into())
+    };
+    Ok(error_status(status, &msg))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LoginQuery {
+    token: String,
+}
+
+fn login(q: LoginQuery, app: Arc<App>) -> Response {
+    if !app.cfg.guard.needs_token() {
+        return redirect_home(None);
+    }
+    if !app.cfg.guard.token_matches(&q.token) {
+        return error_status(StatusCode::UNAUTHORIZED, "wrong token");
+    }
+    redirect_home(Some(&q.token))
+}
+
+fn redirect_home(token: Option<&str>) -> Response {
+    let mut r = Response::new(Bytes::new().into());
+    *r.status_mut() = StatusCode::SEE_OTHER;
+    r.headers_mut()
+        .insert(header::LOCATION, HeaderValue::from_static("/"));
+    if let Some(t) = token {
+        let cookie = format!(
+            "{}={t}; HttpOnly; SameSite=Strict; Path=/",
+            super::guard::COOKIE
+        );
+        if let Ok(v) = HeaderValue::from_str(&cookie) {
+            r.headers_mut().insert(header::SET_COOKIE, v);
+        }
+    }
+    r
+}
+
+async fn status(app: Arc<App>) -> Response {
+    let g = app.generation();
+    let a = app.clone();
+    let doc = app
+        .status
+        .get(g, async move {
+            let v = a
+                .store(move |s, _| {
+                    let mut v = docs::status(s)?;
+                    v["generation"] = json!(g);
+                    Ok(v)
+                })
+                .await?;
+            Ok(Bytes::from(
+                serde_json::to_vec(&v).expect("JSON values serialise"),
+            ))
+        })
+        .await;
+    match doc {
+        Ok(b) => json_bytes(StatusCode::OK, b),
+        Err(e) => error(&e),
+    }
+}
+
+async fn task_table(app: &Arc<App>) -> Result<Arc<docs::TaskTable>> {
+    let g = app.generation();
+    let a = app.clone();
+    app.tasks
+        .get(g, async move {
+            a.store(|s, _| docs::task_table(s).map(Arc::new)).await
+        })
+        .await
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TasksQuery {
+    category: Option<String>,
+    q: Option<String>,
+    offset: Option<usize>,
+    limit: Option<usize>,
+}
+
+async fn tasks(q: TasksQuery, app: Arc<App>) -> Response {
+    if let Some(c) = &q.category {
+        if !docs::CATEGORIES.contains(&c.as_str()) {
+            return error_status(
+                StatusCode::BAD_REQUEST,
+                &format!(
+                    "invalid category {c:?}: expected one of {}",
+                    docs::CATEGORIES.join(", ")
+                ),
+            );
+        }
+    }
+    match task_table(&app).await {
+        Ok(t) => json_value(
+            StatusCode::OK,
+            &t.page(
+                q.category.as_deref(),
+                q.q.as_deref(),
+                q.offset.unwrap_or(0),
+                q.limit.unwrap_or(100).min(1000),
+            ),
+        ),
+        Err(e) => error(&e),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GraphQuery {
+    limit: Option<usize>,
+}
+
+async fn graph(q: GraphQuery, app: Arc<App>) -> Response {
+    match task_table(&app).await {
+        Ok(t) => json_value(StatusCode::OK, &t.graph(q.limit.unwrap_or(60).min(400))),
+        Err(e) => error(&e),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InboxQuery {
+    all: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PageQuery {
+    before: Option<u64>,
+    limit: Option<usize>,
+}
+
+/// The lane's current transcript path, from its row.
+fn transcript_of(s: &mut crate::store::Store, lane: &str) -> Result<Option<String>> {
+    Ok(s.lane(lane)?.ok_or_else(no_lane)?.transcript)
+}
+
+async fn transcript_page(lane: String, q: PageQuery, app: Arc<App>) -> Response {
+    let limit = q.limit.unwrap_or(200).clamp(1, 2000);
+    reply(
+        app.store(move |s, app| {
+            let path = transcript_of(s, &lane)?;
+            let mut doc = match &path {
+                Some(p) => {
+                    let d = app.transcripts.get(std::path::Path::new(p));
+                    let page = d
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .page(q.before, limit);
+                    page
+                }
+                None => json!({"events": [], "more": false, "last_line": 0, "epoch": 0,
+                               "problem": "the lane has no transcript yet"}),
+            };
+            doc["lane"] = json!(lane);
+            doc["path"] = json!(path);
+            Ok(doc)
+        })
+        .await,
+    )
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TailQuery {
+    after: Option<u64>,
+    path: Option<String>,
+    epoch: Option<u64>,
+}
+
+type SseItem = std::result::Result<warp::sse::Event, Infallible>;
+
+/// `/api/live`: a `change` event with the store generation now and after each commit
+/// by anyone; ends when the server stops.
+fn changes(app: Arc<App>) -> impl Stream<Item = SseItem> + Send + 'static {
+    let rx = app.live.clone();
+    stream::unfold((rx, true), |(mut rx, first)| async move {
+        if !first && rx.changed().await.is_err() {
+            return None;
+        }
+        let g = *rx.borrow_and_update();
+        let ev = warp::sse::Event::default()
+            .event("change")
+            .data(g.to_string());
+        Some((Ok(ev), (rx, false)))
+    })
+}
+
+struct Tail {
+    app: Arc<App>,
+    lane: String,
+    path: Option<String>,
+    epoch: u64,
+    after: u64,
+    rx: tokio::sync::watch::Receiver<u64>,
+}
+
+/// `/api/lanes/L/transcript/live`: `events` with what was appended after `after`,
+/// `reset` when the lane moved to another transcript or the file was rewritten (the
+/// page then reloads the history). Ends when the server stops.
+fn tail(app: Arc<App>, lane: String, q: TailQuery) -> impl Stream<Item = SseItem> + Send + 'static {
+    let rx = app.live.clone();
+    let st = Tail {
+        app,
+        lane,
+        path: q.path,
+        epoch: q.epoch.unwrap_or(0),
+        after: q.after.unwrap_or(0),
+        rx,
+    };
+    stream::unfold(Some(st), |st| async move {
+        let mut st = st?;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(TAIL_EVERY) => {}
+                r = st.rx.changed() => if r.is_err() { return None; },
+            }
+            let (lane, after) = (st.lane.clone(), st.after);
+            let looked = st
+                .app
+                .store(move |s, app| {
+                    let path = transcript_of(s, &lane)?;
+                    let Some(p) = &path else {
+                        return Ok((path, 0, Vec::new()));
+                    };
+                    let d = app.transcripts.get(std::path::Path::new(p));
+                    let d = d.lock().unwrap_or_else(|p| p.into_inner());
+                    Ok((path.clone(), d.epoch(), d.after(after, 500)))
+                })
+                .await;
+            let (path, epoch, fresh) = match looked {
+                Ok(x) => x,
+                Err(e) => {
+                    let ev = warp::sse::Event::default()
+                        .event("problem")
+                        .data(e.to_string());
+                    return Some((Ok(ev), None));
+                }
+            };
+            if path != st.path || epoch != st.epoch {
+                let ev = warp::sse::Event::default()
+                    .event("reset")
+                    .data(json!({"path": path, "epoch": epoch}).to_string());
+                st.path = path;
+                st.epoch = epoch;
+                st.after = 0;
+                return Some((Ok(ev), Some(st)));
+            }
+            if let Some(last) = fresh.last() {
+                st.after = last.line;
+                let ev = warp::sse::Event::default()
+                    .event("events")
+                    .data(serde_json::to_string(&fresh).expect("events serialise"));
+                return Some((Ok(ev), Some(st)));
+            }
+        }
+    })
+}
+
+/// Reads a JSON request body into `T`, refusing unknown fields.
+fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T> {
+    serde_json::from_slice(body).map_err(|e| Error::input(format!("invalid JSON body: {e}")))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Empty {}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SteerBody {
+    target: String,
+    text: String,
+    /// A duration such as `2h`; the default TTL otherwise.
+    ttl: Option<String>,
+}
+
+async fn steer(body: Bytes, app: Arc<App>) -> Response {
+    let b: SteerBody = match parse(&body) {
+        Ok(b) => b,
+        Err(e) => return error(&e),
+    };
+    let r = app
+        .store(move |s, app| {
+            let ttl = match &b.ttl {
+                Some(t) => {
+                    when::parse_duration(t).map_err(|e| Error::input(format!("ttl: {e}")))?
+                }
+                None => DEFAULT_TTL,
+            };
+            let target = (app.cfg.parse_target)(&b.target)?;
+            let item = s.steer(&target, b.text.trim_end(), ttl)?;
+            Ok(crate::cli::render::item_json(&item, s.now()))
+        })
+        .await;
+    match r {
+        Ok(v) => json_value(StatusCode::CREATED, &v),
+        Err(e) => error(&e),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TakeoverBody {
+    task: String,
+    /// The fence of the stale claim the operator saw.
+    fence: i64,
+    /// Who holds the claim afterwards (default `operator`).
+    claimant: Option<String>,
+    lease: Option<String>,
+}
+
+async fn takeover(body: Bytes, app: Arc<App>) -> Response {
+    let b: TakeoverBody = match parse(&body) {
+        Ok(b) => b,
+        Err(e) => return error(&e),
+    };
+    reply(
+        app.store(move |s, _| {
+            let lease = match &b.lease {
+                Some(l) => {
+                    when::parse_duration(l).map_err(|e| Error::input(format!("lease: {e}")))?
+                }
+                None => DEFAULT_LEASE,
+            };
+            let t = Takeover {
+                stale_fence: b.fence,
+                claimant: b.claimant.unwrap_or_else(|| "operator".into()),
+                lane: None,
+                worktree: None,
+                lease,
+            };
+            let claim = s.takeover(&b.task, &t)?;
+            Ok(docs::claim_doc(&claim, s.now()))
+        })
+        .await,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_kinds() {
+        assert_eq!(kind_of(&Method::GET, "/api/status"), Kind::Read);
+        assert_eq!(kind_of(&Method::GET, "/api/live"), Kind::Stream);
+        assert_eq!(
+            kind_of(&Method::GET, "/api/lanes/a/transcript/live"),
+            Kind::Stream
+        );
+        assert_eq!(kind_of(&Method::POST, "/api/steer"), Kind::Mutate);
+        assert_eq!(kind_of(&Method::PUT, "/anything"), Kind::Mutate);
+        assert_eq!(kind_of(&Method::GET, "/login"), Kind::Login);
+    }
+}

@@ -1,0 +1,106 @@
+// Real-browser checks of the spice console in headless Chromium, driven by
+// tests/serve_browser.rs, which prepares the store, starts `spice serve` and passes
+// what it made through the environment. Exits non-zero on the first failure.
+import { chromium } from 'playwright-core';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { appendFileSync } from 'node:fs';
+
+const env = process.env;
+const URL = env.CONSOLE_URL;
+const spice = (...args) => execFileSync(env.SPICE_BIN, args, { cwd: env.REPO, env, encoding: 'utf8' });
+const step = (what) => console.log(`- ${what}`);
+const claudeLine = (n, text) => JSON.stringify({
+  type: 'assistant', uuid: `b${n}`, parentUuid: null, sessionId: 'sess-a', cwd: '/tmp', version: '2.1.0',
+  timestamp: '2026-11-29T12:00:00.000Z',
+  message: { role: 'assistant', id: `bm${n}`, content: [{ type: 'text', text }] },
+}) + '\n';
+
+const browser = await chromium.launch({
+  executablePath: env.CHROMIUM || '/usr/bin/chromium',
+  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+    '--disable-component-update', '--disable-sync'],
+});
+const problems = [];
+try {
+  const page = await browser.newPage();
+  page.on('dialog', (d) => { problems.push(`a dialog opened: ${d.message()}`); d.dismiss(); });
+  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+  // The refused takeover's 409 is logged by the browser itself; anything else is a problem.
+  page.on('console', (m) => { if (m.type() === 'error' && !/status of 409/.test(m.text())) problems.push(`console: ${m.text()}`); });
+
+  step('the page loads with the store\'s data');
+  await page.goto(URL);
+  await page.waitForSelector('#lanes tr[data-lane="a"]');
+  await page.waitForSelector('#conn.on');
+  const laneText = await page.textContent('#lanes tr[data-lane="a"]');
+  assert.match(laneText, new RegExp(env.STALE_HANDLE));
+  assert.match(laneText, /working/);
+  await page.waitForSelector(`#claims tr[data-task="${env.STALE_ID}"]`);
+  assert.equal(await page.locator('#claims tbody tr').count(), 2);
+  assert.ok(await page.locator(`#claims tr[data-task="${env.STALE_ID}"].stale-row`).count(), 'stale claim highlighted');
+  await page.waitForSelector('#graph-box svg g.node');
+  assert.equal(await page.isChecked('#speak'), false, 'speech is off by default');
+  const title = await page.title();
+  await page.evaluate(() => { window.__sameDocument = true; });
+
+  step('a steer from the CLI appears without a reload');
+  const pendingBefore = Number(await page.textContent('#lanes tr[data-lane="a"] td.pending, #lanes tr[data-lane="a"] td:nth-child(9)'));
+  const t0 = Date.now();
+  spice('steer', 'lane:a', 'from the command line');
+  await page.waitForFunction((n) => {
+    const td = document.querySelector('#lanes tr[data-lane="a"] td:nth-child(9)');
+    return td && Number(td.textContent) === n;
+  }, pendingBefore + 1, { timeout: 5000 });
+  console.log(`  appeared after ${Date.now() - t0} ms`);
+  assert.equal(await page.evaluate(() => window.__sameDocument), true, 'no reload');
+
+  step('hostile transcript content renders inert');
+  await page.click('#lanes tr[data-lane="a"]');
+  await page.waitForSelector('#transcript li.ev.assistant');
+  const transcript = await page.textContent('#transcript');
+  assert.ok(transcript.includes('<script>window.__pwned = 1</script>'), 'script tag shown as text');
+  assert.ok(transcript.includes('<img src=x onerror="window.__pwned = 2">'), 'img tag shown as text');
+  assert.equal(await page.locator('#transcript script, #transcript img, #transcript a, #inbox img').count(), 0);
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  assert.equal(await page.title(), title);
+  assert.ok(!transcript.includes('\u001b'), 'escape sequences neutralised');
+  assert.ok(!transcript.includes('\u202e'), 'bidi controls neutralised');
+  assert.ok(await page.locator('#transcript li.ev.failed').count() >= 1, 'failed command marked');
+
+  step('the transcript updates live');
+  appendFileSync(env.TRANSCRIPT, claudeLine(900, 'appended live <b>not bold</b>'));
+  await page.waitForFunction(() => document.querySelector('#transcript').textContent.includes('appended live <b>not bold</b>'), null, { timeout: 5000 });
+  assert.equal(await page.locator('#transcript b').count(), 0);
+
+  step('the steer form creates an item');
+  await page.fill('#steer-text', 'sent from the page <i>x</i>');
+  await page.click('#steer-send');
+  await page.waitForFunction(() => /^sent /.test(document.querySelector('#steer-msg').textContent), null, { timeout: 5000 });
+  const items = JSON.parse(spice('inbox', 'lane:a', '--json'));
+  const mine = items.find((i) => i.text === 'sent from the page <i>x</i>');
+  assert.ok(mine, 'the item is in the store');
+  await page.waitForSelector(`#inbox li[data-key="${mine.key}"]`, { timeout: 5000 });
+  assert.equal(await page.locator('#inbox i').count(), 0);
+
+  step('Take over takes a stale claim');
+  await page.click(`#claims tr[data-task="${env.STALE_ID}"] button.takeover`);
+  await page.waitForFunction(() => /took over|refused/.test(document.querySelector('#takeover-msg').textContent), null, { timeout: 5000 });
+  assert.match(await page.textContent('#takeover-msg'), /took over .* now held by operator/);
+  const claims = JSON.parse(spice('task', 'claims', '--json'));
+  assert.equal(claims.find((c) => c.id === env.STALE_ID).claimant, 'operator');
+
+  step('... and is refused for a fresh one, naming the holder');
+  await page.click(`#claims tr[data-task="${env.FRESH_ID}"] button.takeover`);
+  await page.waitForFunction(() => /refused/.test(document.querySelector('#takeover-msg').textContent), null, { timeout: 5000 });
+  assert.match(await page.textContent('#takeover-msg'), /refused: .*held by busy/);
+
+  step('the ledger of a task shows its history');
+  await page.click(`#claims tr[data-task="${env.STALE_ID}"] a`);
+  await page.waitForFunction(() => document.querySelector('#ledger tbody').textContent.includes('displaced'), null, { timeout: 5000 });
+
+  assert.deepEqual(problems, []);
+  console.log('browser checks passed');
+} finally {
+  await browser.close();
+}

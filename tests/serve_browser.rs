@@ -1,0 +1,161 @@
+//! The console in real headless Chromium (playwright-core driving Debian's chromium):
+//! this test prepares the store, starts `spice serve`, and runs
+//! `tests/browser/console.mjs`, which loads the page, watches a live update arrive,
+//! steers, takes over a stale claim (and is refused a fresh one), and checks that
+//! hostile transcript content stays text.
+//!
+//! Needs `node`, `/usr/bin/chromium` (or `$CHROMIUM`) and `npm ci` in `tests/browser`;
+//! `.ci/run` installs them and sets `SPICE_BROWSER_TESTS=1`, which makes their absence
+//! a failure instead of a skip.
+
+mod common;
+#[path = "common/console.rs"]
+mod console;
+
+use common::TestEnv;
+use console::Server;
+use serde_json::json;
+use spice::store::{LaneRow, LaneState, Store};
+use std::path::Path;
+use std::sync::Arc;
+
+fn prerequisites() -> Option<String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser");
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    let missing = if !dir.join("node_modules/playwright-core").is_dir() {
+        Some("tests/browser/node_modules (run npm ci there)".to_string())
+    } else if !Path::new(&chromium).exists() {
+        Some(chromium.clone())
+    } else if std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        Some("node".into())
+    } else {
+        None
+    };
+    match missing {
+        Some(m) if std::env::var("SPICE_BROWSER_TESTS").as_deref() == Ok("1") => {
+            panic!("browser tests required but {m} is missing")
+        }
+        Some(m) => {
+            eprintln!("skipped: {m} is missing (.ci/run installs it)");
+            None
+        }
+        None => Some(chromium),
+    }
+}
+
+fn line(kind: &str, content: serde_json::Value, n: u32) -> String {
+    json!({
+        "type": kind, "uuid": format!("u{n}"), "parentUuid": null, "sessionId": "sess-a",
+        "cwd": "/tmp", "version": "2.1.0", "timestamp": "2026-11-29T12:00:00.000Z",
+        "message": { "role": kind, "id": format!("m{n}"), "content": content },
+    })
+    .to_string()
+        + "\n"
+}
+
+#[test]
+fn the_console_in_headless_chromium() {
+    let Some(chromium) = prerequisites() else {
+        return;
+    };
+    let env = TestEnv::new();
+    std::fs::create_dir_all(env.repo.join("lanes")).unwrap();
+    std::fs::write(env.repo.join("lanes/a.toml"), "profile = \"demo\"\n").unwrap();
+    let stale = env.add(&["Stale one", "--project", "app", "--priority", "H"]);
+    let fresh = env.add(&["Fresh one", "--project", "app"]);
+    env.add(&["Waits", "--project", "app", "--depends", &stale]);
+    env.run(&[
+        "task",
+        "claim",
+        &stale,
+        "--claimant",
+        "sess-a",
+        "--lane",
+        "a",
+        "--lease",
+        "1s",
+    ])
+    .ok();
+    env.run(&[
+        "task",
+        "claim",
+        &fresh,
+        "--claimant",
+        "busy",
+        "--lease",
+        "30m",
+    ])
+    .ok();
+    env.run(&["steer", "lane:a", "an earlier item"]).ok();
+
+    // Hostile content an agent (or what it read) could put in its transcript.
+    let transcript = env.dir.path().join("hostile.jsonl");
+    let mut t = line(
+        "user",
+        json!("please look at <img src=x onerror=\"window.__pwned = 2\">"),
+        1,
+    );
+    t += &line(
+        "assistant",
+        json!([{"type": "text", "text":
+            "<script>window.__pwned = 1</script> \u{1b}[2J\u{1b}]0;title\u{7} \u{202e}reversed <img src=x onerror=\"window.__pwned = 2\"> <a href=\"javascript:alert(1)\">x</a>"}]),
+        2,
+    );
+    t += &line(
+        "assistant",
+        json!([{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "cargo test <b>"}}]),
+        3,
+    );
+    t += &json!({
+        "type": "user", "uuid": "u4", "parentUuid": null, "sessionId": "sess-a", "cwd": "/tmp",
+        "version": "2.1.0", "timestamp": "2026-11-29T12:00:01.000Z",
+        "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
+            "content": "<iframe src=x></iframe> 1 test failed", "is_error": true}]},
+    })
+    .to_string();
+    t += "\n";
+    std::fs::write(&transcript, t).unwrap();
+    Store::open_dir(&env.home, Arc::new(spice::clock::SystemClock))
+        .unwrap()
+        .put_lane(&LaneRow {
+            name: "a".into(),
+            state: LaneState::Working,
+            profile: Some("demo".into()),
+            session: Some("sess-a".into()),
+            task_id: Some(stale.clone()),
+            transcript: Some(transcript.display().to_string()),
+            ..LaneRow::default()
+        })
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1100)); // the 1 s lease lapses
+
+    let srv = Server::start(&env, &[]);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser");
+    let out = std::process::Command::new("node")
+        .arg("console.mjs")
+        .current_dir(&dir)
+        .env("CONSOLE_URL", srv.url("/"))
+        .env("SPICE_BIN", common::bin())
+        .env("SPICE_HOME", &env.home)
+        .env("HOME", env.dir.path())
+        .env("REPO", &env.repo)
+        .env("TRANSCRIPT", &transcript)
+        .env("STALE_ID", &stale)
+        .env("STALE_HANDLE", format!("app-{stale}"))
+        .env("FRESH_ID", &fresh)
+        .env("CHROMIUM", chromium)
+        .output()
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}");
+    assert!(
+        out.status.success(),
+        "browser checks failed:\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("browser checks passed"));
+}
