@@ -576,3 +576,86 @@ fn a_headless_agent_gets_pending_steering_as_its_next_turn() {
     // The clean end of the first turn was not a death.
     assert!(lane_status(&env, "a")["last_error"].is_null());
 }
+
+/// A lane whose agent binary is missing is reported and does not run; the others do.
+#[test]
+fn a_missing_agent_binary_stops_only_its_lane() {
+    let env = setup();
+    std::fs::create_dir_all(env.repo.join("profiles")).unwrap();
+    std::fs::write(
+        env.repo.join("profiles/ghost.toml"),
+        "command = [\"no-such-agent-binary\", \"{brief}\"]\nmode = \"pty\"\n",
+    )
+    .unwrap();
+    std::fs::write(env.repo.join("lanes/b.toml"), "profile = \"ghost\"\n").unwrap();
+    let task = env.add(&["Still done", "--project", "demo"]);
+    let out = env
+        .cmd(&["fleet", "up", "--until-idle", "--json"])
+        .env("HOME", env.dir.path().join("agent-home"))
+        .output()
+        .unwrap();
+    let run = common::to_run(out);
+    assert!(
+        run.stderr.contains("lane b will not run") && run.stderr.contains("no-such-agent-binary"),
+        "{}",
+        run.stderr
+    );
+    let reports = run.json();
+    assert_eq!(claimed_in(&reports), [format!("demo-{task}")], "{reports}");
+    let b = reports
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["lane"] == "b")
+        .unwrap();
+    assert!(b["claimed"].as_array().unwrap().is_empty());
+}
+
+/// `fleet down` keeps claims leased for successors; `--release` hands them back.
+#[test]
+fn fleet_down_keeps_claims_unless_told_to_release_them() {
+    let env = setup();
+    std::fs::remove_file(env.repo.join("lanes/b.toml")).unwrap();
+    let body = spice::demo::WAIT_MARKER;
+    let first = env.add(&[
+        "First",
+        "--project",
+        "demo",
+        "--priority",
+        "H",
+        "--body",
+        body,
+    ]);
+    let up_until_waiting = |task: &str| {
+        let fleet = env
+            .cmd(&["fleet", "up"])
+            .env("HOME", env.dir.path().join("agent-home"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_for("the agent to wait for input", 30, || {
+            let l = lane_status(&env, "a");
+            (l["state"] == "waiting" && l["claims"][0]["task"] == format!("demo-{task}"))
+                .then_some(())
+        });
+        fleet
+    };
+    let mut fleet = up_until_waiting(&first);
+    env.run(&["fleet", "down"]).ok();
+    assert!(fleet.wait().unwrap().success());
+    let claim = env.run(&["task", "show", &first, "--json"]).json()["claim"].clone();
+    assert!(!claim.is_null(), "the claim stays leased for a successor");
+
+    // The next supervisor finishes the kept claim with a successor, then takes the
+    // next task; `down --release` hands that one back.
+    let second = env.add(&["Second", "--project", "demo", "--body", body]);
+    let mut fleet = up_until_waiting(&second);
+    let down = env.run(&["fleet", "down", "--release"]).ok().to_string();
+    assert!(fleet.wait().unwrap().success());
+    assert!(down.contains(&format!("released demo-{second}")), "{down}");
+    let show = env.run(&["task", "show", &second, "--json"]).json();
+    assert!(show["claim"].is_null(), "{show}");
+    let show = env.run(&["task", "show", &first, "--json"]).json();
+    assert_eq!(show["phase"], "review", "{show}");
+}
