@@ -160,6 +160,8 @@ pub fn watch(args: WatchArgs) -> Result<()> {
     let mut followed: HashMap<PathBuf, Followed> = HashMap::new();
     // Block-buffered: stdout is line-buffered by default, a write call per event.
     let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    // One `--json` line at a time, its allocation reused.
+    let mut json: Vec<u8> = Vec::new();
     loop {
         // New files in followed directories are picked up: a session that moves to a
         // new file (Claude /clear, a subagent) keeps being followed.
@@ -206,21 +208,24 @@ pub fn watch(args: WatchArgs) -> Result<()> {
                     }
                 }
                 for e in &events {
-                    let line = if args.json {
-                        Some(sanitize::json_line(&FileEvent { file: &k, event: e }))
-                    } else {
-                        render::event(e, &style).map(|l| {
-                            if many {
-                                format!("{} {l}", f.label)
-                            } else {
-                                l
-                            }
-                        })
-                    };
-                    if let Some(l) = line {
-                        if writeln!(out, "{l}").is_err() {
+                    if args.json {
+                        sanitize::write_json_line(&mut json, &FileEvent { file: &k, event: e });
+                        json.push(b'\n');
+                        if out.write_all(&json).is_err() {
                             return Ok(()); // the reader went away (a closed pipe)
                         }
+                        continue;
+                    }
+                    let Some(l) = render::event(e, &style) else {
+                        continue;
+                    };
+                    let written = if many {
+                        writeln!(out, "{} {l}", f.label)
+                    } else {
+                        writeln!(out, "{l}")
+                    };
+                    if written.is_err() {
+                        return Ok(()); // the reader went away (a closed pipe)
                     }
                 }
                 if f.follower.caught_up() {
