@@ -157,36 +157,44 @@ impl Follower {
         Ok(restart)
     }
 
-    fn consume(&mut self, mut bytes: &[u8], out: &mut Vec<Event>) {
-        while let Some(nl) = memchr::memchr(b'\n', bytes) {
-            let (line_part, rest) = bytes.split_at(nl);
+    fn consume(&mut self, bytes: &[u8], out: &mut Vec<Event>) {
+        // Whole lines of `bytes` start here; they are hashed and kept as the tail in one
+        // go once decoded (a streamed hash does not depend on how its input is split).
+        let mut start = 0;
+        let mut at = 0;
+        while let Some(nl) = memchr::memchr(b'\n', &bytes[at..]) {
+            let end = at + nl;
             let line_no = self.at.line + 1;
             if self.partial.is_empty() {
-                self.decoder.feed(strip_cr(line_part), line_no, out);
+                self.decoder.feed(strip_cr(&bytes[at..end]), line_no, out);
             } else {
-                self.partial.extend_from_slice(line_part);
+                self.partial.extend_from_slice(&bytes[at..=end]);
                 let whole = std::mem::take(&mut self.partial);
-                self.decoder.feed(strip_cr(&whole), line_no, out);
+                self.decoder
+                    .feed(strip_cr(&whole[..whole.len() - 1]), line_no, out);
                 self.hasher.update(&whole);
                 self.push_tail(&whole);
                 self.at.offset += whole.len() as u64;
-                self.hasher.update(b"\n");
-                self.push_tail(b"\n");
-                self.at.offset += 1;
-                self.at.line = line_no;
-                bytes = &rest[1..];
-                continue;
+                start = end + 1;
             }
-            self.hasher.update(&bytes[..=nl]);
-            self.push_tail(&bytes[..=nl]);
-            self.at.offset += nl as u64 + 1;
             self.at.line = line_no;
-            bytes = &rest[1..];
+            at = end + 1;
         }
-        self.partial.extend_from_slice(bytes);
+        let lines = &bytes[start..at];
+        self.hasher.update(lines);
+        self.push_tail(lines);
+        self.at.offset += lines.len() as u64;
+        self.partial.extend_from_slice(&bytes[at..]);
     }
 
+    /// Keeps the last [`TAIL`] bytes (at least) of what was consumed.
     fn push_tail(&mut self, bytes: &[u8]) {
+        if bytes.len() >= TAIL as usize {
+            self.tail.clear();
+            self.tail
+                .extend_from_slice(&bytes[bytes.len() - TAIL as usize..]);
+            return;
+        }
         self.tail.extend_from_slice(bytes);
         if self.tail.len() > 2 * TAIL as usize {
             let cut = self.tail.len() - TAIL as usize;
