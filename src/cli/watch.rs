@@ -7,7 +7,7 @@ use crate::transcript::discover::{self, Roots, SessionFile};
 use crate::transcript::event::{Agent, Event};
 use crate::transcript::follow::Follower;
 use crate::transcript::render::{self, Style};
-use crate::transcript::{briefing, sanitize};
+use crate::transcript::{briefing, jsonl, sanitize};
 use clap::{Args, Subcommand};
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
@@ -78,10 +78,16 @@ fn cwd() -> PathBuf {
     std::env::current_dir().unwrap_or_default()
 }
 
+/// The stdout buffer, and the size of the blocks of `--json` lines written to it.
+const JSON_BLOCK: usize = 1 << 16;
+
 /// One followed file and what it decodes as.
 struct Followed {
     label: String,
     follower: Follower,
+    /// The start of its `--json` lines; `None` when the path is not UTF-8 (the lines
+    /// are then `null`, as serde has it).
+    json_prefix: Option<Vec<u8>>,
 }
 
 fn open(path: &Path) -> Result<Followed> {
@@ -92,6 +98,7 @@ fn open(path: &Path) -> Result<Followed> {
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_default(),
         follower: Follower::new(path, crate::transcript::decoder_fn(agent), None),
+        json_prefix: jsonl::file_prefix(path),
     })
 }
 
@@ -159,8 +166,9 @@ pub fn watch(args: WatchArgs) -> Result<()> {
     };
     let mut followed: HashMap<PathBuf, Followed> = HashMap::new();
     // Block-buffered: stdout is line-buffered by default, a write call per event.
-    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
-    // One `--json` line at a time, its allocation reused.
+    let mut out = std::io::BufWriter::with_capacity(JSON_BLOCK, std::io::stdout().lock());
+    // `--json` lines, written directly (see jsonl) and handed to `out` in blocks as
+    // large as its buffer, which then passes them on without copying them.
     let mut json: Vec<u8> = Vec::new();
     loop {
         // New files in followed directories are picked up: a session that moves to a
@@ -209,10 +217,21 @@ pub fn watch(args: WatchArgs) -> Result<()> {
                 }
                 for e in &events {
                     if args.json {
-                        sanitize::write_json_line(&mut json, &FileEvent { file: &k, event: e });
+                        // `{"file":…,"event":…}`
+                        match &f.json_prefix {
+                            Some(prefix) => {
+                                json.extend_from_slice(prefix);
+                                jsonl::write_event(&mut json, e);
+                                json.push(b'}');
+                            }
+                            None => json.extend_from_slice(b"null"),
+                        }
                         json.push(b'\n');
-                        if out.write_all(&json).is_err() {
-                            return Ok(()); // the reader went away (a closed pipe)
+                        if json.len() >= JSON_BLOCK {
+                            if out.write_all(&json).is_err() {
+                                return Ok(()); // the reader went away (a closed pipe)
+                            }
+                            json.clear();
                         }
                         continue;
                     }
@@ -228,6 +247,10 @@ pub fn watch(args: WatchArgs) -> Result<()> {
                         return Ok(()); // the reader went away (a closed pipe)
                     }
                 }
+                if out.write_all(&json).is_err() {
+                    return Ok(());
+                }
+                json.clear();
                 if f.follower.caught_up() {
                     break;
                 }
@@ -239,13 +262,6 @@ pub fn watch(args: WatchArgs) -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(250));
     }
-}
-
-/// One line of `watch --json`: which file, and the event.
-#[derive(serde::Serialize)]
-struct FileEvent<'a> {
-    file: &'a Path,
-    event: &'a Event,
 }
 
 pub fn session(cmd: SessionCmd) -> Result<()> {
