@@ -170,6 +170,8 @@ pub fn watch(args: WatchArgs) -> Result<()> {
     // `--json` lines, written directly (see jsonl) and handed to `out` in blocks as
     // large as its buffer, which then passes them on without copying them.
     let mut json: Vec<u8> = Vec::new();
+    // One poll's events (at most 8 MiB of lines), the allocation kept between polls.
+    let mut events: Vec<Event> = Vec::new();
     loop {
         // New files in followed directories are picked up: a session that moves to a
         // new file (Claude /clear, a subagent) keeps being followed.
@@ -196,7 +198,7 @@ pub fn watch(args: WatchArgs) -> Result<()> {
         for k in keys {
             let f = followed.get_mut(&k).expect("key from the map");
             loop {
-                let mut events: Vec<Event> = Vec::new();
+                events.clear();
                 match f.follower.poll(&mut events) {
                     Ok(crate::transcript::follow::Restart::Rewritten) if !args.json => {
                         let _ = writeln!(
