@@ -32,43 +32,21 @@ pub fn for_terminal(s: &str) -> String {
 
 /// A JSON document with bidi controls escaped (serde_json already escapes C0 controls).
 pub fn json_line<T: serde::Serialize>(v: &T) -> String {
-    let mut buf = Vec::new();
-    write_json_line(&mut buf, v);
-    // Only whole chars were written: serde_json output and `\uXXXX` escapes.
-    String::from_utf8(buf).unwrap_or_else(|_| "null".into())
-}
-
-/// [`json_line`] into `buf` (cleared first), reusing its allocation: the same bytes,
-/// without a newline.
-fn write_json_line<T: serde::Serialize>(buf: &mut Vec<u8>, v: &T) {
-    buf.clear();
-    if serde_json::to_writer(&mut *buf, v).is_err() {
-        buf.clear();
-        buf.extend_from_slice(b"null");
-        return;
-    }
+    let s = serde_json::to_string(v).unwrap_or_else(|_| "null".into());
     // Every bidi control is encoded starting with byte 0xE2 or 0xD8: skip the char
     // walk for the usual text that has neither.
-    let Some(first) = memchr::memchr2(0xE2, 0xD8, buf) else {
-        return;
-    };
-    let Ok(s) = std::str::from_utf8(&buf[first..]) else {
-        return;
-    };
-    if !s.chars().any(is_bidi) {
-        return;
+    if memchr::memchr2(0xE2, 0xD8, s.as_bytes()).is_none() || !s.chars().any(is_bidi) {
+        return s;
     }
-    use std::fmt::Write;
-    let mut escaped = String::with_capacity(s.len() + 16);
-    for c in s.chars() {
-        if is_bidi(c) {
-            let _ = write!(escaped, "\\u{:04x}", c as u32);
-        } else {
-            escaped.push(c);
-        }
-    }
-    buf.truncate(first);
-    buf.extend_from_slice(escaped.as_bytes());
+    s.chars()
+        .map(|c| {
+            if is_bidi(c) {
+                format!("\\u{:04x}", c as u32)
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// Appends `s` as a JSON string with the bytes [`json_line`] gives it: serde_json's
@@ -173,9 +151,6 @@ mod tests {
         assert!(safe.contains("␛[2J") && safe.contains("\nnext\tcol"));
         let j = json_line(&serde_json::json!({ "t": hostile }));
         assert!(j.contains("\\u001b") && j.contains("\\u202e"));
-        let mut reused = b"a stale line".to_vec();
-        write_json_line(&mut reused, &serde_json::json!({ "t": hostile }));
-        assert_eq!(reused, j.as_bytes(), "the buffer is cleared and refilled");
         let back: serde_json::Value = serde_json::from_str(&j).unwrap();
         assert_eq!(back["t"], hostile, "JSON keeps every character");
     }
