@@ -7,7 +7,7 @@ use crate::transcript::discover::{self, Roots, SessionFile};
 use crate::transcript::event::{Agent, Event};
 use crate::transcript::follow::Follower;
 use crate::transcript::render::{self, Style};
-use crate::transcript::{briefing, sanitize};
+use crate::transcript::{briefing, jsonl, sanitize};
 use clap::{Args, Subcommand};
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
@@ -78,10 +78,16 @@ fn cwd() -> PathBuf {
     std::env::current_dir().unwrap_or_default()
 }
 
+/// The stdout buffer, and the size of the blocks of `--json` lines written to it.
+const JSON_BLOCK: usize = 1 << 16;
+
 /// One followed file and what it decodes as.
 struct Followed {
     label: String,
     follower: Follower,
+    /// The start of its `--json` lines; `None` when the path is not UTF-8 (the lines
+    /// are then `null`, as serde has it).
+    json_prefix: Option<Vec<u8>>,
 }
 
 fn open(path: &Path) -> Result<Followed> {
@@ -92,6 +98,7 @@ fn open(path: &Path) -> Result<Followed> {
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_default(),
         follower: Follower::new(path, crate::transcript::decoder_fn(agent), None),
+        json_prefix: jsonl::file_prefix(path),
     })
 }
 
@@ -159,7 +166,12 @@ pub fn watch(args: WatchArgs) -> Result<()> {
     };
     let mut followed: HashMap<PathBuf, Followed> = HashMap::new();
     // Block-buffered: stdout is line-buffered by default, a write call per event.
-    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    let mut out = std::io::BufWriter::with_capacity(JSON_BLOCK, std::io::stdout().lock());
+    // `--json` lines, written directly (see jsonl) and handed to `out` in blocks as
+    // large as its buffer, which then passes them on without copying them.
+    let mut json: Vec<u8> = Vec::new();
+    // One poll's events (at most 8 MiB of lines), the allocation kept between polls.
+    let mut events: Vec<Event> = Vec::new();
     loop {
         // New files in followed directories are picked up: a session that moves to a
         // new file (Claude /clear, a subagent) keeps being followed.
@@ -186,7 +198,7 @@ pub fn watch(args: WatchArgs) -> Result<()> {
         for k in keys {
             let f = followed.get_mut(&k).expect("key from the map");
             loop {
-                let mut events: Vec<Event> = Vec::new();
+                events.clear();
                 match f.follower.poll(&mut events) {
                     Ok(crate::transcript::follow::Restart::Rewritten) if !args.json => {
                         let _ = writeln!(
@@ -206,23 +218,41 @@ pub fn watch(args: WatchArgs) -> Result<()> {
                     }
                 }
                 for e in &events {
-                    let line = if args.json {
-                        Some(sanitize::json_line(&FileEvent { file: &k, event: e }))
-                    } else {
-                        render::event(e, &style).map(|l| {
-                            if many {
-                                format!("{} {l}", f.label)
-                            } else {
-                                l
+                    if args.json {
+                        // `{"file":…,"event":…}`
+                        match &f.json_prefix {
+                            Some(prefix) => {
+                                json.extend_from_slice(prefix);
+                                jsonl::write_event(&mut json, e);
+                                json.push(b'}');
                             }
-                        })
-                    };
-                    if let Some(l) = line {
-                        if writeln!(out, "{l}").is_err() {
-                            return Ok(()); // the reader went away (a closed pipe)
+                            None => json.extend_from_slice(b"null"),
                         }
+                        json.push(b'\n');
+                        if json.len() >= JSON_BLOCK {
+                            if out.write_all(&json).is_err() {
+                                return Ok(()); // the reader went away (a closed pipe)
+                            }
+                            json.clear();
+                        }
+                        continue;
+                    }
+                    let Some(l) = render::event(e, &style) else {
+                        continue;
+                    };
+                    let written = if many {
+                        writeln!(out, "{} {l}", f.label)
+                    } else {
+                        writeln!(out, "{l}")
+                    };
+                    if written.is_err() {
+                        return Ok(()); // the reader went away (a closed pipe)
                     }
                 }
+                if out.write_all(&json).is_err() {
+                    return Ok(());
+                }
+                json.clear();
                 if f.follower.caught_up() {
                     break;
                 }
@@ -234,13 +264,6 @@ pub fn watch(args: WatchArgs) -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(250));
     }
-}
-
-/// One line of `watch --json`: which file, and the event.
-#[derive(serde::Serialize)]
-struct FileEvent<'a> {
-    file: &'a Path,
-    event: &'a Event,
 }
 
 pub fn session(cmd: SessionCmd) -> Result<()> {

@@ -338,9 +338,13 @@ impl Decoder for CodexDecoder {
         if trimmed.is_empty() {
             return;
         }
-        // Only objects are records (serde would also read a struct from an array).
-        let parsed = match trimmed.first() {
-            Some(b'{') => serde_json::from_slice::<Rec>(trimmed).ok(),
+        // Only objects are records (serde would also read a struct from an array). A
+        // line checked as UTF-8 once is parsed as text, which spares serde_json checking
+        // every string it reads again; strings in skipped values are not checked, so a
+        // line that is not UTF-8 is still read from its bytes.
+        let parsed = match (trimmed.first(), simdutf8::basic::from_utf8(trimmed)) {
+            (Some(b'{'), Ok(text)) => serde_json::from_str::<Rec>(text).ok(),
+            (Some(b'{'), Err(_)) => serde_json::from_slice::<Rec>(trimmed).ok(),
             _ => None,
         };
         let Some(r) = parsed else {

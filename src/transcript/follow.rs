@@ -11,12 +11,16 @@
 //! - While following, a file that shrinks, or whose last bytes before the offset
 //!   change, is detected the same way on the next read.
 //! - Memory is bounded by the longest line, not the file: bytes are read in chunks.
+//!   A poll with a lot to read (catching up on a large file) reads on a second thread
+//!   while this one decodes, at most a few chunks ahead; the chunks are consumed in
+//!   file order, exactly as an inline read would.
 
 use super::event::{Decoder, Event};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc;
 use xxhash_rust::xxh3::Xxh3;
 
 /// Where a follower is in a file.
@@ -44,6 +48,10 @@ const CHUNK: usize = 1 << 16;
 const BUDGET: u64 = 8 << 20;
 /// How many bytes before the offset are compared on every read to notice rewrites.
 const TAIL: u64 = 4096;
+/// A poll with at least this much to read reads on a second thread while decoding.
+const READ_AHEAD_FROM: u64 = 1 << 20;
+/// Chunks read ahead of the decoder, at most.
+const AHEAD: usize = 4;
 
 pub struct Follower {
     path: PathBuf,
@@ -143,8 +151,13 @@ impl Follower {
             return Ok(restart);
         }
         file.seek(SeekFrom::Start(read_from))?;
+        let remaining = (len - read_from).min(BUDGET);
+        if remaining >= READ_AHEAD_FROM {
+            self.read_ahead(&mut file, remaining, out)?;
+            return Ok(restart);
+        }
         let mut buf = vec![0u8; CHUNK];
-        let mut remaining = (len - read_from).min(BUDGET);
+        let mut remaining = remaining;
         while remaining > 0 {
             let want = (remaining as usize).min(CHUNK);
             let n = file.read(&mut buf[..want])?;
@@ -157,36 +170,89 @@ impl Follower {
         Ok(restart)
     }
 
-    fn consume(&mut self, mut bytes: &[u8], out: &mut Vec<Event>) {
-        while let Some(nl) = memchr::memchr(b'\n', bytes) {
-            let (line_part, rest) = bytes.split_at(nl);
+    /// Reads `remaining` bytes as [`poll`](Self::poll) does, on a second thread, so that
+    /// the kernel's copy of the file overlaps decoding. The same chunks are consumed in
+    /// the same order, a read error ends the poll after the chunks before it, and at
+    /// most [`AHEAD`] chunks wait between the threads.
+    fn read_ahead(
+        &mut self,
+        file: &mut File,
+        mut remaining: u64,
+        out: &mut Vec<Event>,
+    ) -> std::io::Result<()> {
+        let (full_tx, full_rx) = mpsc::sync_channel::<std::io::Result<(Vec<u8>, usize)>>(AHEAD);
+        let (empty_tx, empty_rx) = mpsc::channel::<Vec<u8>>();
+        for _ in 0..=AHEAD {
+            let _ = empty_tx.send(vec![0u8; CHUNK]);
+        }
+        std::thread::scope(|scope| {
+            scope.spawn(move || {
+                while remaining > 0 {
+                    // Closed only when the consumer is gone.
+                    let Ok(mut buf) = empty_rx.recv() else { return };
+                    let want = (remaining as usize).min(CHUNK);
+                    match file.read(&mut buf[..want]) {
+                        Ok(0) => return,
+                        Ok(n) => {
+                            remaining -= n as u64;
+                            if full_tx.send(Ok((buf, n))).is_err() {
+                                return;
+                            }
+                        }
+                        Err(e) => {
+                            let _ = full_tx.send(Err(e));
+                            return;
+                        }
+                    }
+                }
+            });
+            for chunk in full_rx {
+                let (buf, n) = chunk?;
+                self.consume(&buf[..n], out);
+                let _ = empty_tx.send(buf);
+            }
+            Ok(())
+        })
+    }
+
+    fn consume(&mut self, bytes: &[u8], out: &mut Vec<Event>) {
+        // Whole lines of `bytes` start here; they are hashed and kept as the tail in one
+        // go once decoded (a streamed hash does not depend on how its input is split).
+        let mut start = 0;
+        let mut at = 0;
+        while let Some(nl) = memchr::memchr(b'\n', &bytes[at..]) {
+            let end = at + nl;
             let line_no = self.at.line + 1;
             if self.partial.is_empty() {
-                self.decoder.feed(strip_cr(line_part), line_no, out);
+                self.decoder.feed(strip_cr(&bytes[at..end]), line_no, out);
             } else {
-                self.partial.extend_from_slice(line_part);
+                self.partial.extend_from_slice(&bytes[at..=end]);
                 let whole = std::mem::take(&mut self.partial);
-                self.decoder.feed(strip_cr(&whole), line_no, out);
+                self.decoder
+                    .feed(strip_cr(&whole[..whole.len() - 1]), line_no, out);
                 self.hasher.update(&whole);
                 self.push_tail(&whole);
                 self.at.offset += whole.len() as u64;
-                self.hasher.update(b"\n");
-                self.push_tail(b"\n");
-                self.at.offset += 1;
-                self.at.line = line_no;
-                bytes = &rest[1..];
-                continue;
+                start = end + 1;
             }
-            self.hasher.update(&bytes[..=nl]);
-            self.push_tail(&bytes[..=nl]);
-            self.at.offset += nl as u64 + 1;
             self.at.line = line_no;
-            bytes = &rest[1..];
+            at = end + 1;
         }
-        self.partial.extend_from_slice(bytes);
+        let lines = &bytes[start..at];
+        self.hasher.update(lines);
+        self.push_tail(lines);
+        self.at.offset += lines.len() as u64;
+        self.partial.extend_from_slice(&bytes[at..]);
     }
 
+    /// Keeps the last [`TAIL`] bytes (at least) of what was consumed.
     fn push_tail(&mut self, bytes: &[u8]) {
+        if bytes.len() >= TAIL as usize {
+            self.tail.clear();
+            self.tail
+                .extend_from_slice(&bytes[bytes.len() - TAIL as usize..]);
+            return;
+        }
         self.tail.extend_from_slice(bytes);
         if self.tail.len() > 2 * TAIL as usize {
             let cut = self.tail.len() - TAIL as usize;

@@ -11,6 +11,7 @@ pub mod codex;
 pub mod discover;
 pub mod event;
 pub mod follow;
+pub mod jsonl;
 pub mod render;
 pub mod sanitize;
 

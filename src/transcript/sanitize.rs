@@ -49,6 +49,93 @@ pub fn json_line<T: serde::Serialize>(v: &T) -> String {
         .collect()
 }
 
+/// Appends `s` as a JSON string with the bytes [`json_line`] gives it: serde_json's
+/// escapes (`\"`, `\\`, `\b \f \n \r \t`, other C0 controls as `\u00xx`) and bidi
+/// controls as `\uXXXX`; everything else as is.
+pub fn write_json_str(out: &mut Vec<u8>, s: &str) {
+    let bytes = s.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    // `bytes[run..i]` is plain text not yet copied.
+    let mut run = 0;
+    let mut i = 0;
+    let mut control = *b"\\u0000";
+    while i < bytes.len() {
+        // Eight bytes at a time to the first one that needs a look.
+        if let Some(word) = bytes.get(i..i + 8) {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(word);
+            let look = needs_look(u64::from_le_bytes(w));
+            if look == 0 {
+                i += 8;
+                continue;
+            }
+            i += (look.trailing_zeros() / 8) as usize;
+        }
+        let b = bytes[i];
+        let escape: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            0..=0x1f => {
+                control[4] = HEX[(b >> 4) as usize];
+                control[5] = HEX[(b & 0xf) as usize];
+                &control
+            }
+            // Lead bytes, so `i` is a char boundary: is it a bidi control?
+            0xE2 | 0xD8 => {
+                let c = s[i..].chars().next().unwrap_or('\0');
+                if !is_bidi(c) {
+                    i += 1;
+                    continue;
+                }
+                out.extend_from_slice(&bytes[run..i]);
+                let code = c as u32;
+                out.extend_from_slice(b"\\u");
+                for shift in [12, 8, 4, 0] {
+                    out.push(HEX[((code >> shift) & 0xf) as usize]);
+                }
+                i += c.len_utf8();
+                run = i;
+                continue;
+            }
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        out.extend_from_slice(&bytes[run..i]);
+        out.extend_from_slice(escape);
+        i += 1;
+        run = i;
+    }
+    out.extend_from_slice(&bytes[run..]);
+    out.push(b'"');
+}
+
+const HEX: [u8; 16] = *b"0123456789abcdef";
+
+/// The bytes of `w` (little-endian) that are a C0 control, `"`, `\\`, or 0xE2 / 0xD8
+/// (the lead bytes of every bidi control), each marked by its high bit. Bytes above a
+/// marked one may be marked wrongly (a borrow carries up), so only the lowest mark is
+/// exact: it is the first byte that needs a look, and all the caller uses.
+fn needs_look(w: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+    // Bytes below 0x20 (the trick holds for bounds up to 0x80).
+    let below_space = w.wrapping_sub(ONES * 0x20) & !w & HIGH;
+    below_space
+        | zero(w ^ (ONES * u64::from(b'"')))
+        | zero(w ^ (ONES * u64::from(b'\\')))
+        | zero(w ^ (ONES * 0xE2))
+        | zero(w ^ (ONES * 0xD8))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -27,7 +27,7 @@ pub(super) fn record(dec: &mut CodexDecoder, ty: &str, r: &Rec, sink: &mut Sink)
         }
         "turn.completed" => {
             dec.exec.turns += 1;
-            if let Some(u) = &r.usage {
+            if let Some(u) = r.usage.as_deref() {
                 let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
                 sink.push(EventKind::TokenUsage {
                     message_id: Some(format!("turn-{}", dec.exec.turns)),
@@ -54,7 +54,11 @@ fn item(dec: &mut CodexDecoder, item: &Rec, completed: bool, sink: &mut Sink) {
     let id = item.id.get().unwrap_or("");
     match item.ty.get().unwrap_or("") {
         "command_execution" => {
-            let command = item.command.as_ref().and_then(Value::as_str).unwrap_or("");
+            let command = item
+                .command
+                .as_deref()
+                .and_then(Value::as_str)
+                .unwrap_or("");
             if dec.exec.open.insert(id.to_string()) {
                 sink.push(EventKind::ToolCall {
                     id: id.to_string(),
@@ -71,7 +75,11 @@ fn item(dec: &mut CodexDecoder, item: &Rec, completed: bool, sink: &mut Sink) {
             dec.exec.open.remove(id);
             let exit = item.exit_code.0;
             let failed = exit.is_some_and(|c| c != 0) || matches!(status, "failed" | "declined");
-            let body = item.aggregated_output.clone().unwrap_or_default();
+            let body = item
+                .aggregated_output
+                .as_deref()
+                .cloned()
+                .unwrap_or_default();
             let id = id.to_string();
             let result = EventKind::ToolResult {
                 id: id.clone(),
@@ -107,10 +115,10 @@ fn item(dec: &mut CodexDecoder, item: &Rec, completed: bool, sink: &mut Sink) {
                 dec.exec.open.remove(id);
                 let output = item
                     .result
-                    .as_ref()
+                    .as_deref()
                     .map(Value::to_string)
                     .unwrap_or_default();
-                let error = item.error.as_ref().is_some_and(|e| !e.is_null());
+                let error = item.error.as_deref().is_some_and(|e| !e.is_null());
                 let failed = item.status.is("failed") || error;
                 let output = Body::of(&output).excerpt;
                 sink.push(EventKind::ToolResult {
@@ -122,7 +130,7 @@ fn item(dec: &mut CodexDecoder, item: &Rec, completed: bool, sink: &mut Sink) {
             }
         }
         "file_change" if completed && !item.status.is("failed") => {
-            let changes = item.changes.as_ref().and_then(Value::as_array);
+            let changes = item.changes.as_deref().and_then(Value::as_array);
             for c in changes.into_iter().flatten() {
                 let Some(path) = c.get("path").and_then(Value::as_str) else {
                     continue;

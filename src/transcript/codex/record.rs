@@ -24,6 +24,9 @@ use std::cell::Cell;
 use std::fmt;
 
 /// One line, or a record inside one: every field some shape uses, each optional.
+/// Parsing moves a record several times (serde's field slots, the struct, its box), so
+/// the large fields that few records carry (outputs, raw values) are boxed: the record
+/// stays about half as big.
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(default)]
 pub(super) struct Rec<'a> {
@@ -83,22 +86,22 @@ pub(super) struct Rec<'a> {
     pub process_id: Key,
     pub exit_code: Int,
     pub success: Bool,
-    pub output: Option<Out>,
-    pub aggregated_output: Option<Body>,
-    pub formatted_output: Option<Body>,
-    pub stdout: Option<Body>,
+    pub output: Option<Box<Out>>,
+    pub aggregated_output: Option<Box<Body>>,
+    pub formatted_output: Option<Box<Body>>,
+    pub stdout: Option<Box<Body>>,
     pub replacement_history: HasCompaction,
-    pub command: Option<Value>,
+    pub command: Option<Box<Value>>,
     #[serde(borrow)]
     pub git: Obj<Git<'a>>,
     pub info: Obj<Info>,
-    pub action: Option<Value>,
+    pub action: Option<Box<Value>>,
     #[serde(borrow)]
     pub collaboration_mode: Obj<Collaboration<'a>>,
-    pub changes: Option<Value>,
-    pub usage: Option<Value>,
-    pub result: Option<Value>,
-    pub error: Option<Value>,
+    pub changes: Option<Box<Value>>,
+    pub usage: Option<Box<Value>>,
+    pub result: Option<Box<Value>>,
+    pub error: Option<Box<Value>>,
 }
 
 #[derive(Debug, Default, serde::Deserialize)]

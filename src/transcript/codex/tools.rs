@@ -192,7 +192,7 @@ impl Tools {
         let Some(id) = p.call_id.get().or(p.id.get()) else {
             return;
         };
-        let action = p.action.as_ref();
+        let action = p.action.as_deref();
         let argv = shell::strings(action.and_then(|a| a.get("command"))).unwrap_or_default();
         let command = (!argv.is_empty()).then(|| shell::command_line(&argv));
         let workdir = action
@@ -223,7 +223,7 @@ impl Tools {
         let id =
             p.id.get()
                 .map_or_else(|| format!("web_search@{}", sink.line), str::to_string);
-        let action = p.action.as_ref();
+        let action = p.action.as_deref();
         let query = action
             .and_then(|a| a.get("query"))
             .and_then(Value::as_str)
@@ -259,7 +259,7 @@ impl Tools {
     pub fn output(&mut self, sink: &mut Sink, p: &Rec) {
         let Some(id) = p.call_id.get() else { return };
         let default = Out::default();
-        let out = p.output.as_ref().unwrap_or(&default);
+        let out = p.output.as_deref().unwrap_or(&default);
         let (kind, session) = match self.calls.get(id) {
             Some(c) if c.answered => return,
             Some(c) => (c.kind, c.session.clone()),
@@ -309,7 +309,7 @@ impl Tools {
         self.running.retain(|_, r| r.call_id != id);
         if !self.calls.contains_key(id) {
             // A command the harness ran itself (a user `!cmd`): show it as a call too.
-            let argv = shell::strings(p.command.as_ref()).unwrap_or_default();
+            let argv = shell::strings(p.command.as_deref()).unwrap_or_default();
             let command = shell::command_line(&argv);
             let cwd = p
                 .cwd
@@ -332,7 +332,7 @@ impl Tools {
         let default = Body::default();
         let body = [&p.aggregated_output, &p.formatted_output, &p.stdout]
             .into_iter()
-            .flatten()
+            .filter_map(|b| b.as_deref())
             .find(|b| !b.excerpt.is_empty())
             .unwrap_or(&default);
         self.finish(sink, id, exit, failed, body);
@@ -354,7 +354,7 @@ impl Tools {
         }
         let mut changes = std::mem::take(&mut call.patch);
         if changes.is_empty() {
-            changes = applied_changes(p.changes.as_ref());
+            changes = applied_changes(p.changes.as_deref());
         }
         for c in changes {
             let call_id = Some(id.to_string());

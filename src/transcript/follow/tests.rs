@@ -148,3 +148,49 @@ fn long_lines_span_chunks() {
     assert_eq!(g.poll(&mut out).unwrap(), Restart::No);
     assert!(out.is_empty());
 }
+
+#[test]
+fn large_reads_ahead_and_match_small_reads_line_for_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = dir.path().join("whole.jsonl");
+    let grown = dir.path().join("grown.jsonl");
+    // More than two budgets, so several polls each read ahead on a second thread;
+    // lines from a few bytes to 300 KB cross chunk boundaries, some end in CRLF.
+    let mut bytes = Vec::new();
+    let mut n = 0u64;
+    while (bytes.len() as u64) < 2 * BUDGET + (3 << 20) {
+        n += 1;
+        let len = if n % 3 == 0 {
+            n % 50
+        } else {
+            (n * 7919) % 300_000
+        };
+        bytes.extend_from_slice(format!("{n} ").as_bytes());
+        bytes.resize(bytes.len() + len as usize, b'a' + (n % 26) as u8);
+        bytes.extend_from_slice(if n % 5 == 0 { b"\r\n" } else { b"\n" });
+    }
+    bytes.extend_from_slice(b"partial");
+    append(&whole, &bytes);
+    let mut big = Follower::new(&whole, lines, None);
+    let mut read_big = Vec::new();
+    loop {
+        big.poll(&mut read_big).unwrap();
+        if big.caught_up() {
+            break;
+        }
+    }
+    // The same bytes appended 512 KiB at a time: every poll reads inline.
+    let mut small = Follower::new(&grown, lines, None);
+    let mut read_small = Vec::new();
+    for piece in bytes.chunks(512 << 10) {
+        append(&grown, piece);
+        small.poll(&mut read_small).unwrap();
+    }
+    assert_eq!(read_big.len() as u64, n);
+    assert!(texts(&read_big) == texts(&read_small), "the same lines");
+    let end = (bytes.len() - "partial".len()) as u64;
+    assert_eq!(big.checkpoint(), small.checkpoint());
+    assert_eq!(big.checkpoint().offset, end);
+    assert_eq!(big.checkpoint().line, n);
+    assert_eq!(big.checkpoint().hash, prefix_hash(&bytes[..end as usize]));
+}
