@@ -391,7 +391,8 @@ mod tests {
                 "--resume",
                 "S",
                 "--dangerously-skip-permissions",
-                "--model=m"
+                "--model=m",
+                "do the task"
             ]
         );
         let t = p.transcript.unwrap();
