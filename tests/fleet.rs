@@ -659,3 +659,34 @@ fn fleet_down_keeps_claims_unless_told_to_release_them() {
     let show = env.run(&["task", "show", &first, "--json"]).json();
     assert_eq!(show["phase"], "review", "{show}");
 }
+
+/// Regression: Claude Code runs its Bash tool's `bash -c` with a socket as stdin, and
+/// bash, seeing a socket and a top-level SHLVL, takes itself for a command run by rshd:
+/// it read ~/.bashrc instead of BASH_ENV, so the redirector never ran and steering
+/// reached the agent only through the hook. The lane's agents now get SHLVL=1.
+#[test]
+fn a_bash_command_with_a_socket_for_stdin_still_goes_through_spice_exec() {
+    let env = setup();
+    std::fs::remove_file(env.repo.join("lanes/b.toml")).unwrap();
+    let agent = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/agents/socket-stdin-agent.py");
+    std::fs::create_dir_all(env.repo.join("profiles")).unwrap();
+    std::fs::write(
+        env.repo.join("profiles/sock.toml"),
+        format!(
+            "command = [\"python3\", \"{}\", \"{{spice}}\"]\nmode = \"pty\"\n",
+            agent.display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        env.repo.join("lanes/a.toml"),
+        "profile = \"sock\"\nphases = [\"todo\"]\n",
+    )
+    .unwrap();
+    let task = env.add(&["Socket stdin", "--project", "demo"]);
+    let reports = up(&env);
+    assert_eq!(claimed_in(&reports), [format!("demo-{task}")], "{reports}");
+    let seen = std::fs::read_to_string(env.home.join("redirected")).unwrap();
+    assert_eq!(seen.trim(), "1", "the command did not run under spice exec");
+}

@@ -391,7 +391,8 @@ mod tests {
                 "--resume",
                 "S",
                 "--dangerously-skip-permissions",
-                "--model=m"
+                "--model=m",
+                "do the task"
             ]
         );
         let t = p.transcript.unwrap();
@@ -400,6 +401,34 @@ mod tests {
             (Format::Claude, "{home}/.claude/projects/{cwd_slug}")
         );
         assert_eq!(p.hooks, [Hook::ClaudePostToolUse]);
+    }
+
+    /// The built-in codex profile trusts the worktree with a whole `projects` table (a
+    /// dotted `projects."<path>".trust_level` is ignored by Codex 0.171; a path may
+    /// hold dots), and a resumed thread gets the brief as its next message.
+    #[test]
+    fn codex_builtin_trusts_the_worktree_and_resumes_with_the_brief() {
+        let (name, text) = BUILTIN[1];
+        let p = parse(Path::new("codex.toml"), name, text, Source::Builtin).unwrap();
+        let value = |ph: Placeholder| match ph {
+            P::Model => None,
+            P::SessionId => Some("T".to_string()),
+            P::Brief => Some("do the task".to_string()),
+            P::Worktree => Some("/w/.tmp/wt".to_string()),
+            _ => Some(format!("<{}>", ph.name())),
+        };
+        let trust = r#"projects={"/w/.tmp/wt"={trust_level="trusted"}}"#;
+        let argv = expand_argv(&p.command, &value);
+        assert!(argv.iter().any(|a| a == trust), "{argv:?}");
+        assert_eq!(argv.last().unwrap(), "do the task");
+        let argv = expand_argv(p.resume.as_ref().unwrap(), &value);
+        assert!(argv.iter().any(|a| a == trust), "{argv:?}");
+        assert_eq!(argv[argv.len() - 2..], ["T", "do the task"]);
+        let parsed: toml::Table = trust.parse().unwrap();
+        assert_eq!(
+            parsed["projects"]["/w/.tmp/wt"]["trust_level"].as_str(),
+            Some("trusted")
+        );
     }
 
     #[test]

@@ -563,6 +563,11 @@ impl Lane<'_> {
             ("SPICE_SESSION".into(), session.clone()),
             ("SPICE_TASK".into(), task.id.clone()),
             ("BASH_ENV".into(), opts.bash_env.display().to_string()),
+            // A `bash -c` whose stdin is a socket (Claude Code's Bash tool) and whose
+            // SHLVL says top level takes itself for a command run by rshd: it reads
+            // ~/.bashrc and never BASH_ENV. Saying we run under a shell keeps the
+            // redirector working.
+            ("SHLVL".into(), "1".into()),
         ];
         env.extend(cfg.profile.env.iter().map(|(k, v)| (k.clone(), v.clone())));
         env.extend(

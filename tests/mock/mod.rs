@@ -1,0 +1,365 @@
+//! A mock model server for the real-agent tests: the Anthropic Messages API (Claude
+//! Code) and the OpenAI Responses API (Codex), both streaming, on 127.0.0.1, run on a
+//! tokio runtime inside the test process.
+//!
+//! A test scripts the conversation as a sequence of [`Step`]s. Each *turn request* (one
+//! that offers tools and is not a compaction) takes the next step; once the script is
+//! used up, a turn gets [`Step::Say`] of `{acks}` (or "Done." when there is nothing to
+//! acknowledge). Side calls (no tools) and compaction requests get plain text and
+//! take no step, so the only tool calls are the scripted ones: at most one per step,
+//! which keeps an agent that compacts from looping on a tool call.
+//!
+//! Every request is logged (method, path, headers, body, the reply given) so a test
+//! can assert on what the model was shown.
+#![allow(dead_code)]
+
+mod anthropic;
+mod openai;
+
+use serde_json::Value;
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use warp::Filter;
+
+/// One scripted model turn.
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// Call the agent's shell tool with this command.
+    Shell(String),
+    /// Reply with this text; `{acks}` becomes one `ACK <key>: done` line for every
+    /// steering key (`[KEY]`) in what the model was just given (the last tool result
+    /// and any text beside it, or the last user message).
+    Say(String),
+}
+
+/// What the mock answered.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// A tool call running this command.
+    Shell(String),
+    Text(String),
+    /// Not a model request (a probe, `count_tokens`, an unknown path).
+    Other,
+}
+
+/// One logged request.
+#[derive(Debug, Clone)]
+pub struct Logged {
+    pub at: Instant,
+    pub method: String,
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Value,
+    /// A turn request (offers tools, not a compaction): the ones that take steps.
+    pub turn: bool,
+    pub reply: Reply,
+}
+
+impl Logged {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+    /// The whole body as text, for "was this shown at all" checks.
+    pub fn text(&self) -> String {
+        self.body.to_string()
+    }
+}
+
+#[derive(Default)]
+struct State {
+    script: VecDeque<Step>,
+    log: Vec<Logged>,
+    calls: u64,
+}
+
+/// A running mock; dropped, it stops.
+pub struct Mock {
+    addr: SocketAddr,
+    state: Arc<Mutex<State>>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Mock {
+    /// Serves on `listener` (bound by the caller, so it lives in the caller's network
+    /// namespace) with `script`.
+    pub fn start(listener: std::net::TcpListener, script: Vec<Step>) -> Mock {
+        let addr = listener.local_addr().unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let state = Arc::new(Mutex::new(State {
+            script: script.into(),
+            ..State::default()
+        }));
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let st = state.clone();
+        let routes = warp::method()
+            .and(warp::path::full())
+            .and(warp::query::raw().or(warp::any().map(String::new)).unify())
+            .and(warp::header::headers_cloned())
+            .and(warp::body::bytes())
+            .map(
+                move |method: warp::http::Method,
+                      path: warp::path::FullPath,
+                      query: String,
+                      headers: warp::http::HeaderMap,
+                      body: warp::hyper::body::Bytes| {
+                    let path = if query.is_empty() {
+                        path.as_str().to_string()
+                    } else {
+                        format!("{}?{query}", path.as_str())
+                    };
+                    let headers = headers
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), String::from_utf8_lossy(v.as_bytes()).into()))
+                        .collect();
+                    handle(&st, method.as_str(), path, headers, &body)
+                },
+            );
+        runtime.spawn(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            warp::serve(routes)
+                .incoming(listener)
+                .graceful(async {
+                    let _ = rx.await;
+                })
+                .run()
+                .await;
+        });
+        Mock {
+            addr,
+            state,
+            stop: Some(tx),
+            runtime: Some(runtime),
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Adds steps after those not yet taken.
+    pub fn push(&self, steps: impl IntoIterator<Item = Step>) {
+        self.state.lock().unwrap().script.extend(steps);
+    }
+
+    pub fn requests(&self) -> Vec<Logged> {
+        self.state.lock().unwrap().log.clone()
+    }
+
+    /// The turn requests so far.
+    pub fn turns(&self) -> Vec<Logged> {
+        self.requests().into_iter().filter(|r| r.turn).collect()
+    }
+
+    /// Polls until `f` finds something in the log, or panics after `secs` seconds
+    /// naming `what` and printing the log.
+    pub fn wait<T>(&self, what: &str, secs: u64, mut f: impl FnMut(&[Logged]) -> Option<T>) -> T {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            if let Some(v) = f(&self.requests()) {
+                return v;
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "timed out after {secs}s waiting for {what}; the mock saw:\n{}",
+                    self.summary()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// One line per request: method, path, whether it was a turn, what was answered.
+    pub fn summary(&self) -> String {
+        let log = self.requests();
+        let t0 = log.first().map(|l| l.at);
+        log.iter()
+            .map(|l| {
+                format!(
+                    "  +{:>6.2}s {} {} turn={} reply={:?} last_user={:?}",
+                    t0.map_or(0.0, |t| l.at.duration_since(t).as_secs_f64()),
+                    l.method,
+                    l.path,
+                    l.turn,
+                    l.reply,
+                    truncate(&last_user_text(l), 300)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+impl Drop for Mock {
+    fn drop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_timeout(Duration::from_secs(1));
+        }
+    }
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        s.chars().take(n).collect::<String>() + "…"
+    }
+}
+
+/// What the model was just given in a logged request, whichever API it speaks.
+pub fn last_user_text(l: &Logged) -> String {
+    if l.path.starts_with("/v1/messages") {
+        anthropic::last_user_text(&l.body)
+    } else if l.path.starts_with("/v1/responses") {
+        openai::last_user_text(&l.body)
+    } else {
+        String::new()
+    }
+}
+
+/// Steering keys (`[KEY]`: a 9-character stamp, maybe with a `-N` suffix) in `text`,
+/// in order, each once.
+pub fn steering_keys(text: &str) -> Vec<String> {
+    let mut keys: Vec<String> = Vec::new();
+    for (i, _) in text.match_indices('[') {
+        let rest = &text[i + 1..];
+        let Some(end) = rest.find(']') else { continue };
+        let key = &rest[..end];
+        let (stamp, suffix) = key.split_once('-').unwrap_or((key, ""));
+        let ok = stamp.len() == 9
+            && stamp.bytes().all(|b| b.is_ascii_alphanumeric())
+            && suffix.bytes().all(|b| b.is_ascii_digit());
+        if ok && !keys.iter().any(|k| k == key) {
+            keys.push(key.to_string());
+        }
+    }
+    keys
+}
+
+/// `{acks}` expanded for what the model was just given.
+fn expand(template: &str, given: &str) -> String {
+    if !template.contains("{acks}") {
+        return template.to_string();
+    }
+    let acks: Vec<String> = steering_keys(given)
+        .iter()
+        .map(|k| format!("ACK {k}: done"))
+        .collect();
+    let acks = if acks.is_empty() {
+        "Done.".to_string()
+    } else {
+        acks.join("\n")
+    };
+    template.replace("{acks}", &acks)
+}
+
+/// A parsed model request, as the API modules see it.
+pub(crate) struct Request<'a> {
+    pub body: &'a Value,
+    /// Offers tools and is not a compaction: takes the next step.
+    pub turn: bool,
+    /// What the model was just given (for `{acks}`).
+    pub given: String,
+}
+
+fn handle(
+    state: &Mutex<State>,
+    method: &str,
+    path: String,
+    headers: Vec<(String, String)>,
+    body: &[u8],
+) -> warp::http::Response<String> {
+    let body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let mut st = state.lock().unwrap();
+    st.calls += 1;
+    let n = st.calls;
+    let route = path.split('?').next().unwrap_or_default().to_string();
+    let (reply, response, turn) = match (method, route.as_str()) {
+        ("POST", "/v1/messages") => {
+            let req = anthropic::parse(&body);
+            let reply = next_reply(&mut st, &req);
+            let resp = anthropic::respond(&body, &reply, n);
+            (reply, resp, req.turn)
+        }
+        ("POST", "/v1/messages/count_tokens") => (
+            Reply::Other,
+            json_response(serde_json::json!({ "input_tokens": 100 }).to_string()),
+            false,
+        ),
+        ("POST", "/v1/responses") => {
+            let req = openai::parse(&body);
+            let reply = next_reply(&mut st, &req);
+            let resp = openai::respond(&body, &reply, n);
+            (reply, resp, req.turn)
+        }
+        // Bun's connectivity probe (`HEAD /`) and anything else: an empty 200.
+        _ => (Reply::Other, json_response(String::new()), false),
+    };
+    st.log.push(Logged {
+        at: Instant::now(),
+        method: method.to_string(),
+        path,
+        headers,
+        body,
+        turn,
+        reply,
+    });
+    response
+}
+
+/// The reply to a model request: the next step for a turn, text otherwise.
+fn next_reply(st: &mut State, req: &Request<'_>) -> Reply {
+    if !req.turn {
+        return Reply::Text("Summary: the mock conversation so far.".into());
+    }
+    match st.script.pop_front() {
+        Some(Step::Shell(cmd)) => Reply::Shell(cmd),
+        Some(Step::Say(t)) => Reply::Text(expand(&t, &req.given)),
+        None => Reply::Text(expand("{acks}", &req.given)),
+    }
+}
+
+fn json_response(body: String) -> warp::http::Response<String> {
+    warp::http::Response::builder()
+        .status(200)
+        .header("content-type", "application/json")
+        .body(body)
+        .unwrap()
+}
+
+/// A complete `text/event-stream` body from (event, data) pairs.
+fn sse(events: &[(&str, Value)]) -> warp::http::Response<String> {
+    let mut out = String::new();
+    for (name, data) in events {
+        out.push_str(&format!("event: {name}\ndata: {data}\n\n"));
+    }
+    warp::http::Response::builder()
+        .status(200)
+        .header("content-type", "text/event-stream")
+        .header("cache-control", "no-cache")
+        .body(out)
+        .unwrap()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn keys_are_found_once_in_order() {
+        let t =
+            "│ [dZxPMZGfr] from the operator\n│ [bcdfghjkl-2] x [dZxPMZGfr] [short] [toolongstamp]";
+        assert_eq!(super::steering_keys(t), ["dZxPMZGfr", "bcdfghjkl-2"]);
+    }
+}
