@@ -625,6 +625,7 @@ impl Lane<'_> {
         let mut last_event = Instant::now();
         let mut released_at: Option<Instant> = None;
         let mut lost_at: Option<(Instant, String)> = None;
+        let mut seen_version: Option<i64> = None;
         let holder = Holder::fenced(session.clone(), work.fence);
         let end = loop {
             // What the transcript says.
@@ -664,11 +665,16 @@ impl Lane<'_> {
                 agent.stop(GRACE)?;
                 break End::Stopping;
             }
-            // Whose claim it is.
-            match self.store.claim_on(&task.id)? {
-                Some(c) if c.claimant == session => {}
-                Some(c) => {
-                    if lost_at.is_none() {
+            // Whose claim it is: re-read only when another connection committed
+            // (the agent completing its phase, an operator's takeover); this
+            // connection's own writes never change who holds it.
+            let version = self.store.data_version().ok();
+            let changed = version.is_none() || version != seen_version;
+            seen_version = version;
+            if changed && lost_at.is_none() && released_at.is_none() {
+                match self.store.claim_on(&task.id)? {
+                    Some(c) if c.claimant == session => {}
+                    Some(c) => {
                         let note = format!(
                             "Your claim on task {} was taken over by {}. Stop working on it now: \
                              do not commit or complete its phase. Your worktree is kept.",
@@ -685,14 +691,14 @@ impl Lane<'_> {
                         );
                         lost_at = Some((Instant::now(), c.claimant.clone()));
                     }
+                    None => released_at = Some(Instant::now()),
                 }
-                None => {
-                    let at = *released_at.get_or_insert_with(Instant::now);
-                    let turn_over = self.row.state == LaneState::Waiting || follow.path.is_none();
-                    if turn_over || at.elapsed() >= FINISH_GRACE {
-                        agent.stop(GRACE)?;
-                        break End::Finished;
-                    }
+            }
+            if let Some(at) = released_at {
+                let turn_over = self.row.state == LaneState::Waiting || follow.path.is_none();
+                if turn_over || at.elapsed() >= FINISH_GRACE {
+                    agent.stop(GRACE)?;
+                    break End::Finished;
                 }
             }
             if let Some((at, by)) = &lost_at {

@@ -11,8 +11,10 @@ impl Store {
     /// A value that differs from the previous call's when another connection committed
     /// in between. Costs no I/O beyond the shared-memory read of the WAL index.
     pub fn data_version(&self) -> Result<i64> {
+        // Cached: the supervisor asks on every lane tick.
         self.conn
-            .query_row("PRAGMA data_version", [], |r| r.get(0))
+            .prepare_cached("PRAGMA data_version")
+            .and_then(|mut st| st.query_row([], |r| r.get(0)))
             .ctx(|| "failed to read the data version".into())
     }
 }
