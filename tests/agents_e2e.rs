@@ -18,7 +18,7 @@
 mod common;
 mod mock;
 
-use common::{git, TestEnv};
+use common::{git, wait_for, TestEnv};
 use mock::{last_user_text, Logged, Mock, Step};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
@@ -83,21 +83,6 @@ fn loopback_only() -> bool {
         "could not bring up lo in the new network namespace (is iproute2 installed?)"
     );
     true
-}
-
-/// Polls `f` every 100 ms until it returns `Some`, or panics after `secs` seconds.
-fn wait_for<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {secs}s waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 /// One lane (`a`) of the agent's built-in profile on a fresh repository, the mock, and

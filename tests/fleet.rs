@@ -3,7 +3,7 @@
 //! the transcript, phases completed and merged, the next task claimed.
 
 mod common;
-use common::{git, TestEnv};
+use common::{git, wait_for, TestEnv};
 
 fn setup() -> TestEnv {
     let env = TestEnv::new();
@@ -176,33 +176,6 @@ fn one_supervisor_per_state_directory_and_status_names_it() {
         .contains("no supervisor running"));
 }
 
-/// Polls `f` every 100 ms until it returns `Some`, or panics after `secs` seconds
-/// naming what it waited for.
-fn wait_for<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out after {secs}s waiting for {what}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-}
-
-fn lane_status(env: &TestEnv, lane: &str) -> serde_json::Value {
-    let s = env.run(&["fleet", "status", "--json"]).json();
-    s["lanes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|l| l["lane"] == lane)
-        .cloned()
-        .unwrap()
-}
-
 #[test]
 fn steering_is_typed_into_an_agent_waiting_for_input_and_answered() {
     let env = setup();
@@ -223,7 +196,7 @@ fn steering_is_typed_into_an_agent_waiting_for_input_and_answered() {
         .unwrap();
     // The agent ends its first turn waiting; the lane says so, from the transcript.
     let waiting = wait_for("lane a to wait for input", 30, || {
-        let l = lane_status(&env, "a");
+        let l = env.lane("a");
         (l["state"] == "waiting").then_some(l)
     });
     assert_eq!(
@@ -271,7 +244,7 @@ fn steering_is_typed_into_an_agent_waiting_for_input_and_answered() {
             .contains("left its hands"),
         "{exited}"
     );
-    let l = lane_status(&env, "a");
+    let l = env.lane("a");
     assert_eq!(l["state"], "stopped", "{l}");
     assert!(l["last_error"].is_null(), "{l}");
 }
@@ -316,7 +289,7 @@ fn a_codex_rollout_is_found_by_cwd_followed_and_resumed_by_its_own_id() {
         .spawn()
         .unwrap();
     let first = wait_for("the rollout to be found", 30, || {
-        let l = lane_status(&env, "a");
+        let l = env.lane("a");
         l["transcript"]
             .as_str()
             .is_some_and(|t| t.contains("rollout-"))
@@ -508,7 +481,7 @@ fn a_worktree_that_cannot_be_made_releases_the_claim() {
         std::fs::read_to_string(wts.join(format!("demo-{task}/precious.txt"))).unwrap(),
         "mine"
     );
-    assert!(lane_status(&env, "a")["last_error"]
+    assert!(env.lane("a")["last_error"]
         .as_str()
         .unwrap()
         .contains("released it"));
@@ -548,7 +521,7 @@ fn a_headless_agent_gets_pending_steering_as_its_next_turn() {
         .spawn()
         .unwrap();
     wait_for("the first turn to run", 30, || {
-        (lane_status(&env, "a")["state"] == "working").then_some(())
+        (env.lane("a")["state"] == "working").then_some(())
     });
     let key = env
         .run(&["steer", "lane:a", "go ahead"])
@@ -574,7 +547,7 @@ fn a_headless_agent_gets_pending_steering_as_its_next_turn() {
     let items = env.run(&["inbox", "--all", "--json"]).json();
     assert_eq!(items[0]["state"], "acked", "{items}");
     // The clean end of the first turn was not a death.
-    assert!(lane_status(&env, "a")["last_error"].is_null());
+    assert!(env.lane("a")["last_error"].is_null());
 }
 
 /// A lane whose agent binary is missing is reported and does not run; the others do.
@@ -635,7 +608,7 @@ fn fleet_down_keeps_claims_unless_told_to_release_them() {
             .spawn()
             .unwrap();
         wait_for("the agent to wait for input", 30, || {
-            let l = lane_status(&env, "a");
+            let l = env.lane("a");
             (l["state"] == "waiting" && l["claims"][0]["task"] == format!("demo-{task}"))
                 .then_some(())
         });

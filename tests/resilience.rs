@@ -4,7 +4,7 @@
 //! supervisor kills against the store's integrity.
 
 mod common;
-use common::{git, TestEnv};
+use common::{git, wait_for, TestEnv};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
@@ -58,27 +58,6 @@ fn up(env: &TestEnv, args: &[&str]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()
-}
-
-fn wait_for<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {secs}s waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn lanes(env: &TestEnv) -> Vec<serde_json::Value> {
-    env.run(&["fleet", "status", "--json"]).json()["lanes"]
-        .as_array()
-        .unwrap()
-        .clone()
 }
 
 /// Every live process that carries this test's state directory in its environment:
@@ -157,7 +136,7 @@ fn supervisor_killed_mid_run_leaves_no_orphans_and_the_next_one_resumes_every_cl
         .to_string();
     let mut sup = up(&env, &[]);
     wait_for("three lanes working", 30, || {
-        let l = lanes(&env);
+        let l = env.lanes();
         l.iter()
             .all(|l| l["state"] == "working" && l["claims"].as_array().unwrap().len() == 1)
             .then_some(())
@@ -221,7 +200,7 @@ fn supervisor_killed_mid_run_leaves_no_orphans_and_the_next_one_resumes_every_cl
         assert_eq!(show["phase"], "review", "{show}");
     }
     // The successor resumed its predecessor's conversation: one transcript per task.
-    let l = lanes(&env);
+    let l = env.lanes();
     for lane in &l {
         assert_eq!(lane["state"], "stopped");
     }
@@ -264,7 +243,7 @@ fn a_killed_agent_is_followed_by_a_successor_on_the_same_claim_and_worktree() {
     let task = env.add(&["Task", "--project", "demo"]);
     let sup = up(&env, &["--until-idle", "--json"]);
     let first = wait_for("the lane to work", 30, || {
-        let l = lanes(&env).remove(0);
+        let l = env.lanes().remove(0);
         (l["state"] == "working").then_some(l)
     });
     let claim = first["claims"][0].clone();
@@ -281,7 +260,7 @@ fn a_killed_agent_is_followed_by_a_successor_on_the_same_claim_and_worktree() {
     .unwrap();
     let killed = Instant::now();
     let second = wait_for("a successor session", 20, || {
-        let l = lanes(&env).remove(0);
+        let l = env.lanes().remove(0);
         (l["session"] != first["session"] && !l["session"].is_null()).then_some(l)
     });
     eprintln!(
@@ -314,7 +293,7 @@ fn an_agent_that_dies_at_once_holds_the_lane_until_lifted() {
     let mut sup = up(&env, &[]);
     let started = Instant::now();
     let held = wait_for("the hold", 30, || {
-        let l = lanes(&env).remove(0);
+        let l = env.lanes().remove(0);
         (l["state"] == "held").then_some(l)
     });
     eprintln!(
@@ -342,7 +321,7 @@ fn an_agent_that_dies_at_once_holds_the_lane_until_lifted() {
     // Lifted: three more quick deaths, and a hold twice as long.
     env.run(&["fleet", "lift", "a"]).ok();
     let again = wait_for("the second hold", 30, || {
-        let l = lanes(&env).remove(0);
+        let l = env.lanes().remove(0);
         (l["state"] == "held" && l["restarts"].as_u64().unwrap() >= 5).then_some(l)
     });
     assert!(
@@ -365,7 +344,7 @@ fn a_claim_taken_over_while_its_agent_works_stops_the_agent_and_the_lane_goes_on
     let second = env.add(&["Second", "--project", "demo"]);
     let sup = up(&env, &["--until-idle", "--json"]);
     let working = wait_for("the lane to work", 30, || {
-        let l = lanes(&env).remove(0);
+        let l = env.lanes().remove(0);
         (l["state"] == "working").then_some(l)
     });
     let claim = working["claims"][0].clone();
@@ -476,7 +455,7 @@ fn the_operator_attaches_types_resizes_and_detaches() {
     ]);
     let sup = up(&env, &["--until-idle", "--json"]);
     let waiting = wait_for("the agent to wait for input", 30, || {
-        let l = lanes(&env).remove(0);
+        let l = env.lanes().remove(0);
         (l["state"] == "waiting").then_some(l)
     });
     let mut client = Agent::spawn(&LaunchSpec {

@@ -73,15 +73,15 @@ pub struct Candidate {
     pub local: bool,
 }
 
-/// Ranks the ready tasks, best first.
-pub fn rank(input: &Input<'_>) -> Vec<Candidate> {
-    let tasks = input.tasks;
+/// The graph measures of `tasks` (inherited priority, release counts) and, for each
+/// task, the indices of the tasks it waits on. Only tasks in the slice count: a
+/// snapshot holds the open ones, so finished prerequisites no longer block or inherit.
+pub fn measure(tasks: &[Task]) -> (Vec<Vec<usize>>, graph::Measures) {
     let index: HashMap<&str, usize> = tasks
         .iter()
         .enumerate()
         .map(|(i, t)| (t.id.as_str(), i))
         .collect();
-    // Only open prerequisites count: finished ones no longer block or inherit.
     let waits_on: Vec<Vec<usize>> = tasks
         .iter()
         .map(|t| {
@@ -93,6 +93,13 @@ pub fn rank(input: &Input<'_>) -> Vec<Candidate> {
         .collect();
     let priority: Vec<Option<Priority>> = tasks.iter().map(|t| t.priority).collect();
     let m = graph::measure(&priority, &waits_on);
+    (waits_on, m)
+}
+
+/// Ranks the ready tasks, best first.
+pub fn rank(input: &Input<'_>) -> Vec<Candidate> {
+    let tasks = input.tasks;
+    let (waits_on, m) = measure(tasks);
 
     let mut out: Vec<Candidate> = tasks
         .iter()

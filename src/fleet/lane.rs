@@ -7,7 +7,7 @@
 //!   by renewal (`renew --successor`), never by release; the successor resumes the same
 //!   conversation when the profile can.
 //! - Three deaths within [`CRASH_WINDOW`] hold the lane, with a hold that doubles each
-//!   time (from [`HOLD_FIRST`] up to [`HOLD_MAX`]); the operator can lift it
+//!   time (`fleet::hold`); the operator can lift it
 //!   (`spice fleet lift`). The claim is renewed while held.
 //! - Renewal is fenced. A claim taken over by someone else is noticed on the next
 //!   tick: the agent is told through a steering item and stopped after
@@ -28,19 +28,19 @@
 //!   changes, and with the agent's pid and start time, so the next supervisor can make
 //!   sure an agent of a killed supervisor is gone before starting its successor.
 
-use super::{brief, FleetOptions, LaneReport};
+use super::follow::{transcript_place, Follow};
+use super::hold::{CrashLoop, CRASH_DEATHS, CRASH_WINDOW};
+use super::{brief, launch, FleetOptions, LaneReport};
 use crate::agent::LaunchSpec;
 use crate::alloc::{next, Filter};
 use crate::clock::SystemClock;
 use crate::config::fleet::LaneConfig;
-use crate::config::profile::{expand_argv, Format, Hook, Mode, Placeholder};
+use crate::config::profile::{Mode, Placeholder};
 use crate::error::{Error, Result};
 use crate::store::{Claim, ClaimRequest, Holder, LaneRow, LaneState, Store, Target, TargetKind};
-use crate::transcript::acks::Scanner;
 use crate::transcript::discover::claude_slug;
-use crate::transcript::event::Agent;
 use serde_json::json;
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -56,13 +56,6 @@ pub const LOST_GRACE: Duration = Duration::from_secs(10);
 pub const FINISH_GRACE: Duration = Duration::from_secs(30);
 /// Silence in the transcript, mid-turn, after which a lane is reported stalled.
 pub const STALL_AFTER: Duration = Duration::from_secs(10 * 60);
-/// Deaths within this window count towards a crash-loop hold.
-pub const CRASH_WINDOW: Duration = Duration::from_secs(30);
-pub const CRASH_DEATHS: usize = 3;
-pub const HOLD_FIRST: Duration = Duration::from_secs(30);
-pub const HOLD_MAX: Duration = Duration::from_secs(30 * 60);
-/// How often a transcript named by a pattern is looked for until found.
-const LOCATE_EVERY: Duration = Duration::from_secs(1);
 /// How often the last-activity time alone is written to the store.
 const ACTIVITY_EVERY: Duration = Duration::from_secs(5);
 
@@ -96,8 +89,7 @@ pub fn run(
         written: None,
         written_at: Instant::now(),
         report,
-        deaths: VecDeque::new(),
-        holds: 0,
+        crashes: CrashLoop::default(),
         base: opts.base.clone(),
         port,
     };
@@ -121,8 +113,7 @@ struct Lane<'a> {
     written: Option<LaneRow>,
     written_at: Instant,
     report: LaneReport,
-    deaths: VecDeque<Instant>,
-    holds: u32,
+    crashes: CrashLoop,
     /// The branch task branches start from and merge into.
     base: String,
     /// Where `fleet attach` finds the current agent's terminal.
@@ -379,7 +370,7 @@ impl Lane<'_> {
                         && !self
                             .store
                             .inbox(
-                                &targets(&work.session, &self.cfg.name, &work.worktree),
+                                &launch::targets(&work.session, &self.cfg.name, &work.worktree),
                                 false,
                             )?
                             .is_empty();
@@ -411,21 +402,9 @@ impl Lane<'_> {
     /// Records a death; three within [`CRASH_WINDOW`] hold the lane (renewing the
     /// claim meanwhile) until the hold ends or the operator lifts it.
     fn hold_if_crash_looping(&mut self, work: &Work) -> Result<()> {
-        let now = Instant::now();
-        self.deaths.push_back(now);
-        while self
-            .deaths
-            .front()
-            .is_some_and(|d| now.duration_since(*d) > CRASH_WINDOW)
-        {
-            self.deaths.pop_front();
-        }
-        if self.deaths.len() < CRASH_DEATHS {
+        let Some(hold) = self.crashes.death(Instant::now()) else {
             return Ok(());
-        }
-        self.deaths.clear();
-        let hold = (HOLD_FIRST * 2u32.saturating_pow(self.holds)).min(HOLD_MAX);
-        self.holds += 1;
+        };
         let reason = format!(
             "{CRASH_DEATHS} agent deaths within {}s on {}; held for {}s",
             CRASH_WINDOW.as_secs(),
@@ -475,7 +454,7 @@ impl Lane<'_> {
     fn session(&mut self, program: &Path, work: &Work) -> Result<End> {
         let task = self.store.task(&work.claim.task_id)?;
         let session = work.session.clone();
-        let targets = targets(&session, &self.cfg.name, &work.worktree);
+        let targets = launch::targets(&session, &self.cfg.name, &work.worktree);
         let successor = !self.row.lineage.is_empty();
         let resume = successor && self.cfg.profile.resume.is_some();
         // The conversation a resumed session continues: a resume keeps writing the
@@ -528,54 +507,8 @@ impl Lane<'_> {
                 Placeholder::CwdSlug => claude_slug(&worktree),
             })
         };
-        let template = match (&cfg.profile.resume, resume) {
-            (Some(r), true) => r,
-            _ => &cfg.profile.command,
-        };
-        let mut argv = expand_argv(template, &value);
-        if argv
-            .first()
-            .is_some_and(|a| a == "{spice}" || !a.contains('/'))
-        {
-            argv[0] = program.display().to_string();
-        }
-        if cfg.profile.hooks.contains(&Hook::ClaudePostToolUse) {
-            argv.splice(
-                1..1,
-                ["--settings".to_string(), claude_settings(&opts.spice)],
-            );
-        }
-        // Under the shim, no process of the agent outlives the supervisor.
-        let shim = [
-            opts.spice.display().to_string(),
-            "agent-shim".into(),
-            "--parent".into(),
-            std::process::id().to_string(),
-            "--".into(),
-        ];
-        argv.splice(0..0, shim);
-        let mut env: Vec<(String, String)> = vec![
-            ("PATH".into(), opts.path.clone()),
-            ("HOME".into(), opts.home.display().to_string()),
-            ("TERM".into(), "xterm-256color".into()),
-            ("SPICE_HOME".into(), opts.state_dir.display().to_string()),
-            ("SPICE_LANE".into(), cfg.name.clone()),
-            ("SPICE_SESSION".into(), session.clone()),
-            ("SPICE_TASK".into(), task.id.clone()),
-            ("BASH_ENV".into(), opts.bash_env.display().to_string()),
-            // A `bash -c` whose stdin is a socket (Claude Code's Bash tool) and whose
-            // SHLVL says top level takes itself for a command run by rshd: it reads
-            // ~/.bashrc and never BASH_ENV. Saying we run under a shell keeps the
-            // redirector working.
-            ("SHLVL".into(), "1".into()),
-        ];
-        env.extend(cfg.profile.env.iter().map(|(k, v)| (k.clone(), v.clone())));
-        env.extend(
-            cfg.lane
-                .env
-                .iter()
-                .map(|(k, v)| (k.get_ref().clone(), v.clone())),
-        );
+        let argv = launch::argv(cfg, opts, program, resume, &value);
+        let env = launch::environment(cfg, opts, &session, &task.id);
         let recordings = opts.state_dir.join("recordings");
         let _ = std::fs::create_dir_all(&recordings);
         let recording = recordings.join(format!("{session}.cast"));
@@ -613,13 +546,8 @@ impl Lane<'_> {
         self.publish(true)?;
 
         let (exact, search) = transcript_place(cfg, &value);
-        let mut follow = Follow {
-            path: self.row.transcript.clone().map(PathBuf::from).or(exact),
-            search,
-            scanner: None,
-            looked: None,
-            launched_at,
-        };
+        let known = self.row.transcript.clone().map(PathBuf::from).or(exact);
+        let mut follow = Follow::new(known, search, launched_at);
         let mut pasted: HashSet<String> = pending.iter().map(|i| i.key.clone()).collect();
         let mut last_renew = Instant::now();
         let mut last_event = Instant::now();
@@ -768,126 +696,4 @@ impl Lane<'_> {
         self.publish(true)?;
         Ok(end)
     }
-}
-
-/// Whom a session's steering is addressed to: the session, the lane, the worktree
-/// (as `spice exec` inside the worktree sees it).
-fn targets(session: &str, lane: &str, worktree: &Path) -> Vec<Target> {
-    let wt = std::fs::canonicalize(worktree).unwrap_or_else(|_| worktree.to_path_buf());
-    vec![
-        Target {
-            kind: TargetKind::Session,
-            name: session.to_string(),
-        },
-        Target {
-            kind: TargetKind::Lane,
-            name: lane.to_string(),
-        },
-        Target {
-            kind: TargetKind::Worktree,
-            name: wt.display().to_string(),
-        },
-    ]
-}
-
-/// `--settings` for Claude Code: a PostToolUse hook that shows pending steering.
-fn claude_settings(spice: &Path) -> String {
-    let command = format!(
-        "'{}' hook claude-post-tool-use",
-        spice.display().to_string().replace('\'', r"'\''")
-    );
-    json!({ "hooks": { "PostToolUse": [
-        { "matcher": "*", "hooks": [{ "type": "command", "command": command }] }
-    ]}})
-    .to_string()
-}
-
-/// Where the profile says a session's transcript is: the exact file when the name has
-/// no wildcard, else the directory to search, with the format to read.
-fn transcript_place(
-    cfg: &LaneConfig,
-    value: &dyn Fn(Placeholder) -> Option<String>,
-) -> (Option<PathBuf>, Option<(PathBuf, Agent)>) {
-    let Some(t) = cfg.profile.transcript.as_ref() else {
-        return (None, None);
-    };
-    let agent = match t.format {
-        Format::Claude => Agent::Claude,
-        Format::Codex => Agent::Codex,
-        Format::None => return (None, None),
-    };
-    let (Some(dir), Some(name)) = (t.dir.expand(value), t.glob.expand(value)) else {
-        return (None, None);
-    };
-    if name.contains('*') {
-        (None, Some((PathBuf::from(dir), agent)))
-    } else {
-        (Some(PathBuf::from(dir).join(name)), None)
-    }
-}
-
-/// Following a session's transcript: found (by name, or by searching for the newest
-/// file whose recorded cwd is the worktree), then scanned.
-struct Follow {
-    path: Option<PathBuf>,
-    search: Option<(PathBuf, Agent)>,
-    scanner: Option<Scanner>,
-    looked: Option<Instant>,
-    launched_at: SystemTime,
-}
-
-impl Follow {
-    fn poll(
-        &mut self,
-        worktree: &Path,
-        store: &mut Store,
-    ) -> Result<Option<crate::transcript::acks::ScanReport>> {
-        if self.path.is_none() && self.looked.is_none_or(|t| t.elapsed() >= LOCATE_EVERY) {
-            self.looked = Some(Instant::now());
-            if let Some((dir, agent)) = &self.search {
-                self.path = discover(dir, *agent, worktree, self.launched_at);
-            }
-        }
-        let Some(path) = self.path.as_ref().filter(|p| p.exists()) else {
-            return Ok(None);
-        };
-        let scanner = self.scanner.get_or_insert_with(|| Scanner::new(path));
-        // A transcript that cannot be read (yet) is not the lane's failure.
-        Ok(scanner.scan(store).ok())
-    }
-}
-
-/// The newest transcript under `dir` (recursively for Codex's dated tree), modified
-/// since the launch, whose first records name `worktree` as their cwd: how Codex
-/// rollouts, named by time, are told apart.
-fn discover(dir: &Path, agent: Agent, worktree: &Path, since: SystemTime) -> Option<PathBuf> {
-    let want = std::fs::canonicalize(worktree).unwrap_or_else(|_| worktree.to_path_buf());
-    let since = since - Duration::from_secs(2);
-    let files: Vec<PathBuf> = match agent {
-        Agent::Codex => crate::transcript::discover::codex_rollouts(dir),
-        Agent::Claude => std::fs::read_dir(dir)
-            .map(|rd| {
-                rd.flatten()
-                    .map(|e| e.path())
-                    .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-                    .collect()
-            })
-            .unwrap_or_default(),
-    };
-    files
-        .into_iter()
-        .filter(|p| {
-            std::fs::metadata(p)
-                .and_then(|m| m.modified())
-                .is_ok_and(|m| m >= since)
-        })
-        .filter_map(|p| crate::transcript::discover::describe(&p, agent))
-        .filter(|f| {
-            f.cwd
-                .as_deref()
-                .map(|c| std::fs::canonicalize(c).unwrap_or_else(|_| PathBuf::from(c)))
-                .is_some_and(|c| c == want)
-        })
-        .max_by_key(|f| f.modified)
-        .map(|f| f.path)
 }

@@ -8,7 +8,10 @@
 
 pub mod attach;
 pub mod brief;
+mod follow;
+pub mod hold;
 pub mod lane;
+mod launch;
 
 use crate::config::fleet::FleetConfig;
 use crate::error::{Error, Result};

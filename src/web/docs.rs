@@ -2,7 +2,7 @@
 //! CLI uses. Pure functions of a store (and, for tasks, of one consistent snapshot);
 //! nothing here writes.
 
-use crate::alloc::{self, graph, Filter};
+use crate::alloc::{self, Filter};
 use crate::cli::render;
 use crate::clock::Micros;
 use crate::error::Result;
@@ -228,22 +228,7 @@ pub fn task_table(s: &mut Store) -> Result<TaskTable> {
     let (snap, ranking) = alloc::next::ranked(s, None, &Filter::default())?;
     let now = snap.now;
     let tasks: &[Task] = &snap.tasks;
-    let index: HashMap<&str, usize> = tasks
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.id.as_str(), i))
-        .collect();
-    let waits_on: Vec<Vec<usize>> = tasks
-        .iter()
-        .map(|t| {
-            t.depends
-                .iter()
-                .filter_map(|d| index.get(d.as_str()).copied())
-                .collect()
-        })
-        .collect();
-    let priority: Vec<Option<Priority>> = tasks.iter().map(|t| t.priority).collect();
-    let m = graph::measure(&priority, &waits_on);
+    let (waits_on, m) = alloc::measure(tasks);
     let mut unblocks: Vec<Vec<usize>> = vec![Vec::new(); tasks.len()];
     for (t, deps) in waits_on.iter().enumerate() {
         for &d in deps {

@@ -171,3 +171,37 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
     );
     String::from_utf8(out.stdout).unwrap()
 }
+
+/// Polls `f` every 100 ms until it returns `Some`, or panics after `secs` seconds
+/// naming what it waited for.
+pub fn wait_for<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out after {secs}s waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+impl TestEnv {
+    /// Every lane of `spice fleet status --json`.
+    pub fn lanes(&self) -> Vec<serde_json::Value> {
+        self.run(&["fleet", "status", "--json"]).json()["lanes"]
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+
+    /// One lane of `spice fleet status --json`.
+    pub fn lane(&self, name: &str) -> serde_json::Value {
+        self.lanes()
+            .into_iter()
+            .find(|l| l["lane"] == name)
+            .unwrap_or_else(|| panic!("no lane {name} in fleet status"))
+    }
+}

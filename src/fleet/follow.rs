@@ -1,0 +1,124 @@
+//! Finding and following a session's transcript for its lane: by name when the
+//! profile names the file exactly (Claude Code, given its session id), else by
+//! searching the profile's directory for the newest file, written since the launch,
+//! whose first records name the worktree as their cwd (Codex rollouts, named by time
+//! and a thread id spice is never told). Once found, a [`Scanner`] reads it on every
+//! tick: ACKs, turn ends, compactions.
+
+use crate::config::fleet::LaneConfig;
+use crate::config::profile::{Format, Placeholder};
+use crate::error::Result;
+use crate::store::Store;
+use crate::transcript::acks::Scanner;
+use crate::transcript::event::Agent;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+/// How often a transcript named by a pattern is looked for until found.
+const LOCATE_EVERY: Duration = Duration::from_secs(1);
+
+/// Where the profile says a session's transcript is: the exact file when the name has
+/// no wildcard, else the directory to search, with the format to read.
+pub(super) fn transcript_place(
+    cfg: &LaneConfig,
+    value: &dyn Fn(Placeholder) -> Option<String>,
+) -> (Option<PathBuf>, Option<(PathBuf, Agent)>) {
+    let Some(t) = cfg.profile.transcript.as_ref() else {
+        return (None, None);
+    };
+    let agent = match t.format {
+        Format::Claude => Agent::Claude,
+        Format::Codex => Agent::Codex,
+        Format::None => return (None, None),
+    };
+    let (Some(dir), Some(name)) = (t.dir.expand(value), t.glob.expand(value)) else {
+        return (None, None);
+    };
+    if name.contains('*') {
+        (None, Some((PathBuf::from(dir), agent)))
+    } else {
+        (Some(PathBuf::from(dir).join(name)), None)
+    }
+}
+
+/// Following a session's transcript: found (by name, or by searching for the newest
+/// file whose recorded cwd is the worktree), then scanned.
+pub(super) struct Follow {
+    pub path: Option<PathBuf>,
+    search: Option<(PathBuf, Agent)>,
+    scanner: Option<Scanner>,
+    looked: Option<Instant>,
+    launched_at: SystemTime,
+}
+
+impl Follow {
+    /// Follows `path` if it is known, else looks for the transcript in `search`
+    /// (written since `launched_at`).
+    pub fn new(
+        path: Option<PathBuf>,
+        search: Option<(PathBuf, Agent)>,
+        launched_at: SystemTime,
+    ) -> Follow {
+        Follow {
+            path,
+            search,
+            scanner: None,
+            looked: None,
+            launched_at,
+        }
+    }
+
+    pub fn poll(
+        &mut self,
+        worktree: &Path,
+        store: &mut Store,
+    ) -> Result<Option<crate::transcript::acks::ScanReport>> {
+        if self.path.is_none() && self.looked.is_none_or(|t| t.elapsed() >= LOCATE_EVERY) {
+            self.looked = Some(Instant::now());
+            if let Some((dir, agent)) = &self.search {
+                self.path = discover(dir, *agent, worktree, self.launched_at);
+            }
+        }
+        let Some(path) = self.path.as_ref().filter(|p| p.exists()) else {
+            return Ok(None);
+        };
+        let scanner = self.scanner.get_or_insert_with(|| Scanner::new(path));
+        // A transcript that cannot be read (yet) is not the lane's failure.
+        Ok(scanner.scan(store).ok())
+    }
+}
+
+/// The newest transcript under `dir` (recursively for Codex's dated tree), modified
+/// since the launch, whose first records name `worktree` as their cwd: how Codex
+/// rollouts, named by time, are told apart.
+fn discover(dir: &Path, agent: Agent, worktree: &Path, since: SystemTime) -> Option<PathBuf> {
+    let want = std::fs::canonicalize(worktree).unwrap_or_else(|_| worktree.to_path_buf());
+    let since = since - Duration::from_secs(2);
+    let files: Vec<PathBuf> = match agent {
+        Agent::Codex => crate::transcript::discover::codex_rollouts(dir),
+        Agent::Claude => std::fs::read_dir(dir)
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    };
+    files
+        .into_iter()
+        .filter(|p| {
+            std::fs::metadata(p)
+                .and_then(|m| m.modified())
+                .is_ok_and(|m| m >= since)
+        })
+        .filter_map(|p| crate::transcript::discover::describe(&p, agent))
+        .filter(|f| {
+            f.cwd
+                .as_deref()
+                .map(|c| std::fs::canonicalize(c).unwrap_or_else(|_| PathBuf::from(c)))
+                .is_some_and(|c| c == want)
+        })
+        .max_by_key(|f| f.modified)
+        .map(|f| f.path)
+}

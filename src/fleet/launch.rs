@@ -1,0 +1,114 @@
+//! What an agent is started with: the profile's argv (or its resume argv) expanded,
+//! the Claude Code hook settings added when the profile supports them, all under
+//! `spice agent-shim` so no process of the agent outlives the supervisor; and the
+//! environment, which is exactly this (nothing of the supervisor's leaks in).
+
+use super::FleetOptions;
+use crate::config::fleet::LaneConfig;
+use crate::config::profile::{expand_argv, Hook, Placeholder};
+use crate::store::{Target, TargetKind};
+use serde_json::json;
+use std::path::Path;
+
+/// The argv to spawn under the PTY for a session (`resume`: the profile's resume
+/// template), with `program` the resolved agent binary.
+pub(super) fn argv(
+    cfg: &LaneConfig,
+    opts: &FleetOptions,
+    program: &Path,
+    resume: bool,
+    value: &dyn Fn(Placeholder) -> Option<String>,
+) -> Vec<String> {
+    let template = match (&cfg.profile.resume, resume) {
+        (Some(r), true) => r,
+        _ => &cfg.profile.command,
+    };
+    let mut argv = expand_argv(template, value);
+    if argv
+        .first()
+        .is_some_and(|a| a == "{spice}" || !a.contains('/'))
+    {
+        argv[0] = program.display().to_string();
+    }
+    if cfg.profile.hooks.contains(&Hook::ClaudePostToolUse) {
+        argv.splice(
+            1..1,
+            ["--settings".to_string(), claude_settings(&opts.spice)],
+        );
+    }
+    // Under the shim, no process of the agent outlives the supervisor.
+    let shim = [
+        opts.spice.display().to_string(),
+        "agent-shim".into(),
+        "--parent".into(),
+        std::process::id().to_string(),
+        "--".into(),
+    ];
+    argv.splice(0..0, shim);
+    argv
+}
+
+/// The agent's whole environment: spice's variables and the redirector, then the
+/// profile's `env`, then the lane's.
+pub(super) fn environment(
+    cfg: &LaneConfig,
+    opts: &FleetOptions,
+    session: &str,
+    task_id: &str,
+) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = vec![
+        ("PATH".into(), opts.path.clone()),
+        ("HOME".into(), opts.home.display().to_string()),
+        ("TERM".into(), "xterm-256color".into()),
+        ("SPICE_HOME".into(), opts.state_dir.display().to_string()),
+        ("SPICE_LANE".into(), cfg.name.clone()),
+        ("SPICE_SESSION".into(), session.to_string()),
+        ("SPICE_TASK".into(), task_id.to_string()),
+        ("BASH_ENV".into(), opts.bash_env.display().to_string()),
+        // A `bash -c` whose stdin is a socket (Claude Code's Bash tool) and whose
+        // SHLVL says top level takes itself for a command run by rshd: it reads
+        // ~/.bashrc and never BASH_ENV. Saying we run under a shell keeps the
+        // redirector working.
+        ("SHLVL".into(), "1".into()),
+    ];
+    env.extend(cfg.profile.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    env.extend(
+        cfg.lane
+            .env
+            .iter()
+            .map(|(k, v)| (k.get_ref().clone(), v.clone())),
+    );
+    env
+}
+
+/// `--settings` for Claude Code: a PostToolUse hook that shows pending steering.
+fn claude_settings(spice: &Path) -> String {
+    let command = format!(
+        "'{}' hook claude-post-tool-use",
+        spice.display().to_string().replace('\'', r"'\''")
+    );
+    json!({ "hooks": { "PostToolUse": [
+        { "matcher": "*", "hooks": [{ "type": "command", "command": command }] }
+    ]}})
+    .to_string()
+}
+
+/// Whom a session's steering is addressed to: the session, the lane, the worktree
+/// (as `spice exec` inside the worktree sees it).
+pub(super) fn targets(session: &str, lane: &str, worktree: &Path) -> Vec<Target> {
+    let wt = std::fs::canonicalize(worktree).unwrap_or_else(|_| worktree.to_path_buf());
+    vec![
+        Target {
+            kind: TargetKind::Session,
+            name: session.to_string(),
+        },
+        Target {
+            kind: TargetKind::Lane,
+            name: lane.to_string(),
+        },
+        Target {
+            kind: TargetKind::Worktree,
+            name: wt.display().to_string(),
+        },
+    ]
+}
