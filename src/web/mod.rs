@@ -25,6 +25,7 @@ pub mod guard;
 mod routes;
 pub mod token;
 pub mod transcripts;
+mod writes;
 
 use crate::clock::Clock;
 use crate::error::{Error, Result};

@@ -4,9 +4,9 @@
 //! and body limits are turned into the same shape by [`recover`].
 
 use super::guard::{Denied, Kind, Seen, CUSTOM_HEADER};
+use super::writes::{parse, steer, takeover, Empty};
 use super::{docs, App};
 use crate::error::{Error, Result};
-use crate::store::{Takeover, DEFAULT_LEASE, DEFAULT_TTL};
 use crate::when;
 use bytes::Bytes;
 use futures_util::stream::{self, Stream};
@@ -294,7 +294,7 @@ fn json_bytes(status: StatusCode, body: Bytes) -> Response {
     r
 }
 
-fn json_value(status: StatusCode, v: &Value) -> Response {
+pub(super) fn json_value(status: StatusCode, v: &Value) -> Response {
     json_bytes(
         status,
         Bytes::from(serde_json::to_vec(v).expect("JSON values serialise")),
@@ -307,7 +307,7 @@ fn error_status(status: StatusCode, msg: &str) -> Response {
 }
 
 /// A store error as an HTTP answer: bad input 400, conflict 409, the rest 500.
-fn error(e: &Error) -> Response {
+pub(super) fn error(e: &Error) -> Response {
     let status = match e {
         Error::Input(_) => StatusCode::BAD_REQUEST,
         Error::Conflict(_) => StatusCode::CONFLICT,
@@ -317,7 +317,7 @@ fn error(e: &Error) -> Response {
     error_status(status, &e.to_string())
 }
 
-fn reply(r: Result<Value>) -> Response {
+pub(super) fn reply(r: Result<Value>) -> Response {
     match r {
         Ok(v) => json_value(StatusCode::OK, &v),
         Err(e) => error(&e),
@@ -623,86 +623,6 @@ fn tail(app: Arc<App>, lane: String, q: TailQuery) -> impl Stream<Item = SseItem
             }
         }
     })
-}
-
-/// Reads a JSON request body into `T`, refusing unknown fields.
-fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T> {
-    serde_json::from_slice(body).map_err(|e| Error::input(format!("invalid JSON body: {e}")))
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Empty {}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SteerBody {
-    target: String,
-    text: String,
-    /// A duration such as `2h`; the default TTL otherwise.
-    ttl: Option<String>,
-}
-
-async fn steer(body: Bytes, app: Arc<App>) -> Response {
-    let b: SteerBody = match parse(&body) {
-        Ok(b) => b,
-        Err(e) => return error(&e),
-    };
-    let r = app
-        .store(move |s, app| {
-            let ttl = match &b.ttl {
-                Some(t) => {
-                    when::parse_duration(t).map_err(|e| Error::input(format!("ttl: {e}")))?
-                }
-                None => DEFAULT_TTL,
-            };
-            let target = (app.cfg.parse_target)(&b.target)?;
-            let item = s.steer(&target, b.text.trim_end(), ttl)?;
-            Ok(crate::cli::render::item_json(&item, s.now()))
-        })
-        .await;
-    match r {
-        Ok(v) => json_value(StatusCode::CREATED, &v),
-        Err(e) => error(&e),
-    }
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TakeoverBody {
-    task: String,
-    /// The fence of the stale claim the operator saw.
-    fence: i64,
-    /// Who holds the claim afterwards (default `operator`).
-    claimant: Option<String>,
-    lease: Option<String>,
-}
-
-async fn takeover(body: Bytes, app: Arc<App>) -> Response {
-    let b: TakeoverBody = match parse(&body) {
-        Ok(b) => b,
-        Err(e) => return error(&e),
-    };
-    reply(
-        app.store(move |s, _| {
-            let lease = match &b.lease {
-                Some(l) => {
-                    when::parse_duration(l).map_err(|e| Error::input(format!("lease: {e}")))?
-                }
-                None => DEFAULT_LEASE,
-            };
-            let t = Takeover {
-                stale_fence: b.fence,
-                claimant: b.claimant.unwrap_or_else(|| "operator".into()),
-                lane: None,
-                worktree: None,
-                lease,
-            };
-            let claim = s.takeover(&b.task, &t)?;
-            Ok(docs::claim_doc(&claim, s.now()))
-        })
-        .await,
-    )
 }
 
 #[cfg(test)]

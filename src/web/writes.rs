@@ -1,0 +1,95 @@
+//! The console's writes, through the same store calls the CLI makes: a steering item
+//! (`spice steer`), a takeover of a stale claim with the fence the page showed
+//! (`spice task takeover --stale`). Bodies are JSON with no unknown fields.
+
+use super::docs;
+use super::routes::{error, json_value, reply};
+use super::App;
+use crate::error::{Error, Result};
+use crate::store::{Takeover, DEFAULT_LEASE, DEFAULT_TTL};
+use crate::when;
+use bytes::Bytes;
+use serde::Deserialize;
+use std::sync::Arc;
+use warp::http::StatusCode;
+use warp::reply::Response;
+
+/// Reads a JSON request body into `T`, refusing unknown fields.
+pub(super) fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T> {
+    serde_json::from_slice(body).map_err(|e| Error::input(format!("invalid JSON body: {e}")))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Empty {}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SteerBody {
+    target: String,
+    text: String,
+    /// A duration such as `2h`; the default TTL otherwise.
+    ttl: Option<String>,
+}
+
+pub(super) async fn steer(body: Bytes, app: Arc<App>) -> Response {
+    let b: SteerBody = match parse(&body) {
+        Ok(b) => b,
+        Err(e) => return error(&e),
+    };
+    let r = app
+        .store(move |s, app| {
+            let ttl = match &b.ttl {
+                Some(t) => {
+                    when::parse_duration(t).map_err(|e| Error::input(format!("ttl: {e}")))?
+                }
+                None => DEFAULT_TTL,
+            };
+            let target = (app.cfg.parse_target)(&b.target)?;
+            let item = s.steer(&target, b.text.trim_end(), ttl)?;
+            Ok(crate::cli::render::item_json(&item, s.now()))
+        })
+        .await;
+    match r {
+        Ok(v) => json_value(StatusCode::CREATED, &v),
+        Err(e) => error(&e),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TakeoverBody {
+    task: String,
+    /// The fence of the stale claim the operator saw.
+    fence: i64,
+    /// Who holds the claim afterwards (default `operator`).
+    claimant: Option<String>,
+    lease: Option<String>,
+}
+
+pub(super) async fn takeover(body: Bytes, app: Arc<App>) -> Response {
+    let b: TakeoverBody = match parse(&body) {
+        Ok(b) => b,
+        Err(e) => return error(&e),
+    };
+    reply(
+        app.store(move |s, _| {
+            let lease = match &b.lease {
+                Some(l) => {
+                    when::parse_duration(l).map_err(|e| Error::input(format!("lease: {e}")))?
+                }
+                None => DEFAULT_LEASE,
+            };
+            let t = Takeover {
+                stale_fence: b.fence,
+                claimant: b.claimant.unwrap_or_else(|| "operator".into()),
+                lane: None,
+                worktree: None,
+                lease,
+            };
+            let claim = s.takeover(&b.task, &t)?;
+            Ok(docs::claim_doc(&claim, s.now()))
+        })
+        .await,
+    )
+}
