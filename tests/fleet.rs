@@ -336,6 +336,28 @@ fn a_codex_rollout_is_found_by_cwd_followed_and_resumed_by_its_own_id() {
         thread.as_str(),
         "{show}"
     );
+    // The successor's brief points at what its predecessor did, in a form
+    // `spice session briefing` opens (Codex names its own threads).
+    let successor = launches[1]["actor"].as_str().unwrap();
+    let brief =
+        std::fs::read_to_string(env.home.join("briefs").join(format!("{successor}.md"))).unwrap();
+    let pointer = brief
+        .lines()
+        .find_map(|l| l.split_once("Read what it did with: "))
+        .map(|(_, cmd)| cmd.rsplit(' ').next().unwrap().to_string())
+        .unwrap_or_else(|| panic!("no pointer to the predecessor in:\n{brief}"));
+    let briefing = env
+        .cmd(&["session", "briefing", &pointer, "--json"])
+        .env("HOME", env.dir.path().join("agent-home"))
+        .output()
+        .map(common::to_run)
+        .unwrap();
+    assert_eq!(
+        briefing.json()["session_id"],
+        thread.as_str(),
+        "{}",
+        briefing.stderr
+    );
     // The ACK was read from the rollout (the successor's command showed the item).
     let source: String = env
         .sql()

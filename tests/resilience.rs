@@ -275,6 +275,30 @@ fn a_killed_agent_is_followed_by_a_successor_on_the_same_claim_and_worktree() {
         second["last_error"].as_str().unwrap().contains("SIGKILL"),
         "{second}"
     );
+    // The successor's brief points at what its predecessor did, and that works.
+    let brief = std::fs::read_to_string(
+        env.home
+            .join("briefs")
+            .join(format!("{}.md", second["session"].as_str().unwrap())),
+    )
+    .unwrap();
+    let how = brief
+        .lines()
+        .find_map(|l| l.split_once("Read what it did with: "))
+        .map(|(_, cmd)| cmd.to_string())
+        .unwrap_or_else(|| panic!("no pointer to the predecessor in:\n{brief}"));
+    let path = how.rsplit(' ').next().unwrap();
+    let briefing = env
+        .cmd(&["session", "briefing", path, "--json"])
+        .env("HOME", agent_home(&env))
+        .output()
+        .map(common::to_run)
+        .unwrap()
+        .json();
+    assert!(
+        !briefing["commands"].as_array().unwrap().is_empty(),
+        "{briefing}"
+    );
     let out = sup.wait_with_output().unwrap();
     assert!(out.status.success());
     let show = env.run(&["task", "show", &task, "--json"]).json();

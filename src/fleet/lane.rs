@@ -477,7 +477,17 @@ impl Lane<'_> {
             lane: &self.cfg.name,
             session: &session,
             spice: &self.opts.spice.display().to_string(),
-            predecessor: self.row.lineage.last().map(String::as_str),
+            // What `spice session briefing` can open: the transcript the predecessor
+            // wrote (a resume continues it), else the conversation's id.
+            predecessor: successor
+                .then(|| {
+                    self.row
+                        .transcript
+                        .as_ref()
+                        .or(self.row.conversation.as_ref())
+                })
+                .flatten()
+                .map(String::as_str),
             steering: frame.as_deref(),
         });
         let briefs = self.opts.state_dir.join("briefs");
