@@ -23,7 +23,7 @@
 //!   (and the Claude Code hook); an agent waiting for input gets pending items typed
 //!   into its PTY as one bracketed paste, each item at most once per session; a
 //!   successor gets them at the top of its brief.
-//! - Git moves only at claim time here (`prepare_worktree`); launching moves nothing.
+//! - Git moves only at claim time (`launch::worktree`); launching moves nothing.
 //! - The lane's row in the store (`lanes`) is rewritten whenever what it reports
 //!   changes, and with the agent's pid and start time, so the next supervisor can make
 //!   sure an agent of a killed supervisor is gone before starting its successor.
@@ -223,7 +223,15 @@ impl Lane<'_> {
             )?;
             let worktree = match &claim.worktree {
                 Some(w) if Path::new(w).is_dir() => PathBuf::from(w),
-                _ => self.worktree_for(&git, &claim, &session, passed.fence)?,
+                _ => launch::worktree(
+                    &mut self.store,
+                    &git,
+                    self.cfg,
+                    self.opts,
+                    &self.base,
+                    &claim,
+                    &Holder::fenced(session.clone(), passed.fence),
+                )?,
             };
             self.report.claimed.push(claim.handle.clone());
             self.row.conversation = conversation.or_else(|| lineage.first().cloned());
@@ -261,7 +269,15 @@ impl Lane<'_> {
                 continue;
             };
             self.report.claimed.push(claim.handle.clone());
-            let worktree = match self.worktree_for(&git, &claim, &session, claim.fence) {
+            let worktree = match launch::worktree(
+                &mut self.store,
+                &git,
+                self.cfg,
+                self.opts,
+                &self.base,
+                &claim,
+                &Holder::fenced(session.clone(), claim.fence),
+            ) {
                 Ok(w) => w,
                 Err(e) => {
                     // Nothing was started: hand the task back rather than let the
@@ -293,35 +309,6 @@ impl Lane<'_> {
             self.work_on(&program, work)?;
         }
         Ok(())
-    }
-
-    /// Creates or fast-forwards the task's worktree and records it on the claim.
-    fn worktree_for(
-        &mut self,
-        git: &crate::git::Git,
-        claim: &Claim,
-        session: &str,
-        fence: i64,
-    ) -> Result<PathBuf> {
-        let base = self.base.clone();
-        let root = self
-            .cfg
-            .lane
-            .worktrees
-            .clone()
-            .unwrap_or_else(|| self.opts.state_dir.join("worktrees").join(&self.cfg.name));
-        std::fs::create_dir_all(&root).map_err(|source| Error::Io {
-            context: format!("failed to create {}", root.display()),
-            source,
-        })?;
-        let branch = crate::git::task_branch(&claim.handle);
-        let wt = git.prepare_worktree(&base, &branch, &root.join(&claim.handle))?;
-        self.store.set_claim_worktree(
-            &claim.task_id,
-            &Holder::fenced(session, fence),
-            &wt.path.display().to_string(),
-        )?;
-        Ok(wt.path)
     }
 
     fn sleep(&self, d: Duration) {

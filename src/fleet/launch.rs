@@ -1,14 +1,16 @@
-//! What an agent is started with: the profile's argv (or its resume argv) expanded,
-//! the Claude Code hook settings added when the profile supports them, all under
-//! `spice agent-shim` so no process of the agent outlives the supervisor; and the
-//! environment, which is exactly this (nothing of the supervisor's leaks in).
+//! Where and with what an agent is started: its worktree (prepared at claim time);
+//! the profile's argv (or its resume argv) expanded, with the Claude Code hook
+//! settings when the profile supports them, all under `spice agent-shim` so no process
+//! of the agent outlives the supervisor; the environment, which is exactly what is
+//! built here (nothing of the supervisor's leaks in); and whom its steering is for.
 
 use super::FleetOptions;
 use crate::config::fleet::LaneConfig;
 use crate::config::profile::{expand_argv, Hook, Placeholder};
-use crate::store::{Target, TargetKind};
+use crate::error::{Error, Result};
+use crate::store::{Claim, Holder, Store, Target, TargetKind};
 use serde_json::json;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The argv to spawn under the PTY for a session (`resume`: the profile's resume
 /// template), with `program` the resolved agent binary.
@@ -111,4 +113,31 @@ pub(super) fn targets(session: &str, lane: &str, worktree: &Path) -> Vec<Target>
             name: wt.display().to_string(),
         },
     ]
+}
+
+/// Creates or fast-forwards the task's worktree (git boundary 1: the lane's worktrees
+/// directory, branch `spice/<handle>` from `base`) and records it on the claim.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn worktree(
+    store: &mut Store,
+    git: &crate::git::Git,
+    cfg: &LaneConfig,
+    opts: &FleetOptions,
+    base: &str,
+    claim: &Claim,
+    holder: &Holder,
+) -> Result<PathBuf> {
+    let root = cfg
+        .lane
+        .worktrees
+        .clone()
+        .unwrap_or_else(|| opts.state_dir.join("worktrees").join(&cfg.name));
+    std::fs::create_dir_all(&root).map_err(|source| Error::Io {
+        context: format!("failed to create {}", root.display()),
+        source,
+    })?;
+    let branch = crate::git::task_branch(&claim.handle);
+    let wt = git.prepare_worktree(base, &branch, &root.join(&claim.handle))?;
+    store.set_claim_worktree(&claim.task_id, holder, &wt.path.display().to_string())?;
+    Ok(wt.path)
 }
