@@ -27,7 +27,7 @@ fn setup() -> TestEnv {
 fn up(env: &TestEnv) -> serde_json::Value {
     let out = env
         .cmd(&["fleet", "up", "--until-idle", "--json"])
-        .env("HOME", env.dir.path().join("agent-home"))
+        .env("HOME", env.agent_home())
         .output()
         .unwrap();
     let r = common::to_run(out);
@@ -137,7 +137,7 @@ fn one_supervisor_per_state_directory_and_status_names_it() {
     let env = setup();
     let mut first = env
         .cmd(&["fleet", "up"])
-        .env("HOME", env.dir.path().join("agent-home"))
+        .env("HOME", env.agent_home())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -187,13 +187,7 @@ fn steering_is_typed_into_an_agent_waiting_for_input_and_answered() {
         "--body",
         spice::demo::WAIT_MARKER,
     ]);
-    let fleet = env
-        .cmd(&["fleet", "up", "--until-idle", "--json"])
-        .env("HOME", env.dir.path().join("agent-home"))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let fleet = env.fleet_up(&["--until-idle", "--json"]);
     // The agent ends its first turn waiting; the lane says so, from the transcript.
     let waiting = wait_for("lane a to wait for input", 30, || {
         let l = env.lane("a");
@@ -209,12 +203,7 @@ fn steering_is_typed_into_an_agent_waiting_for_input_and_answered() {
         .ok()
         .trim()
         .to_string();
-    let out = fleet.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::finished(fleet);
     let items = env.run(&["inbox", "--all", "--json"]).json();
     assert_eq!(items[0]["key"], key.as_str());
     assert_eq!(items[0]["state"], "acked", "{items}");
@@ -281,13 +270,7 @@ fn a_codex_rollout_is_found_by_cwd_followed_and_resumed_by_its_own_id() {
         .ok()
         .trim()
         .to_string();
-    let fleet = env
-        .cmd(&["fleet", "up", "--until-idle", "--json"])
-        .env("HOME", env.dir.path().join("agent-home"))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let fleet = env.fleet_up(&["--until-idle", "--json"]);
     let first = wait_for("the rollout to be found", 30, || {
         let l = env.lane("a");
         l["transcript"]
@@ -315,20 +298,10 @@ fn a_codex_rollout_is_found_by_cwd_followed_and_resumed_by_its_own_id() {
         nix::sys::signal::Signal::SIGKILL,
     )
     .unwrap();
-    let out = fleet.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::finished(fleet);
     let show = env.run(&["task", "show", &task, "--json"]).json();
     assert_eq!(show["phase"], "review", "{show}");
-    let launches: Vec<&serde_json::Value> = show["ledger"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["kind"] == "launched")
-        .collect();
+    let launches = env.ledger_of(&task, "launched");
     assert_eq!(launches.len(), 2, "{show}");
     assert_eq!(launches[1]["detail"]["resume"], true);
     assert_eq!(
@@ -348,7 +321,7 @@ fn a_codex_rollout_is_found_by_cwd_followed_and_resumed_by_its_own_id() {
         .unwrap_or_else(|| panic!("no pointer to the predecessor in:\n{brief}"));
     let briefing = env
         .cmd(&["session", "briefing", &pointer, "--json"])
-        .env("HOME", env.dir.path().join("agent-home"))
+        .env("HOME", env.agent_home())
         .output()
         .map(common::to_run)
         .unwrap();
@@ -535,13 +508,7 @@ fn a_headless_agent_gets_pending_steering_as_its_next_turn() {
     )
     .unwrap();
     let task = env.add(&["Headless", "--project", "demo"]);
-    let fleet = env
-        .cmd(&["fleet", "up", "--until-idle", "--json"])
-        .env("HOME", env.dir.path().join("agent-home"))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let fleet = env.fleet_up(&["--until-idle", "--json"]);
     wait_for("the first turn to run", 30, || {
         (env.lane("a")["state"] == "working").then_some(())
     });
@@ -550,20 +517,10 @@ fn a_headless_agent_gets_pending_steering_as_its_next_turn() {
         .ok()
         .trim()
         .to_string();
-    let out = fleet.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::finished(fleet);
     let show = env.run(&["task", "show", &task, "--json"]).json();
     assert_eq!(show["phase"], "review", "{show}");
-    let launches: Vec<&serde_json::Value> = show["ledger"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["kind"] == "launched")
-        .collect();
+    let launches = env.ledger_of(&task, "launched");
     assert_eq!(launches.len(), 2, "{show}");
     assert_eq!(launches[1]["detail"]["steering_in_brief"][0], key.as_str());
     let items = env.run(&["inbox", "--all", "--json"]).json();
@@ -586,7 +543,7 @@ fn a_missing_agent_binary_stops_only_its_lane() {
     let task = env.add(&["Still done", "--project", "demo"]);
     let out = env
         .cmd(&["fleet", "up", "--until-idle", "--json"])
-        .env("HOME", env.dir.path().join("agent-home"))
+        .env("HOME", env.agent_home())
         .output()
         .unwrap();
     let run = common::to_run(out);
@@ -624,7 +581,7 @@ fn fleet_down_keeps_claims_unless_told_to_release_them() {
     let up_until_waiting = |task: &str| {
         let fleet = env
             .cmd(&["fleet", "up"])
-            .env("HOME", env.dir.path().join("agent-home"))
+            .env("HOME", env.agent_home())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()

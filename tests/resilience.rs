@@ -5,7 +5,7 @@
 
 mod common;
 use common::{git, wait_for, TestEnv};
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 /// A demo agent whose work commands take `secs` seconds each, so a test can act while
@@ -43,21 +43,6 @@ fn setup(lanes: usize, lane_extra: &str, profile_text: &str) -> TestEnv {
     git(&env.repo, &["add", "lanes", "profiles"]);
     git(&env.repo, &["commit", "-q", "-m", "lanes"]);
     env
-}
-
-fn agent_home(env: &TestEnv) -> std::path::PathBuf {
-    env.dir.path().join("agent-home")
-}
-
-fn up(env: &TestEnv, args: &[&str]) -> Child {
-    let mut a = vec!["fleet", "up"];
-    a.extend_from_slice(args);
-    env.cmd(&a)
-        .env("HOME", agent_home(env))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
 }
 
 /// Every live process that carries this test's state directory in its environment:
@@ -134,7 +119,7 @@ fn supervisor_killed_mid_run_leaves_no_orphans_and_the_next_one_resumes_every_cl
         .ok()
         .trim()
         .to_string();
-    let mut sup = up(&env, &[]);
+    let mut sup = env.fleet_up(&[]);
     wait_for("three lanes working", 30, || {
         let l = env.lanes();
         l.iter()
@@ -184,7 +169,8 @@ fn supervisor_killed_mid_run_leaves_no_orphans_and_the_next_one_resumes_every_cl
 
     // The next supervisor continues every claim with a successor and finishes the work.
     let restarted = Instant::now();
-    let out = up(&env, &["--until-idle", "--json"])
+    let out = env
+        .fleet_up(&["--until-idle", "--json"])
         .wait_with_output()
         .unwrap();
     assert!(
@@ -241,7 +227,7 @@ fn supervisor_killed_mid_run_leaves_no_orphans_and_the_next_one_resumes_every_cl
 fn a_killed_agent_is_followed_by_a_successor_on_the_same_claim_and_worktree() {
     let env = setup(1, "lease = \"1m\"\n", &slow_profile(2));
     let task = env.add(&["Task", "--project", "demo"]);
-    let sup = up(&env, &["--until-idle", "--json"]);
+    let sup = env.fleet_up(&["--until-idle", "--json"]);
     let first = wait_for("the lane to work", 30, || {
         let l = env.lanes().remove(0);
         (l["state"] == "working").then_some(l)
@@ -290,7 +276,7 @@ fn a_killed_agent_is_followed_by_a_successor_on_the_same_claim_and_worktree() {
     let path = how.rsplit(' ').next().unwrap();
     let briefing = env
         .cmd(&["session", "briefing", path, "--json"])
-        .env("HOME", agent_home(&env))
+        .env("HOME", env.agent_home())
         .output()
         .map(common::to_run)
         .unwrap()
@@ -314,7 +300,7 @@ fn an_agent_that_dies_at_once_holds_the_lane_until_lifted() {
         "command = [\"sh\", \"-c\", \"exit 3\"]\nmode = \"pty\"\n",
     );
     env.add(&["Task", "--project", "demo"]);
-    let mut sup = up(&env, &[]);
+    let mut sup = env.fleet_up(&[]);
     let started = Instant::now();
     let held = wait_for("the hold", 30, || {
         let l = env.lanes().remove(0);
@@ -366,7 +352,7 @@ fn a_claim_taken_over_while_its_agent_works_stops_the_agent_and_the_lane_goes_on
     let env = setup(1, "lease = \"3s\"\n", &slow_profile(4));
     let first = env.add(&["First", "--project", "demo", "--priority", "H"]);
     let second = env.add(&["Second", "--project", "demo"]);
-    let sup = up(&env, &["--until-idle", "--json"]);
+    let sup = env.fleet_up(&["--until-idle", "--json"]);
     let working = wait_for("the lane to work", 30, || {
         let l = env.lanes().remove(0);
         (l["state"] == "working").then_some(l)
@@ -400,12 +386,7 @@ fn a_claim_taken_over_while_its_agent_works_stops_the_agent_and_the_lane_goes_on
          supervisor ran again (grace 10 s), worktree kept",
         stopped.as_secs_f64()
     );
-    let out = sup.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::finished(sup);
     // The agent was told, through a steering item for its session, and stopped.
     let items = env.run(&["inbox", "--all", "--json"]).json();
     let told = items
@@ -450,7 +431,7 @@ fn twenty_supervisor_kills_leave_the_store_intact() {
         env.add(&[&format!("Task {i}"), "--project", "demo"]);
     }
     for round in 0..20 {
-        let mut sup = up(&env, &[]);
+        let mut sup = env.fleet_up(&[]);
         // Kill at a different moment each round: mid-claim, mid-launch, mid-scan.
         std::thread::sleep(Duration::from_millis(150 + 97 * (round % 7)));
         kill9(&mut sup);
@@ -477,7 +458,7 @@ fn the_operator_attaches_types_resizes_and_detaches() {
         "--body",
         spice::demo::WAIT_MARKER,
     ]);
-    let sup = up(&env, &["--until-idle", "--json"]);
+    let sup = env.fleet_up(&["--until-idle", "--json"]);
     let waiting = wait_for("the agent to wait for input", 30, || {
         let l = env.lanes().remove(0);
         (l["state"] == "waiting").then_some(l)
@@ -528,12 +509,7 @@ fn the_operator_attaches_types_resizes_and_detaches() {
         screen(&client)
     );
     // The agent kept running and acted on the message: the task is done.
-    let out = sup.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::finished(sup);
     let show = env.run(&["task", "show", &task, "--json"]).json();
     assert_eq!(show["phase"], "review", "{show}");
     let cast = std::fs::read_to_string(waiting["recording"].as_str().unwrap()).unwrap();

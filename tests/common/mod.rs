@@ -205,3 +205,42 @@ impl TestEnv {
             .unwrap_or_else(|| panic!("no lane {name} in fleet status"))
     }
 }
+
+impl TestEnv {
+    /// The HOME fleet tests give their agents (where transcripts go).
+    pub fn agent_home(&self) -> PathBuf {
+        self.dir.path().join("agent-home")
+    }
+
+    /// `spice fleet up ARGS…` in the background, agents' HOME set, output captured.
+    pub fn fleet_up(&self, args: &[&str]) -> std::process::Child {
+        let mut a = vec!["fleet", "up"];
+        a.extend_from_slice(args);
+        self.cmd(&a)
+            .env("HOME", self.agent_home())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spice runs")
+    }
+
+    /// A task's ledger entries of one kind, oldest first.
+    pub fn ledger_of(&self, task: &str, kind: &str) -> Vec<serde_json::Value> {
+        let show = self.run(&["task", "show", task, "--json"]).json();
+        show["ledger"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["kind"] == kind)
+            .cloned()
+            .collect()
+    }
+}
+
+/// Waits for a background command and requires that it succeeded.
+#[track_caller]
+pub fn finished(child: std::process::Child) -> Run {
+    let run = to_run(child.wait_with_output().expect("the command ends"));
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    run
+}
