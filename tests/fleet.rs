@@ -482,10 +482,8 @@ fn a_worktree_that_cannot_be_made_releases_the_claim() {
         .contains("released it"));
 }
 
-/// Headless mode: the agent ends each turn by exiting. A clean exit with steering
-/// waiting starts the next turn (not a death), with the items at the top of its brief.
-#[test]
-fn a_headless_agent_gets_pending_steering_as_its_next_turn() {
+/// One lane (`a`) of a headless profile running `fixtures/agents/fake-headless.sh`.
+fn headless_env() -> TestEnv {
     let env = setup();
     std::fs::remove_file(env.repo.join("lanes/b.toml")).unwrap();
     let fake =
@@ -507,6 +505,14 @@ fn a_headless_agent_gets_pending_steering_as_its_next_turn() {
         "profile = \"headless\"\nphases = [\"todo\"]\n",
     )
     .unwrap();
+    env
+}
+
+/// Headless mode: the agent ends each turn by exiting. A clean exit with steering
+/// waiting starts the next turn (not a death), with the items at the top of its brief.
+#[test]
+fn a_headless_agent_gets_pending_steering_as_its_next_turn() {
+    let env = headless_env();
     let task = env.add(&["Headless", "--project", "demo"]);
     let fleet = env.fleet_up(&["--until-idle", "--json"]);
     wait_for("the first turn to run", 30, || {
@@ -527,6 +533,58 @@ fn a_headless_agent_gets_pending_steering_as_its_next_turn() {
     assert_eq!(items[0]["state"], "acked", "{items}");
     // The clean end of the first turn was not a death.
     assert!(env.lane("a")["last_error"].is_null());
+}
+
+/// A headless turn that ends with no steering waiting is not a death either: the
+/// session waits at rest (no agent process, no restart, no hold) until steering
+/// arrives, then resumes its conversation in the same session.
+#[test]
+fn a_headless_agent_whose_turn_ended_waits_for_steering() {
+    let env = headless_env();
+    let task = env.add(&["Headless wait", "--project", "demo"]);
+    let fleet = env.fleet_up(&["--json"]);
+    let lane = wait_for("the first turn to end", 30, || {
+        let l = env.lane("a");
+        (l["state"] == "waiting" && l["pid"].is_null()).then_some(l)
+    });
+    let session = lane["session"].as_str().unwrap().to_string();
+    // Long enough for three quick deaths to have held the lane under the old rule.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let lane = env.lane("a");
+    assert_eq!(lane["state"], "waiting", "{lane}");
+    assert_eq!(lane["restarts"], 0, "{lane}");
+    assert!(lane["last_error"].is_null(), "{lane}");
+    assert_eq!(env.ledger_of(&task, "launched").len(), 1);
+
+    let key = env
+        .run(&["steer", "lane:a", "go ahead"])
+        .ok()
+        .trim()
+        .to_string();
+    wait_for("the task to be done", 30, || {
+        let show = env.run(&["task", "show", &task, "--json"]).json();
+        (show["phase"] == "review").then_some(())
+    });
+    env.run(&["fleet", "down"]).ok();
+    common::finished(fleet);
+    let launches = env.ledger_of(&task, "launched");
+    assert_eq!(launches.len(), 2, "{launches:?}");
+    let second = &launches[1];
+    assert_eq!(second["actor"], session.as_str(), "{second}");
+    assert_eq!(second["detail"]["resume"], true, "{second}");
+    assert_eq!(second["detail"]["turn"], 2, "{second}");
+    assert_eq!(
+        second["detail"]["conversation"],
+        session.as_str(),
+        "{second}"
+    );
+    assert_eq!(second["detail"]["steering_in_brief"][0], key.as_str());
+    let lane = env.lane("a");
+    assert_eq!(lane["restarts"], 0, "{lane}");
+    assert!(
+        lane["predecessors"].as_array().is_none_or(|p| p.is_empty()),
+        "{lane}"
+    );
 }
 
 /// A lane whose agent binary is missing is reported and does not run; the others do.

@@ -223,6 +223,70 @@ fn supervisor_killed_mid_run_leaves_no_orphans_and_the_next_one_resumes_every_cl
     assert!(fleet_processes(&env).is_empty());
 }
 
+/// The shim records the commands its agent left running when the agent died, found
+/// among the processes it ends (not in any transcript: this agent writes none), in
+/// `<state>/interrupted/<session>.json`.
+#[test]
+fn the_shim_records_the_commands_a_killed_agent_left_running() {
+    let env = TestEnv::new();
+    env.add(&["A task, so the store exists"]);
+    let bash_env = env.dir.path().join("bashenv");
+    std::fs::write(&bash_env, env.run(&["shell-init", "bash"]).ok()).unwrap();
+    // `sh` reads no BASH_ENV, so only the inner `bash -c` goes through `spice exec`.
+    // The shim ends its whole terminal session: it gets one of its own, as under the
+    // supervisor's PTY.
+    let mut shim = env.cmd(&[
+        "agent-shim",
+        "--parent",
+        &std::process::id().to_string(),
+        "--",
+        "sh",
+        "-c",
+        "bash -c 'sleep 60; echo never'; echo after",
+    ]);
+    shim.env("BASH_ENV", &bash_env).env("SPICE_SESSION", "s-1");
+    // SAFETY: setsid is async-signal-safe.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut shim, || {
+            nix::unistd::setsid()?;
+            Ok(())
+        });
+    }
+    let mut shim = shim.spawn().unwrap();
+    let wrapper = wait_for("the command under spice exec", 10, || {
+        fleet_processes(&env)
+            .into_iter()
+            .find(|(_, cmd)| cmd.contains(" exec -- ") && cmd.contains("sleep 60"))
+    });
+    let agent = wait_for("the agent", 10, || {
+        fleet_processes(&env)
+            .into_iter()
+            .find(|(_, cmd)| cmd.starts_with("sh -c "))
+    });
+    assert_ne!(agent.0, wrapper.0);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(agent.0 as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let status = shim.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9)
+    );
+    let record = std::fs::read_to_string(env.home.join("interrupted/s-1.json")).unwrap();
+    let record: serde_json::Value = serde_json::from_str(&record).unwrap();
+    assert_eq!(
+        record["commands"],
+        serde_json::json!(["sleep 60; echo never"])
+    );
+    assert!(
+        fleet_processes(&env).is_empty(),
+        "{:?}",
+        fleet_processes(&env)
+    );
+}
+
 #[test]
 fn a_killed_agent_is_followed_by_a_successor_on_the_same_claim_and_worktree() {
     let env = setup(1, "lease = \"1m\"\n", &slow_profile(2));
@@ -233,6 +297,12 @@ fn a_killed_agent_is_followed_by_a_successor_on_the_same_claim_and_worktree() {
         (l["state"] == "working").then_some(l)
     });
     let claim = first["claims"][0].clone();
+    // Mid-command: the agent's first command (through `spice exec`) is running.
+    wait_for("the agent's command to run", 10, || {
+        fleet_processes(&env).into_iter().find(|(_, cmd)| {
+            cmd.contains(" exec -- ") && cmd.contains("git status --short; sleep 2")
+        })
+    });
     // The agent itself (the shim's child), not the shim.
     let agent = wait_for("the demo agent's process", 10, || {
         fleet_processes(&env)
@@ -273,6 +343,11 @@ fn a_killed_agent_is_followed_by_a_successor_on_the_same_claim_and_worktree() {
         .find_map(|l| l.split_once("Read what it did with: "))
         .map(|(_, cmd)| cmd.to_string())
         .unwrap_or_else(|| panic!("no pointer to the predecessor in:\n{brief}"));
+    // ... and names the command it was killed in, which no result came back for.
+    assert!(
+        brief.contains("no result came back:\n- `git status --short; sleep 2`\n"),
+        "the interrupted command is not named in:\n{brief}"
+    );
     let path = how.rsplit(' ').next().unwrap();
     let briefing = env
         .cmd(&["session", "briefing", path, "--json"])

@@ -12,6 +12,8 @@
 //! - On its parent's death it ends the whole tree and exits. When the agent exits it
 //!   ends whatever the agent left behind and exits the way the agent did (the same
 //!   code, or the same signal re-raised), so the supervisor sees the agent's status.
+//! - Before ending the tree it records the `spice exec` commands still running in it
+//!   (`agent::inflight`), so the next session learns what was cut off.
 //! - Signals from the supervisor reach the agent directly (they share the shim's
 //!   process group); the shim does not forward them again.
 
@@ -112,11 +114,21 @@ pub fn run(parent: u32, argv: &[OsString]) -> Result<i32> {
     }
 }
 
-/// Ends every process of the agent's tree and terminal session but the shim.
+/// Ends every process of the agent's tree and terminal session but the shim, first
+/// recording the commands among them that still ran (`agent::inflight`) for the
+/// session's successor, when the agent runs under a fleet (`SPICE_HOME`,
+/// `SPICE_SESSION`).
 fn end_tree(me: u32, session: i32) {
     let members = proc::tree(me, session);
     if members.is_empty() {
         return;
+    }
+    if let (Some(home), Ok(id)) = (
+        std::env::var_os("SPICE_HOME"),
+        std::env::var("SPICE_SESSION"),
+    ) {
+        let commands = super::inflight::collect(&members);
+        let _ = super::inflight::write(std::path::Path::new(&home), &id, &commands);
     }
     for pid in &members {
         let _ = kill(Pid::from_raw(*pid as i32), Signal::SIGTERM);

@@ -11,6 +11,11 @@ pub struct BriefInput<'a> {
     pub spice: &'a str,
     /// The transcript of the session this one succeeds, if any.
     pub predecessor: Option<&'a str>,
+    /// What the previous session (or turn) was in the middle of when it ended: the
+    /// commands still running, each in backquotes, or a tool call by name. No result
+    /// came back for them, and some agents (Claude Code) leave such a call out of a
+    /// resumed conversation, so only the brief can say so.
+    pub interrupted: &'a [String],
     /// Steering items pending for the session, framed as `spice exec` shows them: they
     /// go first, since agents may keep only the start of a long message.
     pub steering: Option<&'a str>,
@@ -48,5 +53,66 @@ pub fn compose(b: &BriefInput<'_>) -> String {
             b.spice
         ));
     }
+    if !b.interrupted.is_empty() {
+        s.push_str(
+            "\nThe previous session ended while this was still running; it was stopped and no \
+             result came back:\n",
+        );
+        for call in b.interrupted {
+            s.push_str(&format!("- {call}\n"));
+        }
+        s.push_str(
+            "It may have done part of its work: check its effects before running it again.\n",
+        );
+    }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input<'a>(task: &'a Task, interrupted: &'a [String]) -> BriefInput<'a> {
+        BriefInput {
+            task,
+            lane: "a",
+            session: "s2",
+            spice: "spice",
+            predecessor: Some("/t/s1.jsonl"),
+            interrupted,
+            steering: Some("┌── spice: 1 steering item for you ──\n└──"),
+        }
+    }
+
+    #[test]
+    fn steering_comes_first_and_an_interrupted_call_is_named() {
+        let task = Task {
+            id: "abc".into(),
+            uuid: "u".into(),
+            title: "Fix it".into(),
+            body: String::new(),
+            project: None,
+            phase: "todo".into(),
+            priority: None,
+            due: None,
+            wait: None,
+            tags: vec![],
+            status: crate::task::Status::Pending,
+            entry: 0,
+            end: None,
+            modified: 0,
+            depends: vec![],
+            annotations: vec![],
+        };
+        let calls = ["`sleep 120`".to_string()];
+        let text = compose(&input(&task, &calls));
+        assert!(text.starts_with("┌── spice"), "{text}");
+        assert!(text.contains("session briefing /t/s1.jsonl"), "{text}");
+        assert!(
+            text.contains("no result came back:\n- `sleep 120`\nIt may"),
+            "{text}"
+        );
+        let plain = compose(&input(&task, &[]));
+        assert!(!plain.contains("no result came back"), "{plain}");
+    }
 }

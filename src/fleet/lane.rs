@@ -23,6 +23,10 @@
 //!   (and the Claude Code hook); an agent waiting for input gets pending items typed
 //!   into its PTY as one bracketed paste, each item at most once per session; a
 //!   successor gets them at the top of its brief.
+//! - A headless agent (one process per turn) that exits cleanly has ended its turn,
+//!   not died: its session waits, renewing the claim, until steering arrives, then
+//!   runs the next turn as a resume of the same conversation with the items at the
+//!   top of its brief. Same session, same claimant: no successor, no restart counted.
 //! - Git moves only at claim time (`launch::worktree`); launching moves nothing.
 //! - The lane's row in the store (`lanes`) is rewritten whenever what it reports
 //!   changes, and with the agent's pid and start time, so the next supervisor can make
@@ -31,7 +35,7 @@
 use super::follow::{transcript_place, Follow};
 use super::hold::{CrashLoop, CRASH_DEATHS, CRASH_WINDOW};
 use super::{brief, launch, FleetOptions, LaneReport};
-use crate::agent::LaunchSpec;
+use crate::agent::{inflight, LaunchSpec};
 use crate::alloc::{next, Filter};
 use crate::clock::SystemClock;
 use crate::config::fleet::LaneConfig;
@@ -138,6 +142,18 @@ struct Work {
     session: String,
     fence: i64,
     worktree: PathBuf,
+    /// Turns this session has finished (headless: one process per turn).
+    turns: u32,
+}
+
+/// What became of a headless session between two turns.
+enum Between {
+    /// Steering is waiting: the next turn is due.
+    Next,
+    /// The claim left the session's hands (released or taken over).
+    Over,
+    /// The supervisor is stopping.
+    Stopping,
 }
 
 impl Lane<'_> {
@@ -242,6 +258,7 @@ impl Lane<'_> {
                 claim,
                 session,
                 worktree,
+                turns: 0,
             };
             self.work_on(&program, work)?;
         }
@@ -305,6 +322,7 @@ impl Lane<'_> {
                 claim,
                 session,
                 worktree,
+                turns: 0,
             };
             self.work_on(&program, work)?;
         }
@@ -349,23 +367,26 @@ impl Lane<'_> {
                         self.row.lineage.clear();
                         return Ok(());
                     }
-                    // A headless agent ends each turn by exiting: with steering waiting
-                    // for it, the next turn is due, not a death. Otherwise an exit
-                    // before the task is done counts towards a crash-loop hold.
-                    let next_turn = clean
-                        && self.cfg.profile.mode == Mode::Headless
-                        && !self
-                            .store
-                            .inbox(
-                                &launch::targets(&work.session, &self.cfg.name, &work.worktree),
-                                false,
-                            )?
-                            .is_empty();
-                    if !next_turn {
-                        self.row.last_error =
-                            Some(format!("the agent on {handle} {how} before finishing"));
-                        self.hold_if_crash_looping(&work)?;
+                    // A headless agent ends each turn by exiting cleanly: the session
+                    // waits, like an interactive agent at its prompt, for steering to
+                    // start its next turn. Any other exit before the task is done is a
+                    // death, which counts towards a crash-loop hold.
+                    if clean && self.cfg.profile.mode == Mode::Headless {
+                        match self.between_turns(&work)? {
+                            Between::Next => {
+                                work.turns += 1;
+                                continue;
+                            }
+                            Between::Over => {
+                                self.row.lineage.clear();
+                                return Ok(());
+                            }
+                            Between::Stopping => return Ok(()),
+                        }
                     }
+                    self.row.last_error =
+                        Some(format!("the agent on {handle} {how} before finishing"));
+                    self.hold_if_crash_looping(&work)?;
                     if self.stopping() {
                         return Ok(());
                     }
@@ -381,8 +402,59 @@ impl Lane<'_> {
                     self.row.restarts += 1;
                     work.fence = passed.fence;
                     work.session = next_session;
+                    work.turns = 0;
                 }
             }
+        }
+    }
+
+    /// A headless session between turns: its agent has exited cleanly, so the lane
+    /// waits (renewing the claim) for steering, which starts the next turn, or for the
+    /// claim to leave the session's hands.
+    fn between_turns(&mut self, work: &Work) -> Result<Between> {
+        self.row.state = LaneState::Waiting;
+        self.row.pid = None;
+        self.row.pid_start = None;
+        self.publish(true)?;
+        let targets = launch::targets(&work.session, &self.cfg.name, &work.worktree);
+        let holder = Holder::fenced(work.session.clone(), work.fence);
+        let mut last_renew = Instant::now();
+        let mut seen_version: Option<i64> = None;
+        loop {
+            if self.stopping() {
+                return Ok(Between::Stopping);
+            }
+            // Only another connection's commit (a steer, a takeover, a phase change)
+            // can change what this waits for.
+            let version = self.store.data_version().ok();
+            if version.is_none() || version != seen_version {
+                seen_version = version;
+                match self.store.claim_on(&work.claim.task_id)? {
+                    Some(c) if c.claimant == work.session => {}
+                    Some(c) => {
+                        self.row.last_error = Some(format!(
+                            "lost the claim on {} to {} between turns; worktree kept",
+                            work.claim.handle, c.claimant
+                        ));
+                        self.report.error = self.row.last_error.clone();
+                        return Ok(Between::Over);
+                    }
+                    None => return Ok(Between::Over),
+                }
+                if !self.store.inbox(&targets, false)?.is_empty() {
+                    return Ok(Between::Next);
+                }
+            }
+            if last_renew.elapsed() >= self.cfg.renew {
+                last_renew = Instant::now();
+                // A refusal means the claim changed hands or ended: seen next tick.
+                let _ = self
+                    .store
+                    .renew(&work.claim.task_id, &holder, None, self.cfg.lease);
+                seen_version = None;
+            }
+            self.publish(false)?;
+            std::thread::sleep(TICK);
         }
     }
 
@@ -443,7 +515,8 @@ impl Lane<'_> {
         let session = work.session.clone();
         let targets = launch::targets(&session, &self.cfg.name, &work.worktree);
         let successor = !self.row.lineage.is_empty();
-        let resume = successor && self.cfg.profile.resume.is_some();
+        // A successor, or a headless session's next turn, continues the conversation.
+        let resume = (successor || work.turns > 0) && self.cfg.profile.resume.is_some();
         // The conversation a resumed session continues: a resume keeps writing the
         // conversation it resumes, so it is the first session's (or what the agent
         // calls it).
@@ -451,7 +524,8 @@ impl Lane<'_> {
             self.row
                 .conversation
                 .clone()
-                .unwrap_or_else(|| self.row.lineage[0].clone())
+                .or_else(|| self.row.lineage.first().cloned())
+                .unwrap_or_else(|| session.clone())
         } else {
             session.clone()
         };
@@ -459,6 +533,24 @@ impl Lane<'_> {
         let frame = (!pending.is_empty()).then(|| {
             crate::steer::exec::frame(&pending.iter().collect::<Vec<_>>(), self.store.now())
         });
+        // What the previous session (a successor's predecessor, or this session's last
+        // turn) was in the middle of when it ended: the commands its shim found still
+        // running, else the call its transcript leaves without a result.
+        let previous = if successor {
+            self.row.lineage.last().cloned()
+        } else {
+            (work.turns > 0).then(|| session.clone())
+        };
+        let mut interrupted: Vec<String> = previous
+            .as_deref()
+            .map(|p| inflight::read(&self.opts.state_dir, p))
+            .unwrap_or_default()
+            .iter()
+            .map(|c| format!("`{}`", c.trim()))
+            .collect();
+        if interrupted.is_empty() && successor {
+            interrupted.extend(self.row.transcript.as_deref().and_then(interrupted_call));
+        }
         let text = brief::compose(&brief::BriefInput {
             task: &task,
             lane: &self.cfg.name,
@@ -475,6 +567,7 @@ impl Lane<'_> {
                 })
                 .flatten()
                 .map(String::as_str),
+            interrupted: &interrupted,
             steering: frame.as_deref(),
         });
         let briefs = self.opts.state_dir.join("briefs");
@@ -525,14 +618,18 @@ impl Lane<'_> {
             "launched",
             &session,
             json!({
-                "lane": cfg.name, "pid": agent.pid(), "resume": resume,
+                "lane": cfg.name, "pid": agent.pid(), "resume": resume, "turn": work.turns + 1,
                 "conversation": conversation, "recording": recording,
                 "steering_in_brief": pending.iter().map(|i| &i.key).collect::<Vec<_>>(),
+                "interrupted": interrupted,
             }),
         )?;
         if !pending.is_empty() {
             let keys: Vec<String> = pending.iter().map(|i| i.key.clone()).collect();
             self.store.mark_shown(&keys)?;
+        }
+        if let Some(p) = &previous {
+            inflight::clear(&self.opts.state_dir, p);
         }
         self.row.state = LaneState::Starting;
         self.row.pid = Some(agent.pid());
@@ -693,4 +790,16 @@ impl Lane<'_> {
         self.publish(true)?;
         Ok(end)
     }
+}
+
+/// The call a transcript ends in the middle of (no result came back), as the brief
+/// names it: its command in backquotes, or `a NAME call` for a tool that runs none.
+/// Unreadable: none.
+fn interrupted_call(transcript: &str) -> Option<String> {
+    let (_, events, malformed) = crate::transcript::read_file(Path::new(transcript)).ok()?;
+    let call = crate::transcript::briefing::brief(transcript, &events, malformed).unfinished_call?;
+    Some(match call.command {
+        Some(c) => format!("`{}`", c.trim()),
+        None => format!("a {} call", call.name),
+    })
 }
