@@ -30,7 +30,22 @@ enum Agent {
     Codex,
 }
 
+/// How the lane runs the agent: the interactive built-in profile, or its print-mode
+/// twin (`claude -p`, `codex exec`: one process per turn).
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Mode {
+    Pty,
+    Headless,
+}
+
 impl Agent {
+    fn profile(self, mode: Mode) -> String {
+        match mode {
+            Mode::Pty => self.bin().to_string(),
+            Mode::Headless => format!("{}-headless", self.bin()),
+        }
+    }
+
     fn bin(self) -> &'static str {
         match self {
             Agent::Claude => "claude",
@@ -89,6 +104,7 @@ fn loopback_only() -> bool {
 /// the agents' HOME.
 struct Fleet {
     agent: Agent,
+    mode: Mode,
     env: TestEnv,
     mock: Mock,
     bin_dir: PathBuf,
@@ -98,7 +114,7 @@ struct Fleet {
 }
 
 impl Fleet {
-    fn new(agent: Agent, script: Vec<Step>) -> Option<Fleet> {
+    fn new(agent: Agent, mode: Mode, script: Vec<Step>) -> Option<Fleet> {
         let bin = require(agent)?;
         let started = Instant::now();
         let isolated = loopback_only();
@@ -113,6 +129,7 @@ impl Fleet {
         git(&env.repo, &["commit", "-q", "-m", "init"]);
         let f = Fleet {
             agent,
+            mode,
             env,
             mock,
             bin_dir: bin.parent().unwrap().to_path_buf(),
@@ -147,7 +164,7 @@ impl Fleet {
         };
         format!(
             "profile = \"{}\"\nphases = [\"todo\"]\nmodel = \"mock-model\"\nlease = \"5m\"\n[env]\n{env}",
-            self.agent.bin()
+            self.agent.profile(self.mode)
         )
     }
 
@@ -299,18 +316,28 @@ impl Fleet {
         (source, line)
     }
 
-    /// Waits until a process named `name` runs with this fleet's state directory in its
-    /// environment (a command the agent started).
-    fn wait_command(&self, name: &str, secs: u64) {
+    /// The processes named `name` that run with this fleet's state directory in their
+    /// environment (commands the agent started).
+    fn commands(&self, name: &str) -> Vec<u32> {
         let needle = format!("SPICE_HOME={}", self.env.home.display());
-        wait_for(&format!("the agent to run {name}"), secs, || {
-            std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        dir.flatten()
+            .filter_map(|e| {
                 let pid = e.file_name().to_str()?.parse::<u32>().ok()?;
                 let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
                 let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
                 (comm.trim() == name && environ.split(|b| *b == 0).any(|v| v == needle.as_bytes()))
-                    .then_some(())
+                    .then_some(pid)
             })
+            .collect()
+    }
+
+    /// Waits until the agent runs a command named `name`.
+    fn wait_command(&self, name: &str, secs: u64) {
+        wait_for(&format!("the agent to run {name}"), secs, || {
+            (!self.commands(name).is_empty()).then_some(())
         });
     }
 
@@ -346,7 +373,7 @@ impl Fleet {
     fn report(&self, what: &str, d: Duration) {
         eprintln!(
             "E2E {} {what}: {:.2}s{}",
-            self.agent.bin(),
+            self.agent.profile(self.mode),
             d.as_secs_f64(),
             if self.isolated { "" } else { " (host network)" }
         );
@@ -391,16 +418,20 @@ fn screen_tail(lane: &serde_json::Value, chars: usize) -> String {
 
 /// The command the mock has the agent run first: long enough to steer it meanwhile.
 const SLOW: &str = "sleep 4; echo done";
+/// The command the agent is killed in the middle of.
+const LONG: &str = "sleep 120; echo never";
 
 /// Claim → brief → a slow command steered mid-run → ACK retired from the transcript →
-/// briefing → agent killed → successor resumes the conversation on the same claim.
-fn full_loop(agent: Agent) {
+/// briefing → the next instruction between turns → agent killed mid-command →
+/// successor resumes the conversation on the same claim.
+fn full_loop(agent: Agent, mode: Mode) {
     let script = vec![
         Step::Shell(SLOW.into()),
         Step::Say("{acks}".into()),
+        Step::Shell(LONG.into()),
         Step::Say("Resumed where I was.".into()),
     ];
-    let Some(mut f) = Fleet::new(agent, script) else {
+    let Some(mut f) = Fleet::new(agent, mode, script) else {
         return;
     };
     let task = f.env.add(&["Real agent task", "--project", "demo"]);
@@ -461,18 +492,48 @@ fn full_loop(agent: Agent) {
         .unwrap_or_else(|| panic!("{SLOW} not in the briefing: {brief}"));
     assert_eq!(cmd["exit_code"], 0, "{cmd}");
 
-    // 6. The agent is killed; a successor resumes the conversation on the same claim.
+    // 6. Between turns, the next instruction: typed into the waiting interactive agent,
+    // or the next `-p`/`exec` turn of a headless one. The agent is killed in the middle
+    // of the command it starts; a successor resumes the conversation on the same claim.
     f.wait_lane("the turn to end", 30, |l| l["state"] == "waiting");
+    let (next, steered) = f.steer("Run the long step now.");
+    let shown = f.wait_shown(&next, 60);
+    f.report(
+        match f.mode {
+            Mode::Pty => "between turns: spice steer -> typed message reaches the model",
+            Mode::Headless => "between turns: spice steer -> next turn reaches the model",
+        },
+        shown.at - steered,
+    );
+    if f.mode == Mode::Headless {
+        let lane = f.lane();
+        assert_eq!(
+            lane["session"],
+            session.as_str(),
+            "a turn is not a new session"
+        );
+        assert_eq!(lane["restarts"], 0, "{lane}");
+    }
+    f.wait_command("sleep", 30);
     let turns_before = f.mock.turns().len();
     let pid = f.agent_pid();
+    let killed = Instant::now();
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(pid),
         nix::sys::signal::Signal::SIGKILL,
     )
     .unwrap();
+    // The command dies with its agent: the shim ends the agent's whole tree.
+    wait_for("the killed agent's command to be gone", 10, || {
+        f.commands("sleep").is_empty().then_some(())
+    });
     let resumed = f.mock.wait("the successor's first turn", 60, |log| {
         log.iter().filter(|l| l.turn).nth(turns_before).cloned()
     });
+    f.report(
+        "agent killed mid-command -> successor's first request",
+        resumed.at - killed,
+    );
     let body = resumed.text();
     for earlier in [SLOW, &format!("ACK {key}: done")] {
         assert!(
@@ -480,10 +541,24 @@ fn full_loop(agent: Agent) {
             "the successor's request lacks {earlier:?}"
         );
     }
+    // The brief names the command the predecessor died in: Claude Code leaves a call
+    // without a result out of the resumed conversation, Codex keeps it.
+    let told = last_user_text(&resumed);
+    assert!(
+        told.contains("no result came back") && told.contains(LONG),
+        "the successor's brief does not name the interrupted command: {told}\ntranscript:\n{}",
+        std::fs::read_to_string(&transcript).unwrap_or_default()
+    );
+    eprintln!(
+        "E2E {} the interrupted call in the resumed history: {}",
+        f.agent.profile(f.mode),
+        history_has_call(&resumed, LONG)
+    );
     let lane = f.wait_lane("the successor", 10, |l| {
         l["session"].as_str().is_some_and(|s| s != session)
     });
     assert_eq!(lane["predecessors"][0], session.as_str(), "{lane}");
+    assert_eq!(lane["restarts"], 1, "{lane}");
     assert_eq!(lane["claims"][0]["task"], handle.as_str());
     assert_eq!(lane["claims"][0]["session"], lane["session"]);
     assert_eq!(
@@ -492,6 +567,20 @@ fn full_loop(agent: Agent) {
     );
     f.down();
     f.report("full loop, total", f.started.elapsed());
+}
+
+/// Whether the conversation a request carries, before its last user message, holds a
+/// call running `command`.
+fn history_has_call(l: &Logged, command: &str) -> bool {
+    let items = l.body["messages"]
+        .as_array()
+        .or_else(|| l.body["input"].as_array())
+        .cloned()
+        .unwrap_or_default();
+    let last_user = items.iter().rposition(|m| m["role"] == "user");
+    items[..last_user.unwrap_or(items.len())]
+        .iter()
+        .any(|m| m.to_string().contains(command))
 }
 
 /// Where the steering text sat in the turn that showed it: in the tool result itself
@@ -534,7 +623,11 @@ fn assert_in_tool_result(agent: Agent, l: &Logged, key: &str) {
 /// The agent's turn ended (lane `waiting`); a steering item is typed into its
 /// terminal as a new message and answered.
 fn idle_typed(agent: Agent) {
-    let Some(mut f) = Fleet::new(agent, vec![Step::Say("Ready for instructions.".into())]) else {
+    let Some(mut f) = Fleet::new(
+        agent,
+        Mode::Pty,
+        vec![Step::Say("Ready for instructions.".into())],
+    ) else {
         return;
     };
     let task = f.env.add(&["Wait for the operator", "--project", "demo"]);
@@ -578,7 +671,12 @@ fn assert_typed_message(agent: Agent, l: &Logged, key: &str) {
 
 #[test]
 fn claude_pty_full_loop() {
-    full_loop(Agent::Claude);
+    full_loop(Agent::Claude, Mode::Pty);
+}
+
+#[test]
+fn claude_headless_full_loop() {
+    full_loop(Agent::Claude, Mode::Headless);
 }
 
 #[test]
@@ -588,7 +686,12 @@ fn claude_pty_idle_agent_is_typed_to() {
 
 #[test]
 fn codex_pty_full_loop() {
-    full_loop(Agent::Codex);
+    full_loop(Agent::Codex, Mode::Pty);
+}
+
+#[test]
+fn codex_headless_full_loop() {
+    full_loop(Agent::Codex, Mode::Headless);
 }
 
 #[test]

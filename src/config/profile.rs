@@ -31,8 +31,9 @@
 //! the format records one, as Codex's `session_meta` does) is the worktree. A glob that
 //! uses `{session_id}` names the file outright (Claude's `--session-id`).
 //!
-//! Built-in profiles (`claude`, `codex`, `demo`) are TOML under `builtin/`, compiled
-//! in and parsed by the same strict parser; a file of the same name replaces one.
+//! Built-in profiles (`claude`, `codex`, their print-mode twins `claude-headless` and
+//! `codex-headless`, and `demo`) are TOML under `builtin/`, compiled in and parsed by
+//! the same strict parser; a file of the same name replaces one.
 
 mod template;
 
@@ -46,9 +47,17 @@ use toml::Spanned;
 use Placeholder as P;
 
 /// The profiles compiled into the binary, as (name, TOML text).
-pub const BUILTIN: [(&str, &str); 3] = [
+pub const BUILTIN: [(&str, &str); 5] = [
     ("claude", include_str!("builtin/claude.toml")),
     ("codex", include_str!("builtin/codex.toml")),
+    (
+        "claude-headless",
+        include_str!("builtin/claude-headless.toml"),
+    ),
+    (
+        "codex-headless",
+        include_str!("builtin/codex-headless.toml"),
+    ),
     ("demo", include_str!("builtin/demo.toml")),
 ];
 
@@ -59,7 +68,10 @@ pub enum Mode {
     /// Interactive, under a PTY; steering is typed in when its turn ends.
     #[default]
     Pty,
-    /// One process per turn, no terminal; steering starts a new turn.
+    /// One process per turn (`claude -p`, `codex exec`); a clean exit ends the turn,
+    /// and steering starts the next one as a resume. It runs under a PTY as well, so
+    /// its output is recorded and `fleet attach` shows it, and no agent waits on a
+    /// piped stdin.
     Headless,
 }
 
