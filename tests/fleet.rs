@@ -700,3 +700,54 @@ fn a_bash_command_with_a_socket_for_stdin_still_goes_through_spice_exec() {
     let seen = std::fs::read_to_string(env.home.join("redirected")).unwrap();
     assert_eq!(seen.trim(), "1", "the command did not run under spice exec");
 }
+
+/// An agent that writes no transcript (here: one stuck at a question on its screen,
+/// as Claude Code at its folder-trust dialog) is reported after the lane's
+/// `start_timeout`, with what its screen says, instead of showing "starting" for
+/// minutes; the report goes once the transcript starts.
+#[test]
+fn an_agent_silent_at_a_prompt_is_reported_with_its_screen() {
+    let env = setup();
+    std::fs::remove_file(env.repo.join("lanes/b.toml")).unwrap();
+    std::fs::create_dir_all(env.repo.join("profiles")).unwrap();
+    // Asks, waits for a line on its terminal, then carries on as the demo agent.
+    std::fs::write(
+        env.repo.join("profiles/asks.toml"),
+        r#"command = ["sh", "-c", "printf '\\033[1mDo you trust the files in this folder?\\033[0m\\r\\n> 1. Yes\\r\\n'; read answer; exec \"$0\" demo-agent --session-id \"$1\" --brief-file \"$2\" --interactive", "{spice}", "{session_id}", "{brief_file}"]
+[transcript]
+format = "claude"
+dir = "{home}/.claude/projects/{cwd_slug}"
+glob = "{session_id}.jsonl"
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        env.repo.join("lanes/a.toml"),
+        "profile = \"asks\"\nphases = [\"todo\"]\nstart_timeout = \"1s\"\n",
+    )
+    .unwrap();
+    let task = env.add(&["Behind a dialog", "--project", "demo"]);
+    let fleet = env.fleet_up(&["--until-idle", "--json"]);
+    let lane = wait_for("the silent start to be reported", 20, || {
+        let l = env.lane("a");
+        l["last_error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("no transcript 1s after launch"))
+            .then_some(l)
+    });
+    let error = lane["last_error"].as_str().unwrap();
+    assert!(error.contains("spice fleet attach a"), "{error}");
+    assert!(
+        error.ends_with("its screen ends: Do you trust the files in this folder? > 1. Yes"),
+        "{error}"
+    );
+    assert_eq!(lane["state"], "starting", "{lane}");
+    // The operator answers through the agent's terminal; the report goes.
+    let sock = env.home.join("attach/a.sock");
+    let mut s = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+    std::io::Write::write_all(&mut s, &spice::fleet::attach::frame(b'i', b"1\r")).unwrap();
+    common::finished(fleet);
+    let show = env.run(&["task", "show", &task, "--json"]).json();
+    assert_eq!(show["phase"], "review", "{show}");
+    assert!(env.lane("a")["last_error"].is_null(), "{}", env.lane("a"));
+}

@@ -254,6 +254,12 @@ impl Agent {
         self.shared.tail()
     }
 
+    /// The words at the end of the agent's output, without escape sequences or
+    /// controls: about what its screen last said, for a one-line report.
+    pub fn screen_words(&self, max_chars: usize) -> String {
+        visible_words(&self.shared.tail(), max_chars)
+    }
+
     /// Why the recording stopped early (a full disk, say), if it did; the agent runs on.
     pub fn recording_error(&self) -> Option<String> {
         self.shared.recording_error()
@@ -398,9 +404,62 @@ fn peek_exit(pid: u32) -> Result<Option<ExitStatus>> {
     })
 }
 
+/// The text of terminal output with escape sequences (CSI, OSC, DCS and the rest)
+/// and controls removed and whitespace collapsed: the last `max_chars` characters.
+pub fn visible_words(bytes: &[u8], max_chars: usize) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\u{1b}' => match chars.next() {
+                // CSI: parameters and intermediates up to a final byte in @..~.
+                Some('[') => {
+                    for c in chars.by_ref() {
+                        if ('@'..='~').contains(&c) {
+                            break;
+                        }
+                    }
+                }
+                // OSC, DCS, SOS, PM, APC: up to BEL or ST (ESC \).
+                Some(']' | 'P' | 'X' | '^' | '_') => {
+                    while let Some(c) = chars.next() {
+                        if c == '\u{7}' || (c == '\u{1b}' && chars.next_if_eq(&'\\').is_some()) {
+                            break;
+                        }
+                    }
+                }
+                // A character-set designation takes one more character.
+                Some('(' | ')' | '*' | '+') => {
+                    chars.next();
+                }
+                _ => {}
+            },
+            c if c.is_control() || crate::transcript::sanitize::is_bidi(c) => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    let words = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    let n = words.chars().count();
+    words.chars().skip(n.saturating_sub(max_chars)).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn visible_words_drop_escapes_and_keep_the_end() {
+        let screen =
+            b"\x1b[?25l\x1b[2J\x1b]0;title\x07\x1b(B Do you \x1b[1mtrust\x1b[0m the files\r\n\
+            in this folder?\x1bP+q\x1b\\ \xe2\x9d\xaf 1. Yes\r\n";
+        assert_eq!(
+            visible_words(screen, 200),
+            "Do you trust the files in this folder? \u{276f} 1. Yes"
+        );
+        assert_eq!(visible_words(screen, 8), "❯ 1. Yes");
+        assert_eq!(visible_words(b"\x1b[", 10), "");
+    }
 
     #[test]
     fn an_agent_can_be_shared_between_threads() {

@@ -434,6 +434,7 @@ fn check_json(fleet: &FleetConfig) -> serde_json::Value {
             "model": l.lane.model,
             "lease_secs": l.lease.as_secs(),
             "renew_secs": l.renew.as_secs(),
+            "start_timeout_secs": l.start_timeout.as_secs(),
             "program": l.program.as_ref().ok(),
             "unavailable": l.program.as_ref().err().map(|e| e.to_string()),
         })).collect::<Vec<_>>(),

@@ -48,6 +48,8 @@ pub struct LaneConfig {
     pub lease: Duration,
     /// Always shorter than `lease`.
     pub renew: Duration,
+    /// How long the agent may run without a transcript before the lane reports it.
+    pub start_timeout: Duration,
     /// `command[0]` as found by `which`, or why the lane cannot run (located at the
     /// lane's `profile` value). `Err` only ever means a missing program.
     pub program: Result<PathBuf, ConfigError>,
@@ -187,6 +189,7 @@ pub fn load(
             profile: profile.clone(),
             lease: timing.lease,
             renew: timing.renew,
+            start_timeout: timing.start_timeout,
             program: match (missing, program) {
                 (Some(e), _) => Err(e),
                 (None, Some(p)) => Ok(p),

@@ -34,6 +34,9 @@ pub struct Lane {
     pub lease: Option<Spanned<String>>,
     /// Renewal interval, e.g. "5m"; default a third of the lease.
     pub renew: Option<Spanned<String>>,
+    /// How long an agent may run without writing its transcript before the lane says
+    /// so (it may be waiting at a prompt or dialog), e.g. "2m"; default 60 s.
+    pub start_timeout: Option<Spanned<String>>,
     /// Added to the agent's environment after the profile's (literal values).
     #[serde(default)]
     pub env: BTreeMap<Spanned<String>, String>,
@@ -50,12 +53,17 @@ fn yes() -> bool {
     true
 }
 
-/// How long a claim is leased for and how often it is renewed (`renew < lease`).
+/// How long a claim is leased for and how often it is renewed (`renew < lease`), and
+/// how long an agent may take to write its transcript.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timing {
     pub lease: Duration,
     pub renew: Duration,
+    pub start_timeout: Duration,
 }
+
+/// The default `start_timeout`.
+pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Words a lane may not be called, compared without case: `spice steer NAME` resolves a
 /// lane before anything else, so a lane named like a target kind would read ambiguously
@@ -148,6 +156,7 @@ pub fn check(path: &Path, text: &str) -> std::result::Result<(Lane, Timing), Vec
     };
     let lease = duration("lease", &lane.lease);
     let renew = duration("renew", &lane.renew);
+    let start_timeout = duration("start_timeout", &lane.start_timeout).unwrap_or(START_TIMEOUT);
     let lease_bad = lane.lease.is_some() && lease.is_none();
     let lease = lease.unwrap_or(crate::store::DEFAULT_LEASE);
     // A renewal at a third of the lease leaves two more chances before it lapses.
@@ -174,7 +183,14 @@ pub fn check(path: &Path, text: &str) -> std::result::Result<(Lane, Timing), Vec
         (None, _) => lease / 3,
     };
     if errors.is_empty() {
-        Ok((lane, Timing { lease, renew }))
+        Ok((
+            lane,
+            Timing {
+                lease,
+                renew,
+                start_timeout,
+            },
+        ))
     } else {
         Err(errors)
     }
@@ -215,6 +231,19 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.starts_with("l.toml:2:9: field 'lease'"), "{e}");
+        let e = check(
+            Path::new("l.toml"),
+            "profile = \"demo\"\nstart_timeout = \"later\"\n",
+        )
+        .unwrap_err();
+        assert!(
+            e[0].to_string()
+                .starts_with("l.toml:2:17: field 'start_timeout'"),
+            "{}",
+            e[0]
+        );
+        let (_, t) = check(Path::new("l.toml"), "profile = \"demo\"\n").unwrap();
+        assert_eq!(t.start_timeout, START_TIMEOUT);
     }
 
     #[test]

@@ -17,8 +17,9 @@
 //!   itself.
 //! - The lane's state comes from the agent's transcript, not its screen: events mean
 //!   working, a turn end means waiting for input, silence for [`STALL_AFTER`] means
-//!   stalled. ACKs are read from the same transcript, with the checkpoint written in
-//!   the same transaction (`transcript::acks::Scanner`).
+//!   stalled; no transcript at all `start_timeout` after launch is reported with the
+//!   words the agent's screen ends with. ACKs are read from the same transcript, with
+//!   the checkpoint written in the same transaction (`transcript::acks::Scanner`).
 //! - Steering reaches a working agent through `spice exec` on its commands' stderr
 //!   (and the Claude Code hook); an agent waiting for input gets pending items typed
 //!   into its PTY as one bracketed paste, each item at most once per session; a
@@ -344,13 +345,17 @@ impl Lane<'_> {
             self.row.session = Some(work.session.clone());
             let end = self.session(program, &work)?;
             let handle = work.claim.handle.clone();
+            // A session no successor follows leaves no record of interrupted commands.
+            let last = |lane: &Self| inflight::clear(&lane.opts.state_dir, &work.session);
             match end {
                 End::Stopping => return Ok(()),
                 End::Finished => {
+                    last(self);
                     self.row.lineage.clear();
                     return Ok(());
                 }
                 End::Lost(by) => {
+                    last(self);
                     self.row.last_error = Some(format!(
                         "lost the claim on {handle} to {by}; the agent was told and stopped, worktree kept"
                     ));
@@ -364,6 +369,7 @@ impl Lane<'_> {
                         .claim_on(&work.claim.task_id)?
                         .is_some_and(|c| c.claimant == work.session);
                     if !ours {
+                        last(self);
                         self.row.lineage.clear();
                         return Ok(());
                     }
@@ -378,6 +384,7 @@ impl Lane<'_> {
                                 continue;
                             }
                             Between::Over => {
+                                last(self);
                                 self.row.lineage.clear();
                                 return Ok(());
                             }
@@ -649,10 +656,21 @@ impl Lane<'_> {
         let mut lost_at: Option<(Instant, String)> = None;
         let mut seen_version: Option<i64> = None;
         let holder = Holder::fenced(session.clone(), work.fence);
+        let launched = Instant::now();
+        // Whether the agent wrote to its transcript since its launch; the report made
+        // while it has not for longer than it should.
+        let mut wrote = false;
+        let mut silent_start: Option<String> = None;
         let end = loop {
             // What the transcript says.
             if let Some(report) = follow.poll(&work.worktree, &mut self.store)? {
                 if report.events > 0 {
+                    wrote = true;
+                    if let Some(hint) = silent_start.take() {
+                        if self.row.last_error.as_deref() == Some(hint.as_str()) {
+                            self.row.last_error = None;
+                        }
+                    }
                     last_event = Instant::now();
                     self.row.last_activity = Some(self.store.now());
                     self.row.transcript = follow.path.as_ref().map(|p| p.display().to_string());
@@ -674,6 +692,24 @@ impl Lane<'_> {
                         json!({ "transcript": report.path, "count": report.compactions, "line": report.to_line }),
                     )?;
                 }
+            }
+            // An agent that has written nothing since its launch may be waiting at a
+            // prompt or dialog its transcript never shows (a trust or login screen):
+            // say so, with what its screen says, instead of "starting" for minutes.
+            if !wrote
+                && silent_start.is_none()
+                && cfg.profile.transcript.is_some()
+                && launched.elapsed() >= cfg.start_timeout
+            {
+                let hint = format!(
+                    "no transcript {}s after launch: the agent may be waiting at a prompt \
+                     (look with: spice fleet attach {}); its screen ends: {}",
+                    cfg.start_timeout.as_secs(),
+                    cfg.name,
+                    agent.screen_words(160)
+                );
+                self.row.last_error = Some(hint.clone());
+                silent_start = Some(hint);
             }
             if matches!(self.row.state, LaneState::Working | LaneState::Starting)
                 && last_event.elapsed() >= STALL_AFTER
