@@ -698,3 +698,38 @@ fn codex_headless_full_loop() {
 fn codex_pty_idle_agent_is_typed_to() {
     idle_typed(Agent::Codex);
 }
+
+/// Claude Code in a worktree it was never told to trust stops at its trust dialog and
+/// writes no transcript; the lane reports it after `start_timeout`, quoting the
+/// dialog, rather than showing "starting".
+#[test]
+fn claude_pty_untrusted_worktree_is_reported() {
+    let Some(mut f) = Fleet::new(Agent::Claude, Mode::Pty, vec![]) else {
+        return;
+    };
+    let home = f.agent_home();
+    let mut state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(home.join(".claude.json")).unwrap()).unwrap();
+    state["projects"] = serde_json::json!({});
+    std::fs::write(home.join(".claude.json"), state.to_string()).unwrap();
+    let lane = f.lane_file().replace(
+        "lease = \"5m\"\n",
+        "lease = \"5m\"\nstart_timeout = \"5s\"\n",
+    );
+    std::fs::write(f.env.repo.join("lanes/a.toml"), lane).unwrap();
+    f.env.add(&["Behind the trust dialog", "--project", "demo"]);
+    f.start();
+    let lane = f.wait_lane("the silent start to be reported", 60, |l| {
+        l["last_error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("no transcript 5s after launch"))
+    });
+    let error = lane["last_error"].as_str().unwrap();
+    eprintln!("E2E claude untrusted worktree: {error}");
+    assert!(error.to_lowercase().contains("trust"), "{error}");
+    assert!(
+        f.mock.turns().is_empty(),
+        "the model was asked before trust"
+    );
+    f.down();
+}

@@ -413,10 +413,15 @@ pub fn visible_words(bytes: &[u8], max_chars: usize) -> String {
     while let Some(c) = chars.next() {
         match c {
             '\u{1b}' => match chars.next() {
-                // CSI: parameters and intermediates up to a final byte in @..~.
+                // CSI: parameters and intermediates up to a final byte in @..~. A
+                // style (`m`) sits inside words; anything else (cursor moves, which
+                // TUIs use for spaces; erasures) separates them.
                 Some('[') => {
                     for c in chars.by_ref() {
                         if ('@'..='~').contains(&c) {
+                            if c != 'm' {
+                                out.push(' ');
+                            }
                             break;
                         }
                     }
@@ -441,7 +446,19 @@ pub fn visible_words(bytes: &[u8], max_chars: usize) -> String {
     }
     let words = out.split_whitespace().collect::<Vec<_>>().join(" ");
     let n = words.chars().count();
-    words.chars().skip(n.saturating_sub(max_chars)).collect()
+    if n <= max_chars {
+        return words;
+    }
+    // Cut at a word boundary: no half word at the start.
+    let cut = n - max_chars;
+    let tail: String = words.chars().skip(cut).collect();
+    if words.chars().nth(cut - 1) == Some(' ') {
+        return tail;
+    }
+    match tail.split_once(' ') {
+        Some((_, rest)) if !rest.is_empty() => rest.to_string(),
+        _ => tail,
+    }
 }
 
 #[cfg(test)]
@@ -458,7 +475,13 @@ mod tests {
             "Do you trust the files in this folder? \u{276f} 1. Yes"
         );
         assert_eq!(visible_words(screen, 8), "❯ 1. Yes");
+        assert_eq!(visible_words(screen, 7), "1. Yes");
         assert_eq!(visible_words(b"\x1b[", 10), "");
+        // Ink moves the cursor instead of writing spaces.
+        assert_eq!(
+            visible_words(b"Yes,\x1b[1CI\x1b[1Ctrust", 20),
+            "Yes, I trust"
+        );
     }
 
     #[test]
