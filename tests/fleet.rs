@@ -482,8 +482,9 @@ fn a_worktree_that_cannot_be_made_releases_the_claim() {
         .contains("released it"));
 }
 
-/// One lane (`a`) of a headless profile running `fixtures/agents/fake-headless.sh`.
-fn headless_env() -> TestEnv {
+/// One lane (`a`) of a headless profile running `fixtures/agents/fake-headless.sh`
+/// with `extra` arguments (`SECONDS [deaf]`).
+fn headless_env(extra: &str) -> TestEnv {
     let env = setup();
     std::fs::remove_file(env.repo.join("lanes/b.toml")).unwrap();
     let fake =
@@ -492,11 +493,15 @@ fn headless_env() -> TestEnv {
     std::fs::write(
         env.repo.join("profiles/headless.toml"),
         format!(
-            "command = [\"bash\", \"{f}\", \"{{spice}}\", \"{{session_id}}\", \"{{brief_file}}\"]\n\
-             resume = [\"bash\", \"{f}\", \"{{spice}}\", \"{{session_id}}\", \"{{brief_file}}\"]\n\
+            "command = [\"bash\", \"{f}\", \"{{spice}}\", \"{{session_id}}\", \"{{brief_file}}\"{extra}]\n\
+             resume = [\"bash\", \"{f}\", \"{{spice}}\", \"{{session_id}}\", \"{{brief_file}}\"{extra}]\n\
              mode = \"headless\"\n[transcript]\nformat = \"claude\"\n\
              dir = \"{{home}}/.claude/projects/{{cwd_slug}}\"\nglob = \"{{session_id}}.jsonl\"\n",
-            f = fake.display()
+            f = fake.display(),
+            extra = extra
+                .split_whitespace()
+                .map(|a| format!(", \"{a}\""))
+                .collect::<String>()
         ),
     )
     .unwrap();
@@ -512,7 +517,7 @@ fn headless_env() -> TestEnv {
 /// waiting starts the next turn (not a death), with the items at the top of its brief.
 #[test]
 fn a_headless_agent_gets_pending_steering_as_its_next_turn() {
-    let env = headless_env();
+    let env = headless_env("");
     let task = env.add(&["Headless", "--project", "demo"]);
     let fleet = env.fleet_up(&["--until-idle", "--json"]);
     wait_for("the first turn to run", 30, || {
@@ -540,7 +545,7 @@ fn a_headless_agent_gets_pending_steering_as_its_next_turn() {
 /// arrives, then resumes its conversation in the same session.
 #[test]
 fn a_headless_agent_whose_turn_ended_waits_for_steering() {
-    let env = headless_env();
+    let env = headless_env("");
     let task = env.add(&["Headless wait", "--project", "demo"]);
     let fleet = env.fleet_up(&["--json"]);
     let lane = wait_for("the first turn to end", 30, || {
@@ -750,4 +755,49 @@ glob = "{session_id}.jsonl"
     let show = env.run(&["task", "show", &task, "--json"]).json();
     assert_eq!(show["phase"], "review", "{show}");
     assert!(env.lane("a")["last_error"].is_null(), "{}", env.lane("a"));
+}
+
+/// A headless agent that ends its turn without answering the item its turn began
+/// with is not started again for that item (which would loop, turn after turn): the
+/// lane waits for steering it has not been given yet.
+#[test]
+fn a_headless_agent_gets_one_turn_per_item_even_when_it_never_answers() {
+    let env = headless_env("1 deaf");
+    let task = env.add(&["Deaf", "--project", "demo"]);
+    let fleet = env.fleet_up(&["--json"]);
+    let waiting = |n: usize| {
+        wait_for(&format!("turn {n} to end"), 30, || {
+            let l = env.lane("a");
+            (l["state"] == "waiting"
+                && l["pid"].is_null()
+                && env.ledger_of(&task, "exited").len() == n)
+                .then_some(())
+        })
+    };
+    waiting(1);
+    let first = env.run(&["steer", "lane:a", "one"]).ok().trim().to_string();
+    waiting(2);
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert_eq!(env.ledger_of(&task, "launched").len(), 2);
+    let second = env.run(&["steer", "lane:a", "two"]).ok().trim().to_string();
+    waiting(3);
+    env.run(&["fleet", "down"]).ok();
+    common::finished(fleet);
+    let launches = env.ledger_of(&task, "launched");
+    assert_eq!(launches.len(), 3, "{launches:?}");
+    assert_eq!(
+        launches[1]["detail"]["steering_in_brief"],
+        serde_json::json!([first])
+    );
+    // The unanswered item is still pending, so it is repeated beside the new one.
+    let mut third: Vec<String> = launches[2]["detail"]["steering_in_brief"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k.as_str().unwrap().to_string())
+        .collect();
+    third.sort();
+    let mut both = vec![first, second];
+    both.sort();
+    assert_eq!(third, both);
 }

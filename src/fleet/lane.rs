@@ -145,6 +145,10 @@ struct Work {
     worktree: PathBuf,
     /// Turns this session has finished (headless: one process per turn).
     turns: u32,
+    /// Steering keys this session was given at the top of a brief: a headless session
+    /// starts a turn for an item once, so an item its agent never answers cannot
+    /// start turn after turn.
+    briefed: HashSet<String>,
 }
 
 /// What became of a headless session between two turns.
@@ -260,6 +264,7 @@ impl Lane<'_> {
                 session,
                 worktree,
                 turns: 0,
+                briefed: HashSet::new(),
             };
             self.work_on(&program, work)?;
         }
@@ -324,6 +329,7 @@ impl Lane<'_> {
                 session,
                 worktree,
                 turns: 0,
+                briefed: HashSet::new(),
             };
             self.work_on(&program, work)?;
         }
@@ -343,7 +349,7 @@ impl Lane<'_> {
         self.row.task_id = Some(work.claim.task_id.clone());
         loop {
             self.row.session = Some(work.session.clone());
-            let end = self.session(program, &work)?;
+            let end = self.session(program, &mut work)?;
             let handle = work.claim.handle.clone();
             // A session no successor follows leaves no record of interrupted commands.
             let last = |lane: &Self| inflight::clear(&lane.opts.state_dir, &work.session);
@@ -410,14 +416,16 @@ impl Lane<'_> {
                     work.fence = passed.fence;
                     work.session = next_session;
                     work.turns = 0;
+                    work.briefed.clear();
                 }
             }
         }
     }
 
     /// A headless session between turns: its agent has exited cleanly, so the lane
-    /// waits (renewing the claim) for steering, which starts the next turn, or for the
-    /// claim to leave the session's hands.
+    /// waits (renewing the claim) for steering it was not yet given at the top of a
+    /// brief, which starts the next turn, or for the claim to leave the session's
+    /// hands.
     fn between_turns(&mut self, work: &Work) -> Result<Between> {
         self.row.state = LaneState::Waiting;
         self.row.pid = None;
@@ -448,7 +456,12 @@ impl Lane<'_> {
                     }
                     None => return Ok(Between::Over),
                 }
-                if !self.store.inbox(&targets, false)?.is_empty() {
+                let fresh = self
+                    .store
+                    .inbox(&targets, false)?
+                    .iter()
+                    .any(|i| !work.briefed.contains(&i.key));
+                if fresh {
                     return Ok(Between::Next);
                 }
             }
@@ -517,7 +530,7 @@ impl Lane<'_> {
     }
 
     /// Launches one session on the claim and follows it until it ends.
-    fn session(&mut self, program: &Path, work: &Work) -> Result<End> {
+    fn session(&mut self, program: &Path, work: &mut Work) -> Result<End> {
         let task = self.store.task(&work.claim.task_id)?;
         let session = work.session.clone();
         let targets = launch::targets(&session, &self.cfg.name, &work.worktree);
@@ -634,6 +647,7 @@ impl Lane<'_> {
         if !pending.is_empty() {
             let keys: Vec<String> = pending.iter().map(|i| i.key.clone()).collect();
             self.store.mark_shown(&keys)?;
+            work.briefed.extend(keys);
         }
         if let Some(p) = &previous {
             inflight::clear(&self.opts.state_dir, p);
