@@ -452,6 +452,50 @@ fn base_is_pushed_only_when_the_lane_says_so() {
     assert_eq!(git(&remote, &["rev-parse", "main"]), before);
 }
 
+/// The merge at phase completion goes where the supervisor's lane says (its `base`
+/// and `push`), even when the lane files are not committed, so the task's worktree
+/// holds none or an old version of them.
+#[test]
+fn the_merge_follows_the_running_lane_not_the_worktree_copy() {
+    let env = setup();
+    let remote = env.dir.path().join("remote.git");
+    git(
+        env.dir.path(),
+        &["init", "-q", "--bare", remote.to_str().unwrap()],
+    );
+    git(
+        &env.repo,
+        &["remote", "add", "origin", remote.to_str().unwrap()],
+    );
+    git(&env.repo, &["branch", "dev"]);
+    git(&env.repo, &["push", "-q", "origin", "main", "dev"]);
+    // Uncommitted: the worktrees (from dev) carry the committed lanes, without base.
+    std::fs::write(
+        env.repo.join("lanes/a.toml"),
+        "profile = \"demo\"\nphases = [\"todo\"]\nbase = \"dev\"\npush = \"origin\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        env.repo.join("lanes/b.toml"),
+        "profile = \"demo\"\nenabled = false\n",
+    )
+    .unwrap();
+    let main_before = git(&env.repo, &["rev-parse", "main"]);
+    let task = env.add(&["Into dev", "--project", "demo"]);
+    up(&env);
+    let show = env.run(&["task", "show", &task, "--json"]).json();
+    assert_eq!(show["phase"], "review", "{show}");
+    assert!(
+        git(&env.repo, &["log", "--oneline", "dev"]).contains(&format!("demo: {task}")),
+        "not merged into the lane's base"
+    );
+    assert_eq!(git(&env.repo, &["rev-parse", "main"]), main_before);
+    assert!(
+        git(&remote, &["log", "--oneline", "dev"]).contains(&format!("demo: {task}")),
+        "the lane's push did not happen"
+    );
+}
+
 /// A worktree that cannot be prepared (its place is taken by something else) starts
 /// nothing, hands the task back and says why.
 #[test]

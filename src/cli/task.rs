@@ -401,7 +401,7 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
             json,
         } => {
             if done {
-                let merged = merge_at_phase_completion(s, env, &id, holder.holder().as_ref())?;
+                let merged = merge_at_phase_completion(s, &id, holder.holder().as_ref())?;
                 let out = s.complete_phase(&id, holder.holder().as_ref())?;
                 if let Some(m) = merged.as_ref().filter(|_| !json) {
                     println!(
@@ -531,11 +531,11 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
 }
 
 /// Git boundary 2: completing a phase of a claimed task that has a worktree merges
-/// its branch into the lane's base (or the main work tree's branch) first. The tree
+/// its branch into the lane's base (or the main work tree's branch) first, and pushes
+/// base where the lane says. The tree
 /// must be clean; a refused or conflicting merge leaves the phase where it was.
 fn merge_at_phase_completion(
     s: &mut Store,
-    env: &Env,
     id: &str,
     holder: Option<&Holder>,
 ) -> Result<Option<crate::git::Merge>> {
@@ -568,11 +568,25 @@ fn merge_at_phase_completion(
             wt.display()
         ))
     })?;
-    let lane = claim
-        .lane
-        .as_deref()
-        .and_then(|l| crate::config::lane::load(&env.lanes_dir().ok()?, l).ok());
-    let base = match lane.as_ref().and_then(|l| l.base.clone()) {
+    // An agent of the fleet carries its running lane's policy (`SPICE_BASE`,
+    // `SPICE_PUSH`); anyone else gets the lane file of the main work tree, never the
+    // copy (maybe stale, maybe absent) in the task's own worktree.
+    let fleet_lane = std::env::var("SPICE_LANE").ok();
+    let from_fleet = fleet_lane.is_some() && claim.lane == fleet_lane;
+    let (base, push) = match std::env::var("SPICE_BASE").ok().filter(|_| from_fleet) {
+        Some(base) => (Some(base), std::env::var("SPICE_PUSH").ok()),
+        None => {
+            let lane = claim
+                .lane
+                .as_deref()
+                .and_then(|l| crate::config::lane::load(&main.join("lanes"), l).ok());
+            (
+                lane.as_ref().and_then(|l| l.base.clone()),
+                lane.and_then(|l| l.push),
+            )
+        }
+    };
+    let base = match base {
         Some(b) => b,
         None => git
             .launch_check(&main)?
@@ -582,7 +596,7 @@ fn merge_at_phase_completion(
     let merge = git.complete_phase(wt, &branch, &base)?;
     // Nothing leaves the machine unless the lane says so; a failed push loses nothing
     // (the merge is local and kept) and is reported.
-    if let Some(remote) = lane.and_then(|l| l.push) {
+    if let Some(remote) = push {
         if let Err(e) = git.push(&remote, &base) {
             eprintln!("spice: {e}; the merge into {base} is kept locally");
         }

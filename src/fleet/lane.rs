@@ -618,7 +618,7 @@ impl Lane<'_> {
             })
         };
         let argv = launch::argv(cfg, opts, program, resume, &value);
-        let env = launch::environment(cfg, opts, &session, &task.id);
+        let env = launch::environment(cfg, opts, &self.base, &session, &task.id);
         let recordings = opts.state_dir.join("recordings");
         let _ = std::fs::create_dir_all(&recordings);
         let recording = recordings.join(format!("{session}.cast"));

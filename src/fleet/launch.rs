@@ -55,6 +55,7 @@ pub(super) fn argv(
 pub(super) fn environment(
     cfg: &LaneConfig,
     opts: &FleetOptions,
+    base: &str,
     session: &str,
     task_id: &str,
 ) -> Vec<(String, String)> {
@@ -66,6 +67,9 @@ pub(super) fn environment(
         ("SPICE_LANE".into(), cfg.name.clone()),
         ("SPICE_SESSION".into(), session.to_string()),
         ("SPICE_TASK".into(), task_id.to_string()),
+        // Where `task phase --done` merges (and pushes): the running lane's policy,
+        // not whatever copy of the lane file the task's worktree holds.
+        ("SPICE_BASE".into(), base.to_string()),
         ("BASH_ENV".into(), opts.bash_env.display().to_string()),
         // A `bash -c` whose stdin is a socket (Claude Code's Bash tool) and whose
         // SHLVL says top level takes itself for a command run by rshd: it reads
@@ -73,6 +77,9 @@ pub(super) fn environment(
         // redirector working.
         ("SHLVL".into(), "1".into()),
     ];
+    if let Some(remote) = &cfg.lane.push {
+        env.push(("SPICE_PUSH".into(), remote.clone()));
+    }
     env.extend(cfg.profile.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     env.extend(
         cfg.lane
