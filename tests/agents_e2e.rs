@@ -546,13 +546,17 @@ fn full_loop(agent: Agent, mode: Mode) {
     let told = last_user_text(&resumed);
     assert!(
         told.contains("no result came back") && told.contains(LONG),
-        "the successor's brief does not name the interrupted command: {told}\ntranscript:\n{}",
-        std::fs::read_to_string(&transcript).unwrap_or_default()
+        "the successor's brief does not name the interrupted command: {told}\nlaunches: {:?}",
+        f.env.ledger_of(&task, "launched")
     );
+    let launched = f.env.ledger_of(&task, "launched");
+    let last = &launched.last().unwrap()["detail"];
     eprintln!(
-        "E2E {} the interrupted call in the resumed history: {}",
+        "E2E {} the interrupted call in the resumed history: {}; the brief names {} (from the {})",
         f.agent.profile(f.mode),
-        history_has_call(&resumed, LONG)
+        history_has_call(&resumed, LONG),
+        last["interrupted"],
+        last["interrupted_from"].as_str().unwrap_or("?")
     );
     let lane = f.wait_lane("the successor", 10, |l| {
         l["session"].as_str().is_some_and(|s| s != session)

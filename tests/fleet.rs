@@ -845,3 +845,118 @@ fn a_headless_agent_gets_one_turn_per_item_even_when_it_never_answers() {
     both.sort();
     assert_eq!(third, both);
 }
+
+/// A headless agent killed mid-call gets a successor whose first turn is told what
+/// was cut off (here from the transcript: this agent runs no real command); the
+/// successor's later turns follow its own turns, so they neither repeat that nor
+/// point at the predecessor again.
+#[test]
+fn only_the_first_turn_after_a_death_hears_about_the_interrupted_call() {
+    let env = setup();
+    std::fs::remove_file(env.repo.join("lanes/b.toml")).unwrap();
+    let fake =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/agents/dies-mid-call.sh");
+    std::fs::create_dir_all(env.repo.join("profiles")).unwrap();
+    let argv = format!(
+        "[\"bash\", \"{}\", \"{{session_id}}\", \"{{brief_file}}\"]",
+        fake.display()
+    );
+    std::fs::write(
+        env.repo.join("profiles/dies.toml"),
+        format!(
+            "command = {argv}\nresume = {argv}\nmode = \"headless\"\n[transcript]\n\
+             format = \"claude\"\ndir = \"{{home}}/.claude/projects/{{cwd_slug}}\"\n\
+             glob = \"{{session_id}}.jsonl\"\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        env.repo.join("lanes/a.toml"),
+        "profile = \"dies\"\nphases = [\"todo\"]\n",
+    )
+    .unwrap();
+    let task = env.add(&["Dies once", "--project", "demo"]);
+    let fleet = env.fleet_up(&["--json"]);
+    let turn_ended = |n: usize| {
+        wait_for(&format!("{n} sessions or turns to end"), 30, || {
+            let l = env.lane("a");
+            (l["state"] == "waiting"
+                && l["pid"].is_null()
+                && env.ledger_of(&task, "exited").len() == n)
+                .then_some(())
+        })
+    };
+    turn_ended(2);
+    let key = env
+        .run(&["steer", "lane:a", "go on"])
+        .ok()
+        .trim()
+        .to_string();
+    turn_ended(3);
+    env.run(&["fleet", "down"]).ok();
+    common::finished(fleet);
+    let launches = env.ledger_of(&task, "launched");
+    assert_eq!(launches.len(), 3, "{launches:?}");
+    let (succ, next) = (&launches[1], &launches[2]);
+    assert_eq!(
+        succ["detail"]["interrupted"],
+        serde_json::json!(["`sleep 120`"])
+    );
+    assert_eq!(succ["detail"]["interrupted_from"], "transcript");
+    assert_eq!(
+        next["actor"], succ["actor"],
+        "the next turn is the same session"
+    );
+    assert_eq!(
+        next["detail"]["interrupted"],
+        serde_json::json!([]),
+        "{next}"
+    );
+    assert_eq!(next["detail"]["steering_in_brief"][0], key.as_str());
+    let brief = |l: &serde_json::Value| {
+        let s = l["actor"].as_str().unwrap();
+        let n = l["detail"]["turn"].as_u64().unwrap();
+        let text = std::fs::read_to_string(env.home.join(format!("briefs/{s}.md"))).unwrap();
+        (n, text)
+    };
+    // Each turn's brief file is rewritten: the last one is turn 2's.
+    let (n, text) = brief(next);
+    assert_eq!(n, 2);
+    assert!(!text.contains("You continue an earlier session"), "{text}");
+    assert!(!text.contains("no result came back"), "{text}");
+}
+
+/// A headless agent that exits 0 without writing its transcript did no work (a login
+/// or config error): that is a death with its screen's words, and three of them hold
+/// the lane, instead of a lane "waiting" forever on a turn that never happened.
+#[test]
+fn a_headless_agent_that_exits_without_a_transcript_is_a_death() {
+    let env = setup();
+    std::fs::remove_file(env.repo.join("lanes/b.toml")).unwrap();
+    std::fs::create_dir_all(env.repo.join("profiles")).unwrap();
+    std::fs::write(
+        env.repo.join("profiles/broken.toml"),
+        "command = [\"sh\", \"-c\", \"echo 'Error: invalid API key'\", \"{brief}\"]\n\
+         mode = \"headless\"\n[transcript]\nformat = \"claude\"\n\
+         dir = \"{home}/.claude/projects/{cwd_slug}\"\nglob = \"{session_id}.jsonl\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        env.repo.join("lanes/a.toml"),
+        "profile = \"broken\"\nphases = [\"todo\"]\n",
+    )
+    .unwrap();
+    env.add(&["Never starts", "--project", "demo"]);
+    let fleet = env.fleet_up(&["--json"]);
+    let lane = wait_for("the lane to be held", 30, || {
+        let l = env.lane("a");
+        (l["state"] == "held").then_some(l)
+    });
+    env.run(&["fleet", "down"]).ok();
+    common::finished(fleet);
+    let error = lane["last_error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("exited cleanly without writing its transcript (its screen ends: Error: invalid API key)"),
+        "{lane}"
+    );
+}

@@ -223,6 +223,120 @@ fn supervisor_killed_mid_run_leaves_no_orphans_and_the_next_one_resumes_every_cl
     assert!(fleet_processes(&env).is_empty());
 }
 
+/// `fleet down` while the agent runs a command: the stop signal reaches the whole
+/// group at once, so the command's wrapper notes itself before it goes, and the next
+/// supervisor's successor is told exactly which command was stopped.
+#[test]
+fn a_command_stopped_by_fleet_down_is_named_to_the_successor() {
+    let profile = |secs: u32| {
+        format!(
+            r#"["{{spice}}", "demo-agent", "--session-id", "{{session_id}}", "--brief-file", "{{brief_file}}", "--interactive", "--command-seconds", "{secs}"]"#
+        )
+    };
+    let text = format!(
+        "command = {}\nresume = [\"{{spice}}\", \"demo-agent\", \"--resume\", \"{{session_id}}\", \"--interactive\", \"--command-seconds\", \"0\"]\n\
+         [transcript]\nformat = \"claude\"\ndir = \"{{home}}/.claude/projects/{{cwd_slug}}\"\nglob = \"{{session_id}}.jsonl\"\n",
+        profile(30)
+    );
+    let env = setup(1, "lease = \"1m\"\n", &text);
+    let task = env.add(&["Stopped mid-command", "--project", "demo"]);
+    let sup = env.fleet_up(&[]);
+    wait_for("the agent's command to run", 30, || {
+        fleet_processes(&env).into_iter().find(|(_, cmd)| {
+            cmd.contains(" exec -- ") && cmd.contains("git status --short; sleep 30")
+        })
+    });
+    env.run(&["fleet", "down"]).ok();
+    common::finished(sup);
+    assert!(
+        fleet_processes(&env).is_empty(),
+        "{:?}",
+        fleet_processes(&env)
+    );
+    common::finished(env.fleet_up(&["--until-idle", "--json"]));
+    let launched: Vec<serde_json::Value> = env.run(&["task", "show", &task, "--json"]).json()
+        ["ledger"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "launched")
+        .cloned()
+        .collect();
+    assert_eq!(launched.len(), 2, "{launched:?}");
+    let detail = &launched[1]["detail"];
+    assert_eq!(
+        detail["interrupted"],
+        serde_json::json!(["`git status --short; sleep 30`"]),
+        "{detail}"
+    );
+    assert_eq!(detail["interrupted_from"], "shim", "{detail}");
+    assert!(
+        std::fs::read_dir(env.home.join("interrupted"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+            == 0,
+        "records left behind"
+    );
+}
+
+/// A wrapper stopped by a signal (as the whole agent group is when the supervisor
+/// stops it) notes its command for the shim before it forwards the signal: it may be
+/// gone before the shim looks.
+#[test]
+fn a_wrapper_told_to_stop_notes_its_command_first() {
+    let env = TestEnv::new();
+    env.add(&["A task, so the store exists"]);
+    let mut wrapper = env
+        .cmd(&["exec", "--", "bash", "-c", "sleep 30; echo never"])
+        .env("SPICE_SESSION", "s-2")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the wrapped command", 10, || {
+        fleet_processes(&env)
+            .into_iter()
+            .find(|(_, cmd)| cmd.starts_with("sleep 30"))
+    });
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(wrapper.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = wrapper.wait().unwrap();
+    assert_eq!(status.code(), Some(143));
+    let note = env
+        .home
+        .join(format!("interrupted/s-2/{}.json", wrapper.id()));
+    let note: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&note).unwrap()).unwrap();
+    assert_eq!(note["command"], "sleep 30; echo never");
+    // Not under a fleet (no session): nothing is noted.
+    let mut plain = env
+        .cmd(&["exec", "--", "sleep", "31"])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the plain command", 10, || {
+        fleet_processes(&env)
+            .into_iter()
+            .find(|(_, cmd)| cmd.starts_with("sleep 31"))
+    });
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(plain.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert_eq!(plain.wait().unwrap().code(), Some(143));
+    let noted: Vec<_> = std::fs::read_dir(env.home.join("interrupted"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(noted, ["s-2"], "only the fleet's wrapper noted its command");
+}
+
 /// The shim records the commands its agent left running when the agent died, found
 /// among the processes it ends (not in any transcript: this agent writes none), in
 /// `<state>/interrupted/<session>.json`.
@@ -289,7 +403,7 @@ fn the_shim_records_the_commands_a_killed_agent_left_running() {
 
 #[test]
 fn a_killed_agent_is_followed_by_a_successor_on_the_same_claim_and_worktree() {
-    let env = setup(1, "lease = \"1m\"\n", &slow_profile(2));
+    let env = setup(1, "lease = \"1m\"\n", &slow_profile(4));
     let task = env.add(&["Task", "--project", "demo"]);
     let sup = env.fleet_up(&["--until-idle", "--json"]);
     let first = wait_for("the lane to work", 30, || {
@@ -300,7 +414,7 @@ fn a_killed_agent_is_followed_by_a_successor_on_the_same_claim_and_worktree() {
     // Mid-command: the agent's first command (through `spice exec`) is running.
     wait_for("the agent's command to run", 10, || {
         fleet_processes(&env).into_iter().find(|(_, cmd)| {
-            cmd.contains(" exec -- ") && cmd.contains("git status --short; sleep 2")
+            cmd.contains(" exec -- ") && cmd.contains("git status --short; sleep 4")
         })
     });
     // The agent itself (the shim's child), not the shim.
@@ -345,8 +459,21 @@ fn a_killed_agent_is_followed_by_a_successor_on_the_same_claim_and_worktree() {
         .unwrap_or_else(|| panic!("no pointer to the predecessor in:\n{brief}"));
     // ... and names the command it was killed in, which no result came back for.
     assert!(
-        brief.contains("no result came back:\n- `git status --short; sleep 2`\n"),
+        brief.contains("no result came back:\n- `git status --short; sleep 4`\n"),
         "the interrupted command is not named in:\n{brief}"
+    );
+    // Found by the shim among the processes it ended, not guessed from the transcript.
+    let launched = env.run(&["task", "show", &task, "--json"]).json()["ledger"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "launched")
+        .cloned()
+        .collect::<Vec<_>>();
+    assert_eq!(
+        launched[1]["detail"]["interrupted_from"], "shim",
+        "{:?}",
+        launched[1]
     );
     let path = how.rsplit(' ').next().unwrap();
     let briefing = env

@@ -120,15 +120,24 @@ pub fn run(parent: u32, argv: &[OsString]) -> Result<i32> {
 /// `SPICE_SESSION`).
 fn end_tree(me: u32, session: i32) {
     let members = proc::tree(me, session);
-    if members.is_empty() {
-        return;
-    }
     if let (Some(home), Ok(id)) = (
         std::env::var_os("SPICE_HOME"),
         std::env::var("SPICE_SESSION"),
     ) {
-        let commands = super::inflight::collect(&members);
-        let _ = super::inflight::write(std::path::Path::new(&home), &id, &commands);
+        let home = std::path::Path::new(&home);
+        // Still running, and stopped by a signal to the whole group just now.
+        let mut found = super::inflight::collect(&members);
+        for (pid, command) in super::inflight::take_signalled(home, &id) {
+            if !found.iter().any(|(p, _)| *p == pid) {
+                found.push((pid, command));
+            }
+        }
+        found.sort();
+        let commands: Vec<String> = found.into_iter().map(|(_, c)| c).collect();
+        let _ = super::inflight::write(home, &id, &commands);
+    }
+    if members.is_empty() {
+        return;
     }
     for pid in &members {
         let _ = kill(Pid::from_raw(*pid as i32), Signal::SIGTERM);

@@ -401,7 +401,7 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
             json,
         } => {
             if done {
-                let merged = merge_at_phase_completion(s, &id, holder.holder().as_ref())?;
+                let merged = merge_at_phase_completion(s, env, &id, holder.holder().as_ref())?;
                 let out = s.complete_phase(&id, holder.holder().as_ref())?;
                 if let Some(m) = merged.as_ref().filter(|_| !json) {
                     println!(
@@ -536,6 +536,7 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
 /// must be clean; a refused or conflicting merge leaves the phase where it was.
 fn merge_at_phase_completion(
     s: &mut Store,
+    env: &Env,
     id: &str,
     holder: Option<&Holder>,
 ) -> Result<Option<crate::git::Merge>> {
@@ -569,17 +570,22 @@ fn merge_at_phase_completion(
         ))
     })?;
     // An agent of the fleet carries its running lane's policy (`SPICE_BASE`,
-    // `SPICE_PUSH`); anyone else gets the lane file of the main work tree, never the
-    // copy (maybe stale, maybe absent) in the task's own worktree.
+    // `SPICE_PUSH`); anyone else gets the lane file of the task repository's main work
+    // tree, else of the repository they run in (a lane whose `repo` is another one),
+    // never the copy (maybe stale, maybe absent) in the task's own worktree.
     let fleet_lane = std::env::var("SPICE_LANE").ok();
     let from_fleet = fleet_lane.is_some() && claim.lane == fleet_lane;
     let (base, push) = match std::env::var("SPICE_BASE").ok().filter(|_| from_fleet) {
         Some(base) => (Some(base), std::env::var("SPICE_PUSH").ok()),
         None => {
-            let lane = claim
-                .lane
-                .as_deref()
-                .and_then(|l| crate::config::lane::load(&main.join("lanes"), l).ok());
+            let lane = claim.lane.as_deref().and_then(|l| {
+                let here = env.lanes_dir().ok().filter(|d| !d.starts_with(wt));
+                [Some(main.join("lanes")), here]
+                    .into_iter()
+                    .flatten()
+                    .find(|d| d.join(format!("{l}.toml")).is_file())
+                    .and_then(|d| crate::config::lane::load(&d, l).ok())
+            });
             (
                 lane.as_ref().and_then(|l| l.base.clone()),
                 lane.and_then(|l| l.push),

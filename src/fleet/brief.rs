@@ -12,9 +12,9 @@ pub struct BriefInput<'a> {
     /// The transcript of the session this one succeeds, if any.
     pub predecessor: Option<&'a str>,
     /// What the previous session (or turn) was in the middle of when it ended: the
-    /// commands still running, each in backquotes, or a tool call by name. No result
-    /// came back for them, and some agents (Claude Code) leave such a call out of a
-    /// resumed conversation, so only the brief can say so.
+    /// commands still running, as `agent::inflight::quote` shows them. No result came
+    /// back for them, and some agents (Claude Code) leave such a call out of a resumed
+    /// conversation, so only the brief can say so.
     pub interrupted: &'a [String],
     /// Steering items pending for the session, framed as `spice exec` shows them: they
     /// go first, since agents may keep only the start of a long message.

@@ -24,8 +24,8 @@
 //!   (and the Claude Code hook); an agent waiting for input gets pending items typed
 //!   into its PTY as one bracketed paste, each item at most once per session; a
 //!   successor gets them at the top of its brief.
-//! - A headless agent (one process per turn) that exits cleanly has ended its turn,
-//!   not died: its session waits, renewing the claim, until steering arrives, then
+//! - A headless agent (one process per turn) that exits cleanly, having written to
+//!   its transcript, has ended its turn, not died: its session waits, renewing the claim, until steering arrives, then
 //!   runs the next turn as a resume of the same conversation with the items at the
 //!   top of its brief. Same session, same claimant: no successor, no restart counted.
 //! - Git moves only at claim time (`launch::worktree`); launching moves nothing.
@@ -556,20 +556,50 @@ impl Lane<'_> {
         // What the previous session (a successor's predecessor, or this session's last
         // turn) was in the middle of when it ended: the commands its shim found still
         // running, else the call its transcript leaves without a result.
-        let previous = if successor {
-            self.row.lineage.last().cloned()
+        // A session's first turn after a predecessor; later turns follow its own.
+        let first_after_predecessor = successor && work.turns == 0;
+        let previous = if work.turns > 0 {
+            Some(session.clone())
         } else {
-            (work.turns > 0).then(|| session.clone())
+            first_after_predecessor
+                .then(|| self.row.lineage.last().cloned())
+                .flatten()
         };
-        let mut interrupted: Vec<String> = previous
+        let mut recorded = previous
             .as_deref()
             .map(|p| inflight::read(&self.opts.state_dir, p))
-            .unwrap_or_default()
+            .unwrap_or_default();
+        let mut interrupted_from = (!recorded.is_empty()).then_some("shim");
+        // The call the transcript leaves unanswered: the fallback, and, when a
+        // recorded command contains it (the agents wrap their commands in shell
+        // set-up), the way to show that command as the agent wrote it.
+        let unanswered = first_after_predecessor
+            .then(|| self.row.transcript.as_deref().and_then(interrupted_call))
+            .flatten();
+        match unanswered {
+            Some(call) if recorded.is_empty() => {
+                recorded.push(call);
+                interrupted_from = Some("transcript");
+            }
+            Some(call) => {
+                for r in recorded.iter_mut() {
+                    if r.contains(call.trim()) {
+                        *r = call.clone();
+                    }
+                }
+            }
+            None => {}
+        }
+        let mut interrupted: Vec<String> = recorded
             .iter()
-            .map(|c| format!("`{}`", c.trim()))
+            .take(inflight::QUOTE_COMMANDS)
+            .map(|c| inflight::quote(c))
             .collect();
-        if interrupted.is_empty() && successor {
-            interrupted.extend(self.row.transcript.as_deref().and_then(interrupted_call));
+        if recorded.len() > inflight::QUOTE_COMMANDS {
+            interrupted.push(format!(
+                "and {} more",
+                recorded.len() - inflight::QUOTE_COMMANDS
+            ));
         }
         let text = brief::compose(&brief::BriefInput {
             task: &task,
@@ -578,7 +608,7 @@ impl Lane<'_> {
             spice: &self.opts.spice.display().to_string(),
             // What `spice session briefing` can open: the transcript the predecessor
             // wrote (a resume continues it), else the conversation's id.
-            predecessor: successor
+            predecessor: first_after_predecessor
                 .then(|| {
                     self.row
                         .transcript
@@ -600,6 +630,10 @@ impl Lane<'_> {
             context: format!("failed to write {}", brief_file.display()),
             source,
         })?;
+        // Told: the record goes before the agent starts (and may write its own).
+        if let Some(p) = &previous {
+            inflight::clear(&self.opts.state_dir, p);
+        }
         let opts = self.opts;
         let cfg = self.cfg;
         let worktree = work.worktree.clone();
@@ -641,16 +675,13 @@ impl Lane<'_> {
                 "lane": cfg.name, "pid": agent.pid(), "resume": resume, "turn": work.turns + 1,
                 "conversation": conversation, "recording": recording,
                 "steering_in_brief": pending.iter().map(|i| &i.key).collect::<Vec<_>>(),
-                "interrupted": interrupted,
+                "interrupted": interrupted, "interrupted_from": interrupted_from,
             }),
         )?;
         if !pending.is_empty() {
             let keys: Vec<String> = pending.iter().map(|i| i.key.clone()).collect();
             self.store.mark_shown(&keys)?;
             work.briefed.extend(keys);
-        }
-        if let Some(p) = &previous {
-            inflight::clear(&self.opts.state_dir, p);
         }
         self.row.state = LaneState::Starting;
         self.row.pid = Some(agent.pid());
@@ -823,7 +854,30 @@ impl Lane<'_> {
         };
         self.port.set(None);
         // Whatever the agent wrote last still counts (its final ACKs).
-        follow.poll(&work.worktree, &mut self.store)?;
+        if let Some(report) = follow.poll(&work.worktree, &mut self.store)? {
+            if report.events > 0 {
+                wrote = true;
+                self.row.transcript = follow.path.as_ref().map(|p| p.display().to_string());
+            }
+        }
+        // A headless turn that wrote nothing did no work (a login or config error, a
+        // wrong flag): a death, with what the screen says, not a turn to wait after.
+        let end = match end {
+            End::Exited(_, true)
+                if cfg.profile.mode == Mode::Headless
+                    && cfg.profile.transcript.is_some()
+                    && !wrote =>
+            {
+                End::Exited(
+                    format!(
+                        "exited cleanly without writing its transcript (its screen ends: {})",
+                        agent.screen_words(160)
+                    ),
+                    false,
+                )
+            }
+            other => other,
+        };
         self.row.pid = None;
         self.row.pid_start = None;
         let how = match &end {
@@ -842,14 +896,13 @@ impl Lane<'_> {
     }
 }
 
-/// The call a transcript ends in the middle of (no result came back), as the brief
-/// names it: its command in backquotes, or `a NAME call` for a tool that runs none.
-/// Unreadable: none.
+/// The call a transcript ends in the middle of (no result came back): its command,
+/// or `(a NAME call)` for a tool that runs none. Unreadable: none.
 fn interrupted_call(transcript: &str) -> Option<String> {
     let (_, events, malformed) = crate::transcript::read_file(Path::new(transcript)).ok()?;
     let call = crate::transcript::briefing::brief(transcript, &events, malformed).unfinished_call?;
-    Some(match call.command {
-        Some(c) => format!("`{}`", c.trim()),
-        None => format!("a {} call", call.name),
-    })
+    Some(
+        call.command
+            .unwrap_or_else(|| format!("(a {} call)", call.name)),
+    )
 }

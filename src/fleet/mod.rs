@@ -146,6 +146,14 @@ pub fn up(
     stop: Arc<AtomicBool>,
 ) -> Result<Vec<LaneReport>> {
     let _lock = lock(&opts.state_dir)?;
+    // Records of interrupted commands are for the successors of current claimants;
+    // any other is left over from a session nothing follows.
+    {
+        let mut store =
+            crate::store::Store::open_dir(&opts.state_dir, Arc::new(crate::clock::SystemClock))?;
+        let claimants: Vec<String> = store.claims()?.into_iter().map(|c| c.claimant).collect();
+        crate::agent::inflight::prune(&opts.state_dir, &claimants);
+    }
     let mut listeners = Vec::new();
     let mut handles = Vec::new();
     for l in cfg.lanes.iter().filter(|l| l.lane.enabled).cloned() {

@@ -14,6 +14,9 @@
 //! - Without a store, the wrapper replaces itself with the command (`execvp`): no
 //!   output added, no process in between.
 //! - A broken store never stops the command: the wrapper warns once and runs it.
+//! - Under a fleet (a session among its targets), the first stopping signal makes the
+//!   wrapper note its command as cut off before it forwards the signal
+//!   (`agent::inflight`).
 
 use crate::clock::{Clock, Micros};
 use crate::error::{Error, Result};
@@ -157,6 +160,27 @@ pub fn run(cfg: ExecConfig, clock: Arc<dyn Clock>) -> Result<i32> {
         .store
         .as_ref()
         .and_then(|_| watch_dir(cfg.state_dir.as_deref()?));
+    let session = shower
+        .targets
+        .iter()
+        .find(|t| t.kind == crate::store::TargetKind::Session)
+        .map(|t| t.name.clone());
+    let mut signalled_note = match (&cfg.state_dir, session) {
+        (Some(dir), Some(session)) if shower.store.is_some() => {
+            let dir = dir.clone();
+            let command = crate::agent::inflight::command_text(
+                &cfg.argv
+                    .iter()
+                    .map(|a| a.to_string_lossy().into_owned())
+                    .collect::<Vec<_>>(),
+            )
+            .unwrap_or_default();
+            Some(move || {
+                crate::agent::inflight::note_signalled(&dir, &session, std::process::id(), &command)
+            })
+        }
+        _ => None,
+    };
     // A change notification can arrive before the writer's commit is visible (SQLite
     // writes WAL frames, then publishes the commit through shared memory, which makes
     // no event), so every burst of events is followed by one settled re-check.
@@ -192,6 +216,11 @@ pub fn run(cfg: ExecConfig, clock: Arc<dyn Clock>) -> Result<i32> {
             while let Ok(Some(info)) = sfd.read_signal() {
                 let sig = Signal::try_from(info.ssi_signo as i32).ok();
                 if let Some(sig) = sig.filter(|s| *s != Signal::SIGCHLD) {
+                    // The agent's whole group may be stopping: note the command first,
+                    // so the next session learns it was cut off (`agent::inflight`).
+                    if let Some(note) = signalled_note.take() {
+                        note();
+                    }
                     let _ = killpg(pgid, sig);
                 }
             }
