@@ -557,6 +557,16 @@ fn headless_env(extra: &str) -> TestEnv {
     env
 }
 
+/// Waits until `n` agent processes on `task` have exited and lane a waits, with no
+/// agent, for steering.
+fn ended_and_waiting(env: &TestEnv, task: &str, n: usize) {
+    wait_for(&format!("{n} sessions or turns to end"), 30, || {
+        let l = env.lane("a");
+        (l["state"] == "waiting" && l["pid"].is_null() && env.ledger_of(task, "exited").len() == n)
+            .then_some(())
+    });
+}
+
 /// Headless mode: the agent ends each turn by exiting. A clean exit with steering
 /// waiting starts the next turn (not a death), with the items at the top of its brief.
 #[test]
@@ -809,22 +819,13 @@ fn a_headless_agent_gets_one_turn_per_item_even_when_it_never_answers() {
     let env = headless_env("1 deaf");
     let task = env.add(&["Deaf", "--project", "demo"]);
     let fleet = env.fleet_up(&["--json"]);
-    let waiting = |n: usize| {
-        wait_for(&format!("turn {n} to end"), 30, || {
-            let l = env.lane("a");
-            (l["state"] == "waiting"
-                && l["pid"].is_null()
-                && env.ledger_of(&task, "exited").len() == n)
-                .then_some(())
-        })
-    };
-    waiting(1);
+    ended_and_waiting(&env, &task, 1);
     let first = env.run(&["steer", "lane:a", "one"]).ok().trim().to_string();
-    waiting(2);
+    ended_and_waiting(&env, &task, 2);
     std::thread::sleep(std::time::Duration::from_secs(3));
     assert_eq!(env.ledger_of(&task, "launched").len(), 2);
     let second = env.run(&["steer", "lane:a", "two"]).ok().trim().to_string();
-    waiting(3);
+    ended_and_waiting(&env, &task, 3);
     env.run(&["fleet", "down"]).ok();
     common::finished(fleet);
     let launches = env.ledger_of(&task, "launched");
@@ -877,22 +878,13 @@ fn only_the_first_turn_after_a_death_hears_about_the_interrupted_call() {
     .unwrap();
     let task = env.add(&["Dies once", "--project", "demo"]);
     let fleet = env.fleet_up(&["--json"]);
-    let turn_ended = |n: usize| {
-        wait_for(&format!("{n} sessions or turns to end"), 30, || {
-            let l = env.lane("a");
-            (l["state"] == "waiting"
-                && l["pid"].is_null()
-                && env.ledger_of(&task, "exited").len() == n)
-                .then_some(())
-        })
-    };
-    turn_ended(2);
+    ended_and_waiting(&env, &task, 2);
     let key = env
         .run(&["steer", "lane:a", "go on"])
         .ok()
         .trim()
         .to_string();
-    turn_ended(3);
+    ended_and_waiting(&env, &task, 3);
     env.run(&["fleet", "down"]).ok();
     common::finished(fleet);
     let launches = env.ledger_of(&task, "launched");

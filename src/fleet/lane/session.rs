@@ -1,0 +1,418 @@
+//! One session of a lane: its brief (with pending steering and what the previous
+//! session was cut off in), the launch under the shim, and the loop that follows the
+//! agent until it ends: transcript scan → state, claim checks, fenced renewal, idle
+//! paste, the silent-start report.
+
+use super::{End, Lane, Work, FINISH_GRACE, GRACE, LOST_GRACE, STALL_AFTER, TICK};
+use crate::agent::{inflight, LaunchSpec};
+use crate::config::profile::{Mode, Placeholder};
+use crate::error::{Error, Result};
+use crate::fleet::follow::{transcript_place, Follow};
+use crate::fleet::{brief, launch};
+use crate::store::{Holder, LaneState, Target, TargetKind};
+use crate::transcript::discover::claude_slug;
+use serde_json::json;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime};
+
+/// What the previous session (or turn) was in the middle of when it ended.
+struct Interrupted {
+    /// Whose record was read (and is cleared once the brief is written).
+    previous: Option<String>,
+    /// As the brief lists them.
+    quoted: Vec<String>,
+    /// "shim" or "transcript", for the ledger.
+    from: Option<&'static str>,
+}
+
+impl Lane<'_> {
+    /// What the previous session (a successor's predecessor, or this session's last
+    /// turn) was in the middle of when it ended: the commands its shim found still
+    /// running, else the call its transcript leaves without a result.
+    fn interrupted(&self, work: &Work, session: &str, successor: bool) -> Interrupted {
+        let first_after_predecessor = successor && work.turns == 0;
+        let previous = if work.turns > 0 {
+            Some(session.to_string())
+        } else {
+            first_after_predecessor
+                .then(|| self.row.lineage.last().cloned())
+                .flatten()
+        };
+        let mut recorded = previous
+            .as_deref()
+            .map(|p| inflight::read(&self.opts.state_dir, p))
+            .unwrap_or_default();
+        let mut interrupted_from = (!recorded.is_empty()).then_some("shim");
+        // The call the transcript leaves unanswered: the fallback, and, when a
+        // recorded command contains it (the agents wrap their commands in shell
+        // set-up), the way to show that command as the agent wrote it.
+        let unanswered = first_after_predecessor
+            .then(|| self.row.transcript.as_deref().and_then(interrupted_call))
+            .flatten();
+        match unanswered {
+            Some(call) if recorded.is_empty() => {
+                recorded.push(call);
+                interrupted_from = Some("transcript");
+            }
+            Some(call) => {
+                for r in recorded.iter_mut() {
+                    if r.contains(call.trim()) {
+                        *r = call.clone();
+                    }
+                }
+            }
+            None => {}
+        }
+        let mut interrupted: Vec<String> = recorded
+            .iter()
+            .take(inflight::QUOTE_COMMANDS)
+            .map(|c| inflight::quote(c))
+            .collect();
+        if recorded.len() > inflight::QUOTE_COMMANDS {
+            interrupted.push(format!(
+                "and {} more",
+                recorded.len() - inflight::QUOTE_COMMANDS
+            ));
+        }
+        Interrupted {
+            previous,
+            quoted: interrupted,
+            from: interrupted_from,
+        }
+    }
+
+    /// Launches one session on the claim and follows it until it ends.
+    pub(super) fn session(&mut self, program: &Path, work: &mut Work) -> Result<End> {
+        let task = self.store.task(&work.claim.task_id)?;
+        let session = work.session.clone();
+        let targets = launch::targets(&session, &self.cfg.name, &work.worktree);
+        let successor = !self.row.lineage.is_empty();
+        // A successor, or a headless session's next turn, continues the conversation.
+        let resume = (successor || work.turns > 0) && self.cfg.profile.resume.is_some();
+        // The conversation a resumed session continues: a resume keeps writing the
+        // conversation it resumes, so it is the first session's (or what the agent
+        // calls it).
+        let conversation = if resume {
+            self.row
+                .conversation
+                .clone()
+                .or_else(|| self.row.lineage.first().cloned())
+                .unwrap_or_else(|| session.clone())
+        } else {
+            session.clone()
+        };
+        let pending = self.store.inbox(&targets, false)?;
+        let frame = (!pending.is_empty()).then(|| {
+            crate::steer::exec::frame(&pending.iter().collect::<Vec<_>>(), self.store.now())
+        });
+        let Interrupted {
+            previous,
+            quoted: interrupted,
+            from: interrupted_from,
+        } = self.interrupted(work, &session, successor);
+        let text = brief::compose(&brief::BriefInput {
+            task: &task,
+            lane: &self.cfg.name,
+            session: &session,
+            spice: &self.opts.spice.display().to_string(),
+            // What `spice session briefing` can open: the transcript the predecessor
+            // wrote (a resume continues it), else the conversation's id.
+            predecessor: (successor && work.turns == 0)
+                .then(|| {
+                    self.row
+                        .transcript
+                        .as_ref()
+                        .or(self.row.conversation.as_ref())
+                })
+                .flatten()
+                .map(String::as_str),
+            interrupted: &interrupted,
+            steering: frame.as_deref(),
+        });
+        let briefs = self.opts.state_dir.join("briefs");
+        std::fs::create_dir_all(&briefs).map_err(|source| Error::Io {
+            context: "failed to create briefs".into(),
+            source,
+        })?;
+        let brief_file = briefs.join(format!("{session}.md"));
+        std::fs::write(&brief_file, &text).map_err(|source| Error::Io {
+            context: format!("failed to write {}", brief_file.display()),
+            source,
+        })?;
+        // Told: the record goes before the agent starts (and may write its own).
+        if let Some(p) = &previous {
+            inflight::clear(&self.opts.state_dir, p);
+        }
+        let opts = self.opts;
+        let cfg = self.cfg;
+        let worktree = work.worktree.clone();
+        let value = |p: Placeholder| -> Option<String> {
+            Some(match p {
+                Placeholder::SessionId => conversation.clone(),
+                Placeholder::Brief => text.clone(),
+                Placeholder::BriefFile => brief_file.display().to_string(),
+                Placeholder::Worktree => worktree.display().to_string(),
+                Placeholder::Model => cfg.lane.model.clone()?,
+                Placeholder::Task => task.id.clone(),
+                Placeholder::Lane => cfg.name.clone(),
+                Placeholder::Spice => opts.spice.display().to_string(),
+                Placeholder::Home => opts.home.display().to_string(),
+                Placeholder::CwdSlug => claude_slug(&worktree),
+            })
+        };
+        let argv = launch::argv(cfg, opts, program, resume, &value);
+        let env = launch::environment(cfg, opts, &self.base, &session, &task.id);
+        let recordings = opts.state_dir.join("recordings");
+        let _ = std::fs::create_dir_all(&recordings);
+        let recording = recordings.join(format!("{session}.cast"));
+        let launched_at = SystemTime::now();
+        let mut agent = crate::agent::Agent::spawn(&LaunchSpec {
+            argv,
+            cwd: work.worktree.clone(),
+            env,
+            cols: 120,
+            rows: 40,
+            recording: Some(recording.clone()),
+        })?;
+        self.report.sessions.push(session.clone());
+        self.port.set(Some(agent.terminal()));
+        self.store.note(
+            &task.id,
+            "launched",
+            &session,
+            json!({
+                "lane": cfg.name, "pid": agent.pid(), "resume": resume, "turn": work.turns + 1,
+                "conversation": conversation, "recording": recording,
+                "steering_in_brief": pending.iter().map(|i| &i.key).collect::<Vec<_>>(),
+                "interrupted": interrupted, "interrupted_from": interrupted_from,
+            }),
+        )?;
+        if !pending.is_empty() {
+            let keys: Vec<String> = pending.iter().map(|i| i.key.clone()).collect();
+            self.store.mark_shown(&keys)?;
+            work.briefed.extend(keys);
+        }
+        self.row.state = LaneState::Starting;
+        self.row.pid = Some(agent.pid());
+        self.row.pid_start = Some(agent.start_time());
+        self.row.recording = Some(recording.display().to_string());
+        self.row.last_activity = Some(self.store.now());
+        self.row.conversation = Some(conversation.clone());
+        self.publish(true)?;
+
+        let (exact, search) = transcript_place(cfg, &value);
+        let known = self.row.transcript.clone().map(PathBuf::from).or(exact);
+        let mut follow = Follow::new(known, search, launched_at);
+        let mut pasted: HashSet<String> = pending.iter().map(|i| i.key.clone()).collect();
+        let mut last_renew = Instant::now();
+        let mut last_event = Instant::now();
+        let mut released_at: Option<Instant> = None;
+        let mut lost_at: Option<(Instant, String)> = None;
+        let mut seen_version: Option<i64> = None;
+        let holder = Holder::fenced(session.clone(), work.fence);
+        let launched = Instant::now();
+        // Whether the agent wrote to its transcript since its launch; the report made
+        // while it has not for longer than it should.
+        let mut wrote = false;
+        let mut silent_start: Option<String> = None;
+        let end = loop {
+            // What the transcript says.
+            if let Some(report) = follow.poll(&work.worktree, &mut self.store)? {
+                if report.events > 0 {
+                    wrote = true;
+                    if let Some(hint) = silent_start.take() {
+                        if self.row.last_error.as_deref() == Some(hint.as_str()) {
+                            self.row.last_error = None;
+                        }
+                    }
+                    last_event = Instant::now();
+                    self.row.last_activity = Some(self.store.now());
+                    self.row.transcript = follow.path.as_ref().map(|p| p.display().to_string());
+                }
+                match report.turn_ended {
+                    Some(true) => self.row.state = LaneState::Waiting,
+                    Some(false) => self.row.state = LaneState::Working,
+                    None => {}
+                }
+                if let Some(id) = report.session_id.filter(|_| cfg.profile.resume.is_some()) {
+                    // Codex names its own conversation; a resume must use that name.
+                    self.row.conversation = Some(id);
+                }
+                if report.compactions > 0 {
+                    self.store.note(
+                        &task.id,
+                        "compacted",
+                        &session,
+                        json!({ "transcript": report.path, "count": report.compactions, "line": report.to_line }),
+                    )?;
+                }
+            }
+            // An agent that has written nothing since its launch may be waiting at a
+            // prompt or dialog its transcript never shows (a trust or login screen):
+            // say so, with what its screen says, instead of "starting" for minutes.
+            if !wrote
+                && silent_start.is_none()
+                && cfg.profile.transcript.is_some()
+                && launched.elapsed() >= cfg.start_timeout
+            {
+                let hint = format!(
+                    "no transcript {}s after launch: the agent may be waiting at a prompt \
+                     (look with: spice fleet attach {}); its screen ends: {}",
+                    cfg.start_timeout.as_secs(),
+                    cfg.name,
+                    agent.screen_words(160)
+                );
+                self.row.last_error = Some(hint.clone());
+                silent_start = Some(hint);
+            }
+            if matches!(self.row.state, LaneState::Working | LaneState::Starting)
+                && last_event.elapsed() >= STALL_AFTER
+            {
+                self.row.state = LaneState::Stalled;
+            }
+            if let Some(st) = agent.try_wait()? {
+                break End::Exited(st.to_string(), st.success());
+            }
+            if self.stopping() {
+                agent.stop(GRACE)?;
+                break End::Stopping;
+            }
+            // Whose claim it is: re-read only when another connection committed
+            // (the agent completing its phase, an operator's takeover); this
+            // connection's own writes never change who holds it.
+            let version = self.store.data_version().ok();
+            let changed = version.is_none() || version != seen_version;
+            seen_version = version;
+            if changed && lost_at.is_none() && released_at.is_none() {
+                match self.store.claim_on(&task.id)? {
+                    Some(c) if c.claimant == session => {}
+                    Some(c) => {
+                        let note = format!(
+                            "Your claim on task {} was taken over by {}. Stop working on it now: \
+                             do not commit or complete its phase. Your worktree is kept.",
+                            task.handle(),
+                            c.claimant
+                        );
+                        let _ = self.store.steer(
+                            &Target {
+                                kind: TargetKind::Session,
+                                name: session.clone(),
+                            },
+                            &note,
+                            crate::store::DEFAULT_TTL,
+                        );
+                        lost_at = Some((Instant::now(), c.claimant.clone()));
+                    }
+                    None => released_at = Some(Instant::now()),
+                }
+            }
+            if let Some(at) = released_at {
+                let turn_over = self.row.state == LaneState::Waiting || follow.path.is_none();
+                if turn_over || at.elapsed() >= FINISH_GRACE {
+                    agent.stop(GRACE)?;
+                    break End::Finished;
+                }
+            }
+            if let Some((at, by)) = &lost_at {
+                if at.elapsed() >= LOST_GRACE {
+                    agent.stop(GRACE)?;
+                    break End::Lost(by.clone());
+                }
+            } else if released_at.is_none() && last_renew.elapsed() >= cfg.renew {
+                last_renew = Instant::now();
+                // A refusal means the claim changed hands or ended: the next tick sees how.
+                let _ = self.store.renew(&task.id, &holder, None, cfg.lease);
+            }
+            // Steering for an agent waiting for input: typed in as a new message.
+            if self.row.state == LaneState::Waiting
+                && lost_at.is_none()
+                && released_at.is_none()
+                && cfg.profile.mode == Mode::Pty
+            {
+                let fresh: Vec<_> = self
+                    .store
+                    .inbox(&targets, false)?
+                    .into_iter()
+                    .filter(|i| !pasted.contains(&i.key))
+                    .collect();
+                if !fresh.is_empty() {
+                    let text = crate::steer::exec::frame(
+                        &fresh.iter().collect::<Vec<_>>(),
+                        self.store.now(),
+                    );
+                    let keys: Vec<String> = fresh.iter().map(|i| i.key.clone()).collect();
+                    match agent.paste(text.trim()) {
+                        Ok(()) => {
+                            self.store.mark_shown(&keys)?;
+                            self.store.note(
+                                &task.id,
+                                "delivered",
+                                &session,
+                                json!({ "keys": keys, "how": "typed into the idle agent's terminal" }),
+                            )?;
+                            self.row.state = LaneState::Working;
+                            last_event = Instant::now();
+                        }
+                        Err(e) => self.row.last_error = Some(e.to_string()),
+                    }
+                    pasted.extend(keys);
+                }
+            }
+            self.publish(false)?;
+            std::thread::sleep(TICK);
+        };
+        self.port.set(None);
+        // Whatever the agent wrote last still counts (its final ACKs).
+        if let Some(report) = follow.poll(&work.worktree, &mut self.store)? {
+            if report.events > 0 {
+                wrote = true;
+                self.row.transcript = follow.path.as_ref().map(|p| p.display().to_string());
+            }
+        }
+        // A headless turn that wrote nothing did no work (a login or config error, a
+        // wrong flag): a death, with what the screen says, not a turn to wait after.
+        let end = match end {
+            End::Exited(_, true)
+                if cfg.profile.mode == Mode::Headless
+                    && cfg.profile.transcript.is_some()
+                    && !wrote =>
+            {
+                End::Exited(
+                    format!(
+                        "exited cleanly without writing its transcript (its screen ends: {})",
+                        agent.screen_words(160)
+                    ),
+                    false,
+                )
+            }
+            other => other,
+        };
+        self.row.pid = None;
+        self.row.pid_start = None;
+        let how = match &end {
+            End::Exited(how, _) => how.clone(),
+            End::Finished => "stopped: its task left its hands".into(),
+            End::Lost(by) => format!("stopped: claim taken over by {by}"),
+            End::Stopping => "stopped with the supervisor".into(),
+        };
+        self.store
+            .note(&task.id, "exited", &session, json!({ "how": how }))?;
+        if let Some(e) = agent.recording_error() {
+            self.row.last_error = Some(format!("recording {}: {e}", recording.display()));
+        }
+        self.publish(true)?;
+        Ok(end)
+    }
+}
+
+/// The call a transcript ends in the middle of (no result came back): its command,
+/// or `(a NAME call)` for a tool that runs none. Unreadable: none.
+fn interrupted_call(transcript: &str) -> Option<String> {
+    let (_, events, malformed) = crate::transcript::read_file(Path::new(transcript)).ok()?;
+    let call = crate::transcript::briefing::brief(transcript, &events, malformed).unfinished_call?;
+    Some(
+        call.command
+            .unwrap_or_else(|| format!("(a {} call)", call.name)),
+    )
+}
