@@ -254,10 +254,16 @@ impl Fleet {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
+        let transcript = last["transcript"]
+            .as_str()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .unwrap_or_default();
+        let tail: Vec<&str> = transcript.lines().rev().take(6).collect();
         panic!(
-            "timed out after {secs}s waiting for {what}; lane: {last}\nmock:\n{}\nscreen (last output):\n{}",
+            "timed out after {secs}s waiting for {what}; lane: {last}\nmock:\n{}\nscreen (last output):\n{}\ntranscript (last lines, newest first):\n{}",
             self.mock.summary(),
-            screen_tail(&last, 3000)
+            screen_tail(&last, 3000),
+            tail.join("\n")
         );
     }
 

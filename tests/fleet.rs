@@ -952,3 +952,45 @@ fn a_headless_agent_that_exits_without_a_transcript_is_a_death() {
         "{lane}"
     );
 }
+
+/// An interactive agent whose transcript never states a turn's end (Claude Code at
+/// times writes its reply with `stop_reason: null` and no turn duration) is waiting
+/// once its text has been followed by a quiet spell, and gets steering typed in.
+#[test]
+fn a_reply_followed_by_quiet_ends_the_turn_even_unstated() {
+    let env = setup();
+    std::fs::remove_file(env.repo.join("lanes/b.toml")).unwrap();
+    let fake =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/agents/quiet-pty.sh");
+    std::fs::create_dir_all(env.repo.join("profiles")).unwrap();
+    std::fs::write(
+        env.repo.join("profiles/quiet.toml"),
+        format!(
+            "command = [\"bash\", \"{}\", \"{{session_id}}\"]\n[transcript]\nformat = \"claude\"\n\
+             dir = \"{{home}}/.claude/projects/{{cwd_slug}}\"\nglob = \"{{session_id}}.jsonl\"\n",
+            fake.display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        env.repo.join("lanes/a.toml"),
+        "profile = \"quiet\"\nphases = [\"todo\"]\n",
+    )
+    .unwrap();
+    env.add(&["Quiet replies", "--project", "demo"]);
+    let fleet = env.fleet_up(&["--json"]);
+    wait_for("the lane to wait for input", 30, || {
+        (env.lane("a")["state"] == "waiting").then_some(())
+    });
+    let key = env
+        .run(&["steer", "lane:a", "say hi"])
+        .ok()
+        .trim()
+        .to_string();
+    wait_for("the typed item to be acked", 30, || {
+        let items = env.run(&["inbox", "--all", "--json"]).json();
+        (items[0]["key"] == key.as_str() && items[0]["state"] == "acked").then_some(())
+    });
+    env.run(&["fleet", "down"]).ok();
+    common::finished(fleet);
+}

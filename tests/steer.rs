@@ -273,6 +273,104 @@ fn a_kept_scanner_reads_only_what_was_appended() {
     assert_eq!(state(&env, &b)["state"], "acked");
 }
 
+/// What a scan says about the agent's turn: a turn end survives the reminders and
+/// usage lines that trail it; a reply in text with no stated end is reported as the
+/// last thing said (the lane treats it as the end after a quiet spell); a tool call is
+/// not.
+#[test]
+fn scans_report_the_turn_end_and_whether_text_came_last() {
+    let env = TestEnv::new();
+    steer(&env, "lane:core", "creates the store");
+    let mut store =
+        spice::store::Store::open(&env.db(), std::sync::Arc::new(spice::clock::SystemClock))
+            .unwrap();
+    let line = |v: serde_json::Value| format!("{v}\n");
+    let base = |kind: &str, n: u32| {
+        serde_json::json!({"type": kind, "uuid": format!("u{n}"), "sessionId": "s1",
+            "cwd": "/w", "timestamp": "2026-11-29T12:00:00.000Z"})
+    };
+    let with = |mut v: serde_json::Value, k: &str, x: serde_json::Value| {
+        v[k] = x;
+        v
+    };
+    let t = env.dir.path().join("turns.jsonl");
+    let prompt = with(
+        base("user", 1),
+        "message",
+        serde_json::json!({"role": "user", "content": "go"}),
+    );
+    let reply = |stop: serde_json::Value, n: u32| {
+        with(
+            base("assistant", n),
+            "message",
+            serde_json::json!({"role": "assistant",
+            "id": format!("m{n}"), "model": "claude-test", "stop_reason": stop,
+            "content": [{"type": "text", "text": "Done."}]}),
+        )
+    };
+    let reminder = with(
+        with(base("user", 9), "isMeta", serde_json::json!(true)),
+        "message",
+        serde_json::json!({"role": "user", "content": "<system-reminder>\nnote\n</system-reminder>"}),
+    );
+    let ended = [
+        line(prompt.clone()),
+        line(reply(serde_json::json!("end_turn"), 2)),
+        line(with(
+            base("system", 3),
+            "subtype",
+            serde_json::json!("turn_duration"),
+        )),
+        line(reminder),
+    ]
+    .concat();
+    std::fs::write(&t, ended).unwrap();
+    let mut scanner = spice::transcript::acks::Scanner::new(&t);
+    let r = scanner.scan(&mut store).unwrap();
+    assert_eq!((r.turn_ended, r.text_last), (Some(true), Some(true)));
+
+    // A reply whose end is never stated: the turn is not over as far as the
+    // transcript says, but text came last.
+    let u = env.dir.path().join("unstated.jsonl");
+    std::fs::write(
+        &u,
+        [
+            line(prompt.clone()),
+            line(reply(serde_json::Value::Null, 2)),
+        ]
+        .concat(),
+    )
+    .unwrap();
+    let r = spice::transcript::acks::Scanner::new(&u)
+        .scan(&mut store)
+        .unwrap();
+    assert_eq!((r.turn_ended, r.text_last), (Some(false), Some(true)));
+
+    // A tool call came last: the agent is working.
+    let c = env.dir.path().join("call.jsonl");
+    let call = with(
+        base("assistant", 2),
+        "message",
+        serde_json::json!({"role": "assistant",
+        "id": "m2", "model": "claude-test", "stop_reason": null,
+        "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}]}),
+    );
+    std::fs::write(
+        &c,
+        [
+            line(prompt),
+            line(reply(serde_json::Value::Null, 1)),
+            line(call),
+        ]
+        .concat(),
+    )
+    .unwrap();
+    let r = spice::transcript::acks::Scanner::new(&c)
+        .scan(&mut store)
+        .unwrap();
+    assert_eq!((r.turn_ended, r.text_last), (Some(false), Some(false)));
+}
+
 #[test]
 fn the_claude_hook_shows_due_items_once_and_never_fails_the_tool_call() {
     let env = TestEnv::new();

@@ -25,6 +25,11 @@ pub struct ScanReport {
     /// Whether the agent's turn had ended at the last of them (`None`: no event in
     /// this scan says either way).
     pub turn_ended: Option<bool>,
+    /// Whether the last of them that moves a turn on was the agent's text (`None`:
+    /// none in this scan). An agent's turn that ends in text, with nothing after it,
+    /// has ended even when the transcript never says so (Claude Code writes its
+    /// reply's `stop_reason` as null at times, and then no turn end at all).
+    pub text_last: Option<bool>,
     /// Compaction boundaries read in this scan.
     pub compactions: u64,
     /// The session id the transcript names for itself, when read in this scan.
@@ -74,6 +79,7 @@ impl Scanner {
             rewritten: false,
             events: 0,
             turn_ended: None,
+            text_last: None,
             compactions: 0,
             session_id: None,
         };
@@ -104,12 +110,26 @@ impl Scanner {
                     EventKind::Compaction { .. } => report.compactions += 1,
                     _ => {}
                 }
+                // Usage and identity lines, injected context (reminders, hook output),
+                // compactions and subagent links can trail a turn's end without
+                // restarting it: only the agent's and the user's own events do.
+                let neutral = matches!(
+                    e.kind,
+                    EventKind::TokenUsage { .. }
+                        | EventKind::SessionMeta(_)
+                        | EventKind::InjectedContext { .. }
+                        | EventKind::Compaction { .. }
+                        | EventKind::CompactionSummary { .. }
+                        | EventKind::SubagentLink { .. }
+                );
                 report.turn_ended = match &e.kind {
                     EventKind::TurnEnd => Some(true),
-                    // Usage and identity lines trail a turn's end without restarting it.
-                    EventKind::TokenUsage { .. } | EventKind::SessionMeta(_) => report.turn_ended,
+                    _ if neutral => report.turn_ended,
                     _ => Some(false),
                 };
+                if !neutral && !matches!(e.kind, EventKind::TurnEnd) {
+                    report.text_last = Some(matches!(e.kind, EventKind::AssistantText { .. }));
+                }
             }
             let at = follower.checkpoint();
             if !directives.is_empty() || at.line != report.to_line || report.rewritten {

@@ -16,7 +16,8 @@
 //!   turn has ended (or after [`FINISH_GRACE`]): an interactive agent never exits by
 //!   itself.
 //! - The lane's state comes from the agent's transcript, not its screen: events mean
-//!   working, a turn end means waiting for input, silence for [`STALL_AFTER`] means
+//!   working, a turn end (or the agent's text followed by [`QUIET_TURN_END`] of
+//!   silence) means waiting for input, silence for [`STALL_AFTER`] means
 //!   stalled; no transcript at all `start_timeout` after launch is reported with the
 //!   words the agent's screen ends with. ACKs are read from the same transcript, with
 //!   the checkpoint written in the same transaction (`transcript::acks::Scanner`).
@@ -61,6 +62,10 @@ pub const LOST_GRACE: Duration = Duration::from_secs(10);
 pub const FINISH_GRACE: Duration = Duration::from_secs(30);
 /// Silence in the transcript, mid-turn, after which a lane is reported stalled.
 pub const STALL_AFTER: Duration = Duration::from_secs(10 * 60);
+/// Silence after the agent's text, with no stated turn end, after which its turn
+/// counts as ended (Claude Code sometimes writes neither `end_turn` nor a turn
+/// duration). A tool call that follows text comes within moments.
+pub const QUIET_TURN_END: Duration = Duration::from_secs(5);
 /// How often the last-activity time alone is written to the store.
 const ACTIVITY_EVERY: Duration = Duration::from_secs(5);
 

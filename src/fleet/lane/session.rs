@@ -3,7 +3,7 @@
 //! agent until it ends: transcript scan → state, claim checks, fenced renewal, idle
 //! paste, the silent-start report.
 
-use super::{End, Lane, Work, FINISH_GRACE, GRACE, LOST_GRACE, STALL_AFTER, TICK};
+use super::{End, Lane, Work, FINISH_GRACE, GRACE, LOST_GRACE, QUIET_TURN_END, STALL_AFTER, TICK};
 use crate::agent::{inflight, LaunchSpec};
 use crate::config::profile::{Mode, Placeholder};
 use crate::error::{Error, Result};
@@ -215,6 +215,8 @@ impl Lane<'_> {
         // Whether the agent wrote to its transcript since its launch; the report made
         // while it has not for longer than it should.
         let mut wrote = false;
+        // Whether the agent's text was the last thing it wrote (see QUIET_TURN_END).
+        let mut text_last = false;
         let mut silent_start: Option<String> = None;
         let end = loop {
             // What the transcript says.
@@ -234,6 +236,9 @@ impl Lane<'_> {
                     Some(true) => self.row.state = LaneState::Waiting,
                     Some(false) => self.row.state = LaneState::Working,
                     None => {}
+                }
+                if let Some(t) = report.text_last {
+                    text_last = t;
                 }
                 if let Some(id) = report.session_id.filter(|_| cfg.profile.resume.is_some()) {
                     // Codex names its own conversation; a resume must use that name.
@@ -265,6 +270,14 @@ impl Lane<'_> {
                 );
                 self.row.last_error = Some(hint.clone());
                 silent_start = Some(hint);
+            }
+            // A reply in text with nothing after it for a while ended the turn, even
+            // when the transcript never says so.
+            if self.row.state == LaneState::Working
+                && text_last
+                && last_event.elapsed() >= QUIET_TURN_END
+            {
+                self.row.state = LaneState::Waiting;
             }
             if matches!(self.row.state, LaneState::Working | LaneState::Starting)
                 && last_event.elapsed() >= STALL_AFTER
