@@ -399,11 +399,8 @@ fn a_compaction_is_recorded_and_the_lane_goes_on() {
         .ends_with(".jsonl"));
 }
 
-/// Nothing is pushed unless the lane says so; with `push`, base goes to that remote
-/// after each merge.
-#[test]
-fn base_is_pushed_only_when_the_lane_says_so() {
-    let env = setup();
+/// A bare repository beside the test's, added to it as `origin`.
+fn bare_origin(env: &TestEnv) -> std::path::PathBuf {
     let remote = env.dir.path().join("remote.git");
     git(
         env.dir.path(),
@@ -413,6 +410,15 @@ fn base_is_pushed_only_when_the_lane_says_so() {
         &env.repo,
         &["remote", "add", "origin", remote.to_str().unwrap()],
     );
+    remote
+}
+
+/// Nothing is pushed unless the lane says so; with `push`, base goes to that remote
+/// after each merge.
+#[test]
+fn base_is_pushed_only_when_the_lane_says_so() {
+    let env = setup();
+    let remote = bare_origin(&env);
     git(&env.repo, &["push", "-q", "origin", "main"]);
     std::fs::write(
         env.repo.join("lanes/a.toml"),
@@ -458,15 +464,7 @@ fn base_is_pushed_only_when_the_lane_says_so() {
 #[test]
 fn the_merge_follows_the_running_lane_not_the_worktree_copy() {
     let env = setup();
-    let remote = env.dir.path().join("remote.git");
-    git(
-        env.dir.path(),
-        &["init", "-q", "--bare", remote.to_str().unwrap()],
-    );
-    git(
-        &env.repo,
-        &["remote", "add", "origin", remote.to_str().unwrap()],
-    );
+    let remote = bare_origin(&env);
     git(&env.repo, &["branch", "dev"]);
     git(&env.repo, &["push", "-q", "origin", "main", "dev"]);
     // Uncommitted: the worktrees (from dev) carry the committed lanes, without base.
