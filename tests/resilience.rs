@@ -286,49 +286,43 @@ fn a_command_stopped_by_fleet_down_is_named_to_the_successor() {
 fn a_wrapper_told_to_stop_notes_its_command_first() {
     let env = TestEnv::new();
     env.add(&["A task, so the store exists"]);
-    let mut wrapper = env
-        .cmd(&["exec", "--", "bash", "-c", "sleep 30; echo never"])
-        .env("SPICE_SESSION", "s-2")
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
+    // Runs `argv` under `spice exec` (with `session` as SPICE_SESSION if any), waits
+    // for the command that starts with `running`, stops the wrapper with SIGTERM;
+    // returns the wrapper's pid.
+    let stopped = |argv: &[&str], session: Option<&str>, running: &str| {
+        let mut cmd = env.cmd(&[&["exec", "--"][..], argv].concat());
+        if let Some(s) = session {
+            cmd.env("SPICE_SESSION", s);
+        }
+        let mut wrapper = cmd
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_for("the wrapped command", 10, || {
+            fleet_processes(&env)
+                .into_iter()
+                .find(|(_, cmd)| cmd.starts_with(running))
+        });
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(wrapper.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
         .unwrap();
-    wait_for("the wrapped command", 10, || {
-        fleet_processes(&env)
-            .into_iter()
-            .find(|(_, cmd)| cmd.starts_with("sleep 30"))
-    });
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(wrapper.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    let status = wrapper.wait().unwrap();
-    assert_eq!(status.code(), Some(143));
-    let note = env
-        .home
-        .join(format!("interrupted/s-2/{}.json", wrapper.id()));
+        assert_eq!(wrapper.wait().unwrap().code(), Some(143));
+        wrapper.id()
+    };
+    let pid = stopped(
+        &["bash", "-c", "sleep 30; echo never"],
+        Some("s-2"),
+        "sleep 30",
+    );
+    let note = env.home.join(format!("interrupted/s-2/{pid}.json"));
     let note: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&note).unwrap()).unwrap();
     assert_eq!(note["command"], "sleep 30; echo never");
     // Not under a fleet (no session): nothing is noted.
-    let mut plain = env
-        .cmd(&["exec", "--", "sleep", "31"])
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for("the plain command", 10, || {
-        fleet_processes(&env)
-            .into_iter()
-            .find(|(_, cmd)| cmd.starts_with("sleep 31"))
-    });
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(plain.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    assert_eq!(plain.wait().unwrap().code(), Some(143));
+    stopped(&["sleep", "31"], None, "sleep 31");
     let noted: Vec<_> = std::fs::read_dir(env.home.join("interrupted"))
         .unwrap()
         .flatten()
