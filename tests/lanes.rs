@@ -206,3 +206,67 @@ fn regression_home_in_a_profile_is_the_home_the_lane_gives_its_agent() {
     );
     assert!(lane["last_error"].is_null(), "{lane}");
 }
+
+/// A `todo` lane and a `review` lane of the demo agent on one repository.
+fn todo_and_review(env: &TestEnv, extra: &str) {
+    for (name, phase) in [("core", "todo"), ("review", "review")] {
+        write_lane(
+            env,
+            name,
+            &format!("profile = \"demo\"\nphases = [\"{phase}\"]\nlease = \"5m\"\n{extra}"),
+        );
+    }
+}
+
+#[test]
+fn regression_a_review_lane_takes_each_task_the_todo_lane_finished_on_its_first_claim() {
+    // Before: the review lane claimed the task, could not make a worktree because the
+    // branch was still checked out in the todo lane's, released it and claimed again,
+    // about once a second, forever; with --until-idle it stopped at once instead.
+    let env = repo();
+    todo_and_review(&env, "");
+    let tasks: Vec<String> = (1..=3)
+        .map(|i| env.add(&[&format!("Task {i}"), "--project", "demo"]))
+        .collect();
+    let run = common::finished(env.fleet_up(&["--until-idle", "--json"]));
+    for task in &tasks {
+        let show = env.run(&["task", "show", task, "--json"]).json();
+        assert_eq!(show["status"], "completed", "{show}\n{}", run.stdout);
+        let claims = env.ledger_of(task, "claimed");
+        let lanes: Vec<&str> = claims
+            .iter()
+            .map(|c| c["detail"]["lane"].as_str().unwrap_or("?"))
+            .collect();
+        assert_eq!(
+            lanes,
+            ["core", "review"],
+            "one claim per lane, no churn: {show}"
+        );
+        // Each phase's completion released its claim; nothing else did.
+        assert_eq!(env.ledger_of(task, "released").len(), 2, "{show}");
+        // The review agent worked where the todo lane's commit is.
+        let handle = show["handle"].as_str().unwrap();
+        let review_wt = env.home.join("worktrees/review").join(handle);
+        let log = git(&review_wt, &["log", "--format=%s"]);
+        assert!(log.contains("demo: "), "{log}");
+        // The todo lane's worktree let go of the branch (it was clean: removed).
+        let handoff = env.ledger_of(task, "handoff");
+        assert_eq!(handoff.len(), 1, "{show}");
+        assert_eq!(handoff[0]["detail"]["freed"]["action"], "removed", "{show}");
+        let at = |e: &serde_json::Value| {
+            chrono::DateTime::parse_from_rfc3339(e["at"].as_str().unwrap())
+                .unwrap()
+                .timestamp_micros()
+        };
+        let done = at(&env.ledger_of(task, "phase_completed")[0]);
+        let launched = env.ledger_of(task, "launched");
+        let review_start = at(launched
+            .iter()
+            .find(|l| l["detail"]["lane"] == "review")
+            .unwrap());
+        eprintln!(
+            "LANES todo phase --done to the review lane's agent launched: {:.2}s",
+            (review_start - done) as f64 / 1e6
+        );
+    }
+}

@@ -131,6 +131,15 @@ pub(super) fn targets(session: &str, lane: &str, worktree: &Path) -> Vec<Target>
     ]
 }
 
+/// Where the lane keeps the worktree of the task `handle`.
+pub(super) fn worktree_path(cfg: &LaneConfig, opts: &FleetOptions, handle: &str) -> PathBuf {
+    cfg.lane
+        .worktrees
+        .clone()
+        .unwrap_or_else(|| opts.state_dir.join("worktrees").join(&cfg.name))
+        .join(handle)
+}
+
 /// Creates or fast-forwards the task's worktree (git boundary 1: the lane's worktrees
 /// directory, branch `spice/<handle>` from `base`) and records it on the claim.
 #[allow(clippy::too_many_arguments)]
@@ -143,17 +152,15 @@ pub(super) fn worktree(
     claim: &Claim,
     holder: &Holder,
 ) -> Result<PathBuf> {
-    let root = cfg
-        .lane
-        .worktrees
-        .clone()
-        .unwrap_or_else(|| opts.state_dir.join("worktrees").join(&cfg.name));
-    std::fs::create_dir_all(&root).map_err(|source| Error::Io {
-        context: format!("failed to create {}", root.display()),
-        source,
-    })?;
+    let path = worktree_path(cfg, opts, &claim.handle);
+    if let Some(root) = path.parent() {
+        std::fs::create_dir_all(root).map_err(|source| Error::Io {
+            context: format!("failed to create {}", root.display()),
+            source,
+        })?;
+    }
     let branch = crate::git::task_branch(&claim.handle);
-    let wt = git.prepare_worktree(base, &branch, &root.join(&claim.handle))?;
+    let wt = git.prepare_worktree(base, &branch, &path)?;
     store.set_claim_worktree(&claim.task_id, holder, &wt.path.display().to_string())?;
     Ok(wt.path)
 }

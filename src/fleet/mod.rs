@@ -6,6 +6,7 @@
 //! its session id (Claude Code, the demo agent). Not yet: fleet status/down, idle-time
 //! delivery into the PTY, hooks, Codex transcript discovery, crash-loop holds.
 
+pub mod activity;
 pub mod attach;
 pub mod brief;
 mod follow;
@@ -156,7 +157,9 @@ pub fn up(
     }
     let mut listeners = Vec::new();
     let mut handles = Vec::new();
-    for l in cfg.lanes.iter().filter(|l| l.lane.enabled).cloned() {
+    let enabled: Vec<_> = cfg.lanes.iter().filter(|l| l.lane.enabled).collect();
+    let activity = Arc::new(activity::Activity::new(enabled.len()));
+    for l in enabled.into_iter().cloned() {
         let port = attach::Port::default();
         listeners.push(attach::serve(
             &opts.state_dir,
@@ -166,16 +169,27 @@ pub fn up(
         )?);
         let opts = opts.clone();
         let stop = stop.clone();
-        handles.push(std::thread::spawn(move || {
-            lane::run(&l, &opts, &stop, &port)
-        }));
+        let activity = activity.clone();
+        let name = l.name.clone();
+        handles.push((
+            name,
+            std::thread::spawn(move || lane::run(&l, &opts, &stop, &port, &activity)),
+        ));
     }
     let reports: Vec<LaneReport> = handles
         .into_iter()
-        .map(|h| {
-            h.join().unwrap_or_else(|_| LaneReport {
-                error: Some("lane thread panicked".into()),
-                ..LaneReport::default()
+        .map(|(name, h)| {
+            h.join().unwrap_or_else(|panic| {
+                let why = panic
+                    .downcast_ref::<String>()
+                    .map(String::as_str)
+                    .or_else(|| panic.downcast_ref::<&str>().copied())
+                    .unwrap_or("no message");
+                LaneReport {
+                    lane: name,
+                    error: Some(format!("lane thread panicked: {why}")),
+                    ..LaneReport::default()
+                }
             })
         })
         .collect();

@@ -22,6 +22,7 @@
 //! [`Error::Conflict`]; a git failure is [`Error::Other`]; a branch name git would
 //! not accept is [`Error::Input`].
 
+mod handoff;
 mod merge;
 mod merge_commit;
 mod refname;
@@ -29,6 +30,7 @@ mod run;
 mod status;
 mod worktree;
 
+pub use handoff::{BranchHolder, Freed};
 pub use merge::{Merge, MergeKind};
 pub use merge_commit::MergeMethod;
 pub use refname::{task_branch, PREFIX};

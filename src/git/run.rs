@@ -100,12 +100,24 @@ impl Runner {
     /// Runs `git ARGS` in `dir` and waits for it. Only failing to start it is an
     /// error here; a non-zero exit is the caller's to judge.
     pub fn run<S: AsRef<OsStr>>(&self, dir: &Path, args: &[S]) -> std::io::Result<Output> {
+        self.run_with(dir, args, &[])
+    }
+
+    /// Like [`Runner::run`] with `extra` variables set (e.g. a scratch `GIT_INDEX_FILE`,
+    /// which is never passed from the caller's environment).
+    pub fn run_with<S: AsRef<OsStr>>(
+        &self,
+        dir: &Path,
+        args: &[S],
+        extra: &[(&str, &OsStr)],
+    ) -> std::io::Result<Output> {
         let mut cmd = Command::new(&self.program);
         cmd.args(args)
             .current_dir(dir)
             .env_clear()
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .envs(FIXED.iter().copied())
+            .envs(extra.iter().copied())
             .stdin(Stdio::null());
         // Discovery may look at `dir` itself but never above it, so a path that is not
         // a work tree fails instead of silently resolving to an enclosing repository

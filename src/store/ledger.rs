@@ -43,8 +43,9 @@ pub(super) fn append(
 /// conversation its transcript names (and where that transcript is), an agent ended
 /// (with how), steering typed into an idle agent, a compaction seen in its
 /// transcript, a lane held after repeated quick deaths, a worktree that could not be
-/// prepared yet.
-pub const SUPERVISOR_KINDS: [&str; 7] = [
+/// prepared yet (`worktree_wait`), a branch passed on from an earlier worktree
+/// (`handoff`).
+pub const SUPERVISOR_KINDS: [&str; 8] = [
     "launched",
     "conversation",
     "exited",
@@ -52,6 +53,7 @@ pub const SUPERVISOR_KINDS: [&str; 7] = [
     "compacted",
     "held",
     "worktree_wait",
+    "handoff",
 ];
 
 impl Store {

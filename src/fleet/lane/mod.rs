@@ -35,8 +35,12 @@
 //!   sure an agent of a killed supervisor is gone before starting its successor.
 
 mod carry;
+mod prepare;
 mod session;
 
+use prepare::Prepared;
+
+use super::activity::Activity;
 use super::hold::{CrashLoop, CRASH_DEATHS, CRASH_WINDOW};
 use super::{launch, FleetOptions, LaneReport};
 use crate::agent::inflight;
@@ -75,6 +79,7 @@ pub fn run(
     opts: &FleetOptions,
     stop: &Arc<AtomicBool>,
     port: &super::attach::Port,
+    activity: &Activity,
 ) -> LaneReport {
     let mut report = LaneReport {
         lane: cfg.name.clone(),
@@ -84,6 +89,7 @@ pub fn run(
         Ok(s) => s,
         Err(e) => {
             report.error = Some(e.to_string());
+            activity.idle(u64::MAX);
             return report;
         }
     };
@@ -103,16 +109,20 @@ pub fn run(
         crashes: CrashLoop::default(),
         base: opts.base.clone(),
         port,
+        activity,
+        busy: true,
+        backoff: prepare::BACKOFF_FIRST,
     };
     if let Err(e) = lane.run() {
         lane.row.last_error = Some(e.to_string());
         lane.report.error = Some(e.to_string());
     }
+
     lane.row.state = LaneState::Stopped;
     lane.row.pid = None;
     lane.row.pid_start = None;
     let _ = lane.publish(true);
-    lane.report
+    std::mem::take(&mut lane.report)
 }
 
 struct Lane<'a> {
@@ -129,6 +139,12 @@ struct Lane<'a> {
     base: String,
     /// Where `fleet attach` finds the current agent's terminal.
     port: &'a super::attach::Port,
+    /// Whether the fleet's `--until-idle` run may end (see `fleet::activity`).
+    activity: &'a Activity,
+    /// Whether this lane counts as busy there (it starts busy).
+    busy: bool,
+    /// The pause after a worktree could not be prepared (doubling).
+    backoff: Duration,
 }
 
 /// How a session ended.
@@ -179,6 +195,15 @@ enum Between {
     Over,
     /// The supervisor is stopping.
     Stopping,
+}
+
+impl Drop for Lane<'_> {
+    /// A lane that ended (or panicked) makes no more work for the others.
+    fn drop(&mut self) {
+        if self.busy {
+            self.activity.idle(u64::MAX);
+        }
+    }
 }
 
 impl Lane<'_> {
@@ -269,17 +294,17 @@ impl Lane<'_> {
                 Some(&session),
                 self.cfg.lease,
             )?;
+            let holder = Holder::fenced(session.clone(), passed.fence);
             let worktree = match &claim.worktree {
                 Some(w) if Path::new(w).is_dir() => PathBuf::from(w),
-                _ => launch::worktree(
-                    &mut self.store,
-                    &git,
-                    self.cfg,
-                    self.opts,
-                    &self.base,
-                    &claim,
-                    &Holder::fenced(session.clone(), passed.fence),
-                )?,
+                _ => match self.prepare(&git, &claim, &holder)? {
+                    Prepared::Ready(w) => w,
+                    Prepared::Over => continue,
+                    Prepared::Failed(e) => {
+                        self.could_not_prepare(&claim, &holder, e)?;
+                        continue;
+                    }
+                },
             };
             self.report.claimed.push(claim.handle.clone());
             self.row.conversation = conversation;
@@ -287,6 +312,7 @@ impl Lane<'_> {
             self.row.lineage = lineage;
             let work = Work::new(claim, session, passed.fence, worktree);
             self.work_on(&program, work)?;
+            self.activity.progressed();
         }
         let filter = Filter {
             projects: self.cfg.lane.projects.clone(),
@@ -300,43 +326,41 @@ impl Lane<'_> {
                 worktree: None,
                 lease: self.cfg.lease,
             };
+            self.set_busy(true);
+            let seen = self.activity.generation();
             let Some(claim) = next::claim_next(&mut self.store, &req, &filter)? else {
                 self.row.state = LaneState::Idle;
                 self.row.session = None;
                 self.row.task_id = None;
                 self.publish(false)?;
-                if self.opts.until_idle {
+                self.busy = false;
+                // With --until-idle, a lane ends only once no lane can make work for
+                // it any more (a review lane waits for the todo lane).
+                if self.activity.idle(seen) && self.opts.until_idle {
                     return Ok(());
                 }
                 self.sleep(self.opts.poll);
                 continue;
             };
             self.report.claimed.push(claim.handle.clone());
-            let worktree = match launch::worktree(
-                &mut self.store,
-                &git,
-                self.cfg,
-                self.opts,
-                &self.base,
-                &claim,
-                &Holder::fenced(session.clone(), claim.fence),
-            ) {
-                Ok(w) => w,
-                Err(e) => {
-                    // Nothing was started: hand the task back rather than let the
-                    // claim go stale, say why, and try again after a pause.
-                    let holder = Holder::fenced(session.clone(), claim.fence);
-                    self.store.release(&claim.task_id, &holder)?;
-                    self.row.last_error = Some(format!(
-                        "could not prepare a worktree for {}: {e}; released it",
-                        claim.handle
-                    ));
-                    self.report.error = self.row.last_error.clone();
-                    self.publish(false)?;
-                    self.sleep(self.opts.poll);
+            let holder = Holder::fenced(session.clone(), claim.fence);
+            let worktree = match self.prepare(&git, &claim, &holder)? {
+                Prepared::Ready(w) => {
+                    self.backoff = prepare::BACKOFF_FIRST;
+                    w
+                }
+                Prepared::Over => {
+                    self.activity.progressed();
+                    continue;
+                }
+                Prepared::Failed(e) => {
+                    self.could_not_prepare(&claim, &holder, e)?;
+                    self.activity.progressed();
                     if self.opts.until_idle {
                         return Ok(());
                     }
+                    self.sleep(self.backoff);
+                    self.backoff = (self.backoff * 2).min(prepare::BACKOFF_MAX);
                     continue;
                 }
             };
@@ -346,8 +370,30 @@ impl Lane<'_> {
             let fence = claim.fence;
             let work = Work::new(claim, session, fence, worktree);
             self.work_on(&program, work)?;
+            self.activity.progressed();
         }
         Ok(())
+    }
+
+    /// Counts this lane as busy (or not) in the fleet's [`Activity`].
+    fn set_busy(&mut self, busy: bool) {
+        if busy && !self.busy {
+            self.activity.busy();
+        }
+        self.busy = busy;
+    }
+
+    /// A worktree could not be prepared for `claim`: nothing was started, so the task
+    /// is handed back (rather than left to go stale), and the lane says why.
+    fn could_not_prepare(&mut self, claim: &Claim, holder: &Holder, e: Error) -> Result<()> {
+        let _ = self.store.release(&claim.task_id, holder);
+        self.row.last_error = Some(format!(
+            "could not prepare a worktree for {}: {e}; released it, next try in {}s",
+            claim.handle,
+            self.backoff.as_secs()
+        ));
+        self.report.error = self.row.last_error.clone();
+        self.publish(false)
     }
 
     fn sleep(&self, d: Duration) {
@@ -413,7 +459,16 @@ impl Lane<'_> {
                     }
                     self.row.last_error =
                         Some(format!("the agent on {handle} {how} before finishing"));
-                    self.hold_if_crash_looping(&work)?;
+                    if let Some(by) = self.hold_if_crash_looping(&work)? {
+                        // Taken over while held: the lane goes on with other work.
+                        last(self);
+                        self.row.last_error = Some(format!(
+                            "lost the claim on {handle} to {by} while the lane was held;                              worktree kept"
+                        ));
+                        self.report.error = self.row.last_error.clone();
+                        self.row.lineage.clear();
+                        return Ok(());
+                    }
                     if self.stopping() {
                         return Ok(());
                     }
@@ -493,10 +548,11 @@ impl Lane<'_> {
     }
 
     /// Records a death; three within [`CRASH_WINDOW`] hold the lane (renewing the
-    /// claim meanwhile) until the hold ends or the operator lifts it.
-    fn hold_if_crash_looping(&mut self, work: &Work) -> Result<()> {
+    /// claim meanwhile) until the hold ends or the operator lifts it. Returns who took
+    /// the claim over if that happened meanwhile (the hold then ends at once).
+    fn hold_if_crash_looping(&mut self, work: &Work) -> Result<Option<String>> {
         let Some(hold) = self.crashes.death(Instant::now()) else {
-            return Ok(());
+            return Ok(None);
         };
         let reason = format!(
             "{CRASH_DEATHS} agent deaths within {}s on {}; held for {}s",
@@ -518,9 +574,10 @@ impl Lane<'_> {
         )?;
         let holder = Holder::fenced(work.session.clone(), work.fence);
         let mut last_renew = Instant::now();
+        let mut lost = None;
         loop {
             if self.stopping() {
-                return Ok(());
+                return Ok(None);
             }
             let lifted = self
                 .store
@@ -532,14 +589,33 @@ impl Lane<'_> {
             }
             if last_renew.elapsed() >= self.cfg.renew {
                 last_renew = Instant::now();
-                self.store
-                    .renew(&work.claim.task_id, &holder, None, self.cfg.lease)?;
+                if let Err(e) = self
+                    .store
+                    .renew(&work.claim.task_id, &holder, None, self.cfg.lease)
+                {
+                    // Refused: someone took the claim over (or it ended). Anything
+                    // else (a busy store) is tried again next time.
+                    match self.store.claim_on(&work.claim.task_id)? {
+                        Some(c) if c.claimant == work.session => {
+                            self.row.last_error = Some(format!("renewing while held: {e}"));
+                        }
+                        Some(c) => {
+                            lost = Some(c.claimant);
+                            break;
+                        }
+                        None => {
+                            lost = Some("nobody (the claim ended)".into());
+                            break;
+                        }
+                    }
+                }
             }
             std::thread::sleep(TICK);
         }
         self.row.hold_until = None;
         self.row.hold_reason = None;
         self.row.state = LaneState::Starting;
-        self.publish(true)
+        self.publish(true)?;
+        Ok(lost)
     }
 }

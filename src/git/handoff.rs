@@ -1,0 +1,137 @@
+//! Passing a task's branch from one lane's worktree to another's (a `review` lane
+//! taking the task a `todo` lane finished): git lets a branch be checked out in one
+//! worktree only, so the earlier worktree must let go of it first.
+//!
+//! Invariants:
+//! - The main work tree (the operator's checkout) is never touched: a branch checked
+//!   out there is reported, and the caller refuses with that reason.
+//! - Nothing uncommitted is lost. A clean worktree is removed (its branch holds every
+//!   commit); a dirty one first has all of its changes, untracked files included,
+//!   saved as a commit under `refs/spice/saved/…` (through a scratch index, so the
+//!   worktree's own index and files are untouched), and is then only detached, its
+//!   files left where they were.
+//! - Deciding whether the worktree is still in use (an agent running in it) is the
+//!   caller's: this module only moves git.
+
+use super::{args, canonical, Git};
+use crate::error::{Error, Result};
+use serde::Serialize;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+
+/// Where a branch is checked out, other than the place asked about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BranchHolder {
+    pub path: PathBuf,
+    /// The repository's main work tree (never freed by spice).
+    pub main: bool,
+}
+
+/// What [`Git::free_branch`] did with the worktree that held the branch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "action", rename_all = "kebab-case")]
+pub enum Freed {
+    /// It was clean: removed (the branch keeps every commit).
+    Removed { path: PathBuf },
+    /// It had uncommitted work: saved as `saved` (a ref), then detached in place.
+    Detached { path: PathBuf, saved: String },
+}
+
+impl Git {
+    /// The worktree other than `except` that has `branch` checked out, if any.
+    pub fn branch_holder(&self, branch: &str, except: &Path) -> Result<Option<BranchHolder>> {
+        let except = canonical(&self.repo, except);
+        let list = self.worktrees()?;
+        Ok(list
+            .iter()
+            .enumerate()
+            .find(|(_, e)| e.branch.as_deref() == Some(branch) && e.path != except && !e.prunable)
+            .map(|(i, e)| BranchHolder {
+                path: e.path.clone(),
+                main: i == 0,
+            }))
+    }
+
+    /// Makes `branch` free to check out elsewhere by letting go of it in the task
+    /// worktree `at` (see the module invariants). `tag` names the saved ref.
+    pub fn free_branch(&self, branch: &str, at: &Path, tag: &str) -> Result<Freed> {
+        self.check_branch_name(branch)?;
+        let path = canonical(&self.repo, at);
+        let list = self.worktrees()?;
+        let Some(i) = list.iter().position(|e| e.path == path) else {
+            return Err(Error::conflict(format!(
+                "{} is not a worktree of {}",
+                path.display(),
+                self.repo.display()
+            )));
+        };
+        if i == 0 {
+            return Err(Error::conflict(format!(
+                "{branch} is checked out in the main work tree {}; switch it to another \
+                 branch so a lane can take it",
+                path.display()
+            )));
+        }
+        if list[i].branch.as_deref() != Some(branch) {
+            return Err(Error::conflict(format!(
+                "worktree {} is not on {branch}",
+                path.display()
+            )));
+        }
+        if self.is_clean(&path)? {
+            self.remove_worktree(&path, false)?;
+            return Ok(Freed::Removed { path });
+        }
+        let saved = self.save_uncommitted(&path, branch, tag)?;
+        self.check(&path, &args!["checkout", "--quiet", "--detach"], || {
+            format!("cannot detach worktree {} from {branch}", path.display())
+        })?;
+        Ok(Freed::Detached { path, saved })
+    }
+
+    /// Records every change in `path` (tracked and untracked, not ignored) as a
+    /// commit on top of its HEAD under `refs/spice/saved/<branch>/<tag>`, through a
+    /// scratch index so the worktree's own index is not touched.
+    fn save_uncommitted(&self, path: &Path, branch: &str, tag: &str) -> Result<String> {
+        let scratch = tempfile_path(&self.common_dir, tag);
+        let index = [("GIT_INDEX_FILE", scratch.as_os_str())];
+        let run = |a: &[&OsStr], what: &str| -> Result<String> {
+            let out = self
+                .runner
+                .run_with(path, a, &index)
+                .map_err(|e| Error::Other(format!("cannot run git in {}: {e}", path.display())))?;
+            if out.ok() {
+                Ok(out.stdout.trim().to_string())
+            } else {
+                Err(Error::Other(format!(
+                    "cannot save the uncommitted work in {} ({what}): {}",
+                    path.display(),
+                    out.first_line()
+                )))
+            }
+        };
+        let result = (|| {
+            run(&args!["read-tree", "HEAD"], "read-tree")?;
+            run(&args!["add", "--all", "."], "add")?;
+            let tree = run(&args!["write-tree"], "write-tree")?;
+            let msg = format!("spice: uncommitted work in {} on {branch}", path.display());
+            let commit = run(
+                &args!["commit-tree", &tree, "-p", "HEAD", "-m", &msg],
+                "commit-tree",
+            )?;
+            let name = format!("refs/spice/saved/{branch}/{tag}");
+            run(&args!["update-ref", &name, &commit], "update-ref")?;
+            Ok(name)
+        })();
+        let _ = std::fs::remove_file(&scratch);
+        result
+    }
+}
+
+fn tempfile_path(common_dir: &Path, tag: &str) -> PathBuf {
+    let safe: String = tag
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    common_dir.join(format!("spice-save-{safe}-{}.index", std::process::id()))
+}
