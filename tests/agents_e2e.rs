@@ -424,8 +424,9 @@ fn screen_tail(lane: &serde_json::Value, chars: usize) -> String {
 
 /// The command the mock has the agent run first: long enough to steer it meanwhile.
 const SLOW: &str = "sleep 4; echo done";
-/// The command the agent is killed in the middle of.
-const LONG: &str = "sleep 120; echo never";
+/// The command the agent is killed in the middle of; its quotes come back escaped in
+/// the CLIs' shell wrapping.
+const LONG: &str = "sleep 120; echo 'never'";
 
 /// Claim → brief → a slow command steered mid-run → ACK retired from the transcript →
 /// briefing → the next instruction between turns → agent killed mid-command →
@@ -547,16 +548,19 @@ fn full_loop(agent: Agent, mode: Mode) {
             "the successor's request lacks {earlier:?}"
         );
     }
-    // The brief names the command the predecessor died in: Claude Code leaves a call
-    // without a result out of the resumed conversation, Codex keeps it.
+    // The brief quotes the command the predecessor died in exactly as the agent asked
+    // for it (not its CLI's shell wrapping): Claude Code leaves a call without a result
+    // out of the resumed conversation, Codex keeps it.
     let told = last_user_text(&resumed);
+    let quoted = format!("`{LONG}`");
     assert!(
-        told.contains("no result came back") && told.contains(LONG),
-        "the successor's brief does not name the interrupted command: {told}\nlaunches: {:?}",
+        told.contains("no result came back") && told.contains(&quoted),
+        "the successor's brief does not quote the interrupted command as {quoted}: {told}\nlaunches: {:?}",
         f.env.ledger_of(&task, "launched")
     );
     let launched = f.env.ledger_of(&task, "launched");
     let last = &launched.last().unwrap()["detail"];
+    assert_eq!(last["interrupted"], serde_json::json!([quoted]), "{last}");
     eprintln!(
         "E2E {} the interrupted call in the resumed history: {}; the brief names {} (from the {})",
         f.agent.profile(f.mode),

@@ -15,6 +15,13 @@
 //! Code killed a moment after starting a command may never have written the call, and
 //! a resumed Claude conversation leaves a call without a result out, so without this
 //! record the next session cannot know what was cut off.
+//!
+//! What a wrapper sees is the agent CLI's shell text, the agent's command inside it
+//! (see [`wrapping`]); a record holds the command the agent asked to run.
+
+mod wrapping;
+
+pub use wrapping::agent_command;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -49,21 +56,13 @@ pub fn command_of(argv: &[String]) -> Option<String> {
     }
 }
 
-/// How a wrapped command reads: a shell's `-c` string, else its argv joined.
+/// How a wrapped command reads: a shell's `-c` string, as the agent wrote it
+/// ([`agent_command`]), else its argv joined.
 pub fn command_text(argv: &[String]) -> Option<String> {
-    let shell = |p: &str| {
-        let name = p.rsplit('/').next().unwrap_or(p);
-        matches!(name, "sh" | "bash" | "zsh" | "dash" | "ksh")
-    };
     match argv {
         [] => None,
-        [sh, flag, cmd, ..]
-            if shell(sh)
-                && flag.starts_with('-')
-                && !flag.starts_with("--")
-                && flag.ends_with('c') =>
-        {
-            Some(cmd.clone())
+        [sh, flag, cmd, ..] if wrapping::is_shell(sh) && wrapping::is_command_flag(flag) => {
+            Some(agent_command(cmd))
         }
         _ => Some(argv.join(" ")),
     }
@@ -162,7 +161,8 @@ pub fn write(state_dir: &Path, session: &str, commands: &[String]) -> std::io::R
     std::fs::rename(&tmp, &path)
 }
 
-/// The commands recorded for `session` (none if there is no readable record).
+/// The commands recorded for `session` (none if there is no readable record), as the
+/// agent wrote them: a record an older spice wrote may hold the CLI's wrapping.
 pub fn read(state_dir: &Path, session: &str) -> Vec<String> {
     let Some(Ok(text)) = record_path(state_dir, session).map(std::fs::read_to_string) else {
         return Vec::new();
@@ -172,7 +172,7 @@ pub fn read(state_dir: &Path, session: &str) -> Vec<String> {
         .and_then(|v| {
             v["commands"].as_array().map(|a| {
                 a.iter()
-                    .filter_map(|c| c.as_str().map(str::to_string))
+                    .filter_map(|c| c.as_str().map(agent_command))
                     .collect()
             })
         })
@@ -210,8 +210,8 @@ pub fn prune(state_dir: &Path, keep: &[String]) {
 }
 
 /// How a brief quotes a command: on one line (a line break shows as ` ↵ `), in
-/// backquotes; past [`QUOTE_CHARS`] characters, its start and its end (wrappers put
-/// the agent's own command last, a heredoc shows its first line).
+/// backquotes; past [`QUOTE_CHARS`] characters, its start and its end (a heredoc
+/// shows its first line, a long pipeline where it ends).
 pub fn quote(command: &str) -> String {
     let one = command
         .trim()
@@ -272,6 +272,34 @@ mod tests {
         ] {
             assert_eq!(command_of(&v(other)), None, "{other:?}");
         }
+    }
+
+    /// Defect 7: the brief quoted Claude Code's and Codex's shell set-up, cut before the
+    /// agent's command appeared.
+    #[test]
+    fn a_record_holds_the_agents_command_not_its_clis_wrapping() {
+        let claude = "source /root/.claude/shell-snapshots/snapshot-bash-1796000000000-k3x9qa.sh \
+                      2>/dev/null || true && shopt -u extglob 2>/dev/null || true && eval \
+                      'sleep 120; echo '\"'\"'never'\"'\"'' < /dev/null && pwd -P >| /tmp/claude-4f0c-cwd";
+        let argv = [
+            "/x/spice",
+            "exec",
+            "--",
+            "/bin/bash",
+            "-c",
+            claude,
+            "/bin/bash",
+        ];
+        assert_eq!(
+            command_of(&v(&argv)).as_deref(),
+            Some("sleep 120; echo 'never'")
+        );
+        // A record an older spice wrote, wrapping and all.
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "s1", &v(&[claude, "make -j2"])).unwrap();
+        let read = read(dir.path(), "s1");
+        assert_eq!(read, v(&["sleep 120; echo 'never'", "make -j2"]));
+        assert_eq!(quote(&read[0]), "`sleep 120; echo 'never'`");
     }
 
     #[test]
