@@ -17,6 +17,8 @@
 
 mod common;
 mod mock;
+#[path = "agents_e2e/restarts.rs"]
+mod restarts;
 
 use common::{git, wait_for, TestEnv};
 use mock::{last_user_text, Logged, Mock, Step};
