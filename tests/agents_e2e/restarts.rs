@@ -199,11 +199,6 @@ fn across_restarts(agent: Agent, mode: Mode, how: Restart) {
                 &format!("{what} #{round} -> successor's first model request"),
                 first.at - stopped_at,
             );
-            eprintln!(
-                "E2E {} after {what} #{round}: the first session's call in the resumed history: {}",
-                agent.profile(mode),
-                super::history_has_call(&first, FIRST)
-            );
         }
         let lane = f.wait_lane("the session to hold the claim", 10, |l| {
             l["session"] == session.as_str() && l["claims"][0]["session"] == session.as_str()
@@ -222,6 +217,11 @@ fn across_restarts(agent: Agent, mode: Mode, how: Restart) {
             break;
         }
         f.wait_command("sleep", 30);
+        // Once the lane has found the session's transcript, its row names the
+        // conversation (Codex's thread id is read from the rollout).
+        f.wait_lane("the lane to find the transcript", 10, |l| {
+            l["transcript"].is_string()
+        });
         let shim = f.lane()["pid"].as_i64().expect("the lane records a pid") as i32;
         let agent_pid = f.agent_pid();
         stopped_at = Instant::now();
