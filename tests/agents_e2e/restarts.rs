@@ -36,6 +36,45 @@ enum Restart {
     Down,
 }
 
+/// Whether `pid` names a live (not zombie) process.
+fn alive(pid: i32) -> bool {
+    stat(pid).is_some_and(|(state, _)| state != "Z")
+}
+
+/// A process's state and start time (`/proc/PID/stat` fields 3 and 22).
+fn stat(pid: i32) -> Option<(String, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = text.rsplit_once(')')?.1.split_whitespace().collect();
+    Some((fields.first()?.to_string(), fields.get(19)?.parse().ok()?))
+}
+
+/// Processes a test stopped (SIGSTOP): killed when it ends, however it ends, unless
+/// their pids now name other processes.
+struct Stopped(Vec<(i32, u64)>);
+
+impl Stopped {
+    fn new(pids: &[i32]) -> Stopped {
+        Stopped(
+            pids.iter()
+                .filter_map(|p| stat(*p).map(|(_, start)| (*p, start)))
+                .collect(),
+        )
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        for (pid, start) in &self.0 {
+            if stat(*pid).is_some_and(|(_, s)| s == *start) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(*pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
+    }
+}
+
 impl Fleet {
     /// SIGKILL to the supervisor, reaped.
     fn kill_supervisor(&mut self) {
@@ -302,6 +341,140 @@ fn across_restarts(agent: Agent, mode: Mode, how: Restart) {
     }
     f.down();
     f.report(&format!("across two {what}s, total"), f.started.elapsed());
+}
+
+/// The processes that run with `SPICE_SESSION=session` in their environment: a
+/// session's agent and the commands it started.
+fn session_processes(session: &str) -> Vec<(i32, String)> {
+    let needle = format!("SPICE_SESSION={session}");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let pid = e.file_name().to_str()?.parse::<i32>().ok()?;
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+            let ours = environ.split(|b| *b == 0).any(|v| v == needle.as_bytes());
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            (ours && alive(pid)).then(|| (pid, String::from_utf8_lossy(&cmd).replace('\0', " ")))
+        })
+        .collect()
+}
+
+/// A duplicate of the supervisor's PTY master for the lane's agent (`pidfd_getfd`), so
+/// that the agent's terminal does not hang up when the supervisor dies: a hangup
+/// sends SIGCONT with its SIGHUP, which would wake a stopped shim.
+fn hold_terminal(supervisor: u32) -> std::os::fd::OwnedFd {
+    use std::os::fd::FromRawFd;
+    let fd = std::fs::read_dir(format!("/proc/{supervisor}/fd"))
+        .unwrap()
+        .flatten()
+        .find(|e| {
+            std::fs::read_link(e.path())
+                .is_ok_and(|t| t.to_str().is_some_and(|t| t.ends_with("ptmx")))
+        })
+        .and_then(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .expect("the supervisor holds a PTY master");
+    // SAFETY: two syscalls that take integers and return new descriptors (or -1),
+    // each owned by exactly one OwnedFd.
+    unsafe {
+        let pidfd = nix::libc::syscall(nix::libc::SYS_pidfd_open, supervisor, 0) as i32;
+        assert!(
+            pidfd >= 0,
+            "pidfd_open: {}",
+            std::io::Error::last_os_error()
+        );
+        let pidfd = std::os::fd::OwnedFd::from_raw_fd(pidfd);
+        use std::os::fd::AsRawFd;
+        let dup = nix::libc::syscall(nix::libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) as i32;
+        assert!(dup >= 0, "pidfd_getfd: {}", std::io::Error::last_os_error());
+        std::os::fd::OwnedFd::from_raw_fd(dup)
+    }
+}
+
+/// The agent of a killed supervisor whose shim could not end it (the shim stopped,
+/// as on a frozen machine) is ended by the next supervisor, from the pid and start
+/// time the lane row recorded, before the successor starts; the successor still
+/// resumes the conversation and completes the phase.
+#[test]
+fn codex_pty_agent_left_by_a_killed_supervisor_is_ended_by_the_next() {
+    let scripts = vec![
+        vec![Step::Shell(FIRST.into())],
+        vec![Step::Shell("{done}".into()), Step::Say(FINISHED.into())],
+    ];
+    let Some(mut f) = Fleet::with_mock(Agent::Codex, Mode::Pty, |l| {
+        Mock::start_per_brief(l, scripts)
+    }) else {
+        return;
+    };
+    let task = f.env.add(&["Outlive a stuck shim", "--project", "demo"]);
+    f.start();
+    let first = f.wait_session(1, &task, 60);
+    let session = mock::briefs(&first.body)[0].clone();
+    f.wait_command("sleep", 30);
+    f.wait_lane("the lane to find the transcript", 10, |l| {
+        l["transcript"].is_string()
+    });
+    let shim = f.lane()["pid"].as_i64().expect("the lane records a pid") as i32;
+    let agent_pid = f.agent_pid();
+    let mut left: Vec<i32> = session_processes(&session)
+        .iter()
+        .map(|(p, _)| *p)
+        .collect();
+    left.extend([shim, agent_pid]);
+    let _cleanup = Stopped::new(&left);
+    let _terminal = hold_terminal(f.up.as_ref().unwrap().0.id());
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(shim),
+        nix::sys::signal::Signal::SIGSTOP,
+    )
+    .unwrap();
+    f.kill_supervisor();
+    // A stopped shim cannot act on its parent's death: only the next supervisor can
+    // end what it runs.
+    assert!(
+        alive(shim) && alive(agent_pid),
+        "the stuck agent ended by itself"
+    );
+    let restarted = Instant::now();
+    f.start();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let still = session_processes(&session);
+        if still.is_empty() && !alive(shim) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "20s after the restart, processes of the killed supervisor's session still run \
+             (shim {shim} alive: {}, agent {agent_pid} alive: {}): {still:?}; lane: {}\n{}",
+            alive(shim),
+            alive(agent_pid),
+            f.lane(),
+            f.sessions_told(&task)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let gone = Instant::now();
+    f.report(
+        "kill -9 with the shim stopped -> the next supervisor ended its agent",
+        gone - restarted,
+    );
+    let second = f.wait_session(2, &task, 60);
+    assert!(
+        gone <= second.at,
+        "the successor asked the model before the old agent was gone"
+    );
+    assert_eq!(mock::briefs(&second.body)[0], session.as_str());
+    let lane = f.wait_lane("the phase to be done and the lane idle", 60, |l| {
+        l["state"] == "idle" && l["claims"].as_array().is_some_and(|c| c.is_empty())
+    });
+    assert!(lane["hold"].is_null(), "{lane}");
+    let launched = f.env.ledger_of(&task, "launched");
+    assert_eq!(launched.len(), 2, "one successor: {launched:?}");
+    let done = f.env.ledger_of(&task, "phase_completed");
+    assert_eq!(done.len(), 1, "{done:?}");
+    f.down();
+    f.report("stuck shim, total", f.started.elapsed());
 }
 
 #[test]
