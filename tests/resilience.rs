@@ -4,8 +4,8 @@
 //! supervisor kills against the store's integrity.
 
 mod common;
+use common::procs::{fleet_processes, kill9};
 use common::{git, wait_for, TestEnv};
-use std::process::Child;
 use std::time::{Duration, Instant};
 
 /// A demo agent whose work commands take `secs` seconds each, so a test can act while
@@ -43,43 +43,6 @@ fn setup(lanes: usize, lane_extra: &str, profile_text: &str) -> TestEnv {
     git(&env.repo, &["add", "lanes", "profiles"]);
     git(&env.repo, &["commit", "-q", "-m", "lanes"]);
     env
-}
-
-/// Every live process that carries this test's state directory in its environment:
-/// the supervisor's agents and everything they started.
-fn fleet_processes(env: &TestEnv) -> Vec<(u32, String)> {
-    let needle = format!("SPICE_HOME={}", env.home.display());
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
-            continue;
-        };
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let state = stat
-            .rsplit(')')
-            .next()
-            .and_then(|r| r.split_whitespace().next());
-        if state == Some("Z") {
-            continue;
-        }
-        if environ.split(|b| *b == 0).any(|v| v == needle.as_bytes()) {
-            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            out.push((pid, String::from_utf8_lossy(&cmd).replace('\0', " ")));
-        }
-    }
-    out
-}
-
-fn kill9(child: &mut Child) {
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    child.wait().unwrap();
 }
 
 fn ledger_kinds(env: &TestEnv, task: &str) -> Vec<String> {

@@ -90,6 +90,15 @@ pub(super) fn environment(
     env
 }
 
+/// The HOME an environment built by [`environment`] gives the agent: the last one
+/// set, as the profile's and then the lane's `[env]` override spice's.
+pub(super) fn home(env: &[(String, String)]) -> Option<String> {
+    env.iter()
+        .rev()
+        .find(|(k, _)| k == "HOME")
+        .map(|(_, v)| v.clone())
+}
+
 /// `--settings` for Claude Code: a PostToolUse hook that shows pending steering.
 fn claude_settings(spice: &Path) -> String {
     let command = format!(

@@ -39,10 +39,20 @@ pub(super) fn append(
     Ok(())
 }
 
-/// What the supervisor records about a task's sessions: an agent launched, an agent
-/// ended (with how), steering typed into an idle agent, a compaction seen in its
-/// transcript, a lane held after repeated quick deaths.
-pub const SUPERVISOR_KINDS: [&str; 5] = ["launched", "exited", "delivered", "compacted", "held"];
+/// What the supervisor records about a task's sessions: an agent launched, the
+/// conversation its transcript names (and where that transcript is), an agent ended
+/// (with how), steering typed into an idle agent, a compaction seen in its
+/// transcript, a lane held after repeated quick deaths, a worktree that could not be
+/// prepared yet.
+pub const SUPERVISOR_KINDS: [&str; 7] = [
+    "launched",
+    "conversation",
+    "exited",
+    "delivered",
+    "compacted",
+    "held",
+    "worktree_wait",
+];
 
 impl Store {
     /// Appends a supervisor report (one of [`SUPERVISOR_KINDS`]) to a task's ledger.

@@ -2,6 +2,8 @@
 //! repository, a temporary `SPICE_HOME`, and a cleared environment.
 #![allow(dead_code)]
 
+pub mod procs;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 

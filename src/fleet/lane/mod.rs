@@ -34,6 +34,7 @@
 //!   changes, and with the agent's pid and start time, so the next supervisor can make
 //!   sure an agent of a killed supervisor is gone before starting its successor.
 
+mod carry;
 mod session;
 
 use super::hold::{CrashLoop, CRASH_DEATHS, CRASH_WINDOW};
@@ -209,7 +210,23 @@ impl Lane<'_> {
     }
 
     fn run(&mut self) -> Result<()> {
+        // A previous supervisor's lane: its agent must be gone before anything else
+        // starts, and what it reported carries over. Read before this supervisor's
+        // first write replaces it.
+        let previous = self.store.lane(&self.cfg.name)?;
+        if let Some(prev) = &previous {
+            self.row.restarts = prev.restarts;
+            self.row.pid = prev.pid;
+            self.row.pid_start = prev.pid_start;
+        }
         self.publish(true)?;
+        if let Some(prev) = &previous {
+            if let (Some(pid), Some(start)) = (prev.pid, prev.pid_start) {
+                super::reap_orphan(pid, start);
+            }
+        }
+        self.row.pid = None;
+        self.row.pid_start = None;
         let program = self
             .cfg
             .program
@@ -229,14 +246,6 @@ impl Lane<'_> {
                 .unwrap_or_else(|| "main".into()),
             (None, None) => self.opts.base.clone(),
         };
-        // A previous supervisor's lane: its agent must be gone, its claims continue.
-        let previous = self.store.lane(&self.cfg.name)?;
-        if let Some(prev) = &previous {
-            if let (Some(pid), Some(start)) = (prev.pid, prev.pid_start) {
-                super::reap_orphan(pid, start);
-            }
-            self.row.restarts = prev.restarts;
-        }
         let inherited: Vec<Claim> = self
             .store
             .claims()?
@@ -247,13 +256,12 @@ impl Lane<'_> {
             if self.stopping() {
                 return Ok(());
             }
-            let (mut lineage, conversation) = match &previous {
-                Some(p) if p.session.as_deref() == Some(claim.claimant.as_str()) => {
-                    (p.lineage.clone(), p.conversation.clone())
-                }
-                _ => (Vec::new(), None),
-            };
-            lineage.push(claim.claimant.clone());
+            // The ledger, not the row, says what the claim's sessions carried.
+            let carry::Carried {
+                lineage,
+                conversation,
+                transcript,
+            } = carry::carried(&self.store.ledger(&claim.task_id)?, &claim.claimant);
             let session = uuid::Uuid::new_v4().to_string();
             let passed = self.store.renew(
                 &claim.task_id,
@@ -274,8 +282,8 @@ impl Lane<'_> {
                 )?,
             };
             self.report.claimed.push(claim.handle.clone());
-            self.row.conversation = conversation.or_else(|| lineage.first().cloned());
-            self.row.transcript = previous.as_ref().and_then(|p| p.transcript.clone());
+            self.row.conversation = conversation;
+            self.row.transcript = transcript;
             self.row.lineage = lineage;
             let work = Work::new(claim, session, passed.fence, worktree);
             self.work_on(&program, work)?;

@@ -89,19 +89,16 @@ impl Lane<'_> {
         let targets = launch::targets(&session, &self.cfg.name, &work.worktree);
         let successor = !self.row.lineage.is_empty();
         // A successor, or a headless session's next turn, continues the conversation.
-        let resume = (successor || work.turns > 0) && self.cfg.profile.resume.is_some();
-        // The conversation a resumed session continues: a resume keeps writing the
-        // conversation it resumes, so it is the first session's (or what the agent
-        // calls it).
-        let conversation = if resume {
-            self.row
-                .conversation
-                .clone()
-                .or_else(|| self.row.lineage.first().cloned())
-                .unwrap_or_else(|| session.clone())
-        } else {
-            session.clone()
-        };
+        // The conversation a resumed session continues is the one the claim's sessions
+        // launched on or the agent named (`carry`); a claim whose sessions never
+        // launched has none to resume, so it starts afresh.
+        let conversation = self
+            .row
+            .conversation
+            .clone()
+            .filter(|_| (successor || work.turns > 0) && self.cfg.profile.resume.is_some());
+        let resume = conversation.is_some();
+        let conversation = conversation.unwrap_or_else(|| session.clone());
         let pending = self.store.inbox(&targets, false)?;
         let frame = (!pending.is_empty()).then(|| {
             crate::steer::exec::frame(&pending.iter().collect::<Vec<_>>(), self.store.now())
@@ -147,6 +144,10 @@ impl Lane<'_> {
         let opts = self.opts;
         let cfg = self.cfg;
         let worktree = work.worktree.clone();
+        let env = launch::environment(cfg, opts, &self.base, &session, &task.id);
+        // `{home}` is the HOME the agent gets (a lane's `[env] HOME` wins), which is
+        // where it writes its transcript, not the supervisor's.
+        let home = launch::home(&env).unwrap_or_else(|| opts.home.display().to_string());
         let value = |p: Placeholder| -> Option<String> {
             Some(match p {
                 Placeholder::SessionId => conversation.clone(),
@@ -157,12 +158,11 @@ impl Lane<'_> {
                 Placeholder::Task => task.id.clone(),
                 Placeholder::Lane => cfg.name.clone(),
                 Placeholder::Spice => opts.spice.display().to_string(),
-                Placeholder::Home => opts.home.display().to_string(),
+                Placeholder::Home => home.clone(),
                 Placeholder::CwdSlug => claude_slug(&worktree),
             })
         };
         let argv = launch::argv(cfg, opts, program, resume, &value);
-        let env = launch::environment(cfg, opts, &self.base, &session, &task.id);
         let recordings = opts.state_dir.join("recordings");
         let _ = std::fs::create_dir_all(&recordings);
         let recording = recordings.join(format!("{session}.cast"));
@@ -218,6 +218,9 @@ impl Lane<'_> {
         // Whether the agent's text was the last thing it wrote (see QUIET_TURN_END).
         let mut text_last = false;
         let mut silent_start: Option<String> = None;
+        // The conversation and transcript last written to the ledger for this session
+        // (what a successor after a restart resumes, see `carry`).
+        let mut noted: (Option<String>, Option<String>) = (Some(conversation.clone()), None);
         let end = loop {
             // What the transcript says.
             if let Some(report) = follow.poll(&work.worktree, &mut self.store)? {
@@ -243,6 +246,16 @@ impl Lane<'_> {
                 if let Some(id) = report.session_id.filter(|_| cfg.profile.resume.is_some()) {
                     // Codex names its own conversation; a resume must use that name.
                     self.row.conversation = Some(id);
+                }
+                let now = (self.row.conversation.clone(), self.row.transcript.clone());
+                if now.1.is_some() && now != noted {
+                    self.store.note(
+                        &task.id,
+                        "conversation",
+                        &session,
+                        json!({ "conversation": now.0, "transcript": now.1 }),
+                    )?;
+                    noted = now;
                 }
                 if report.compactions > 0 {
                     self.store.note(

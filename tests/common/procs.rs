@@ -1,0 +1,42 @@
+//! Processes of a test's fleet: finding every one that carries its state directory,
+//! and killing the supervisor the way a crash would.
+
+use super::TestEnv;
+use std::process::Child;
+
+/// Every live process that carries this test's state directory in its environment:
+/// the supervisor's agents and everything they started.
+pub fn fleet_processes(env: &TestEnv) -> Vec<(u32, String)> {
+    let needle = format!("SPICE_HOME={}", env.home.display());
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat
+            .rsplit(')')
+            .next()
+            .and_then(|r| r.split_whitespace().next());
+        if state == Some("Z") {
+            continue;
+        }
+        if environ.split(|b| *b == 0).any(|v| v == needle.as_bytes()) {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            out.push((pid, String::from_utf8_lossy(&cmd).replace('\0', " ")));
+        }
+    }
+    out
+}
+
+pub fn kill9(child: &mut Child) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+}
