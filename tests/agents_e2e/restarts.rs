@@ -16,6 +16,7 @@
 //! take the wrong step, and a request an agent makes while it is being killed takes
 //! no later session's step.
 
+use super::common::procs::{fleet_processes, kill9};
 use super::{mock, screen_tail, Agent, Fleet, Mode};
 use mock::{Logged, Mock, Step};
 use std::time::{Duration, Instant};
@@ -79,12 +80,7 @@ impl Fleet {
     /// SIGKILL to the supervisor, reaped.
     fn kill_supervisor(&mut self) {
         let (mut child, _) = self.up.take().expect("fleet up is running");
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(child.id() as i32),
-            nix::sys::signal::Signal::SIGKILL,
-        )
-        .unwrap();
-        child.wait().unwrap();
+        kill9(&mut child);
     }
 
     /// Waits until nothing of the stopped fleet runs: no process with its state
@@ -100,7 +96,7 @@ impl Fleet {
         };
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
-            let left = self.env.fleet_processes();
+            let left = fleet_processes(&self.env);
             let recorded: Vec<i32> = pids.iter().copied().filter(|p| alive(*p)).collect();
             if left.is_empty() && recorded.is_empty() {
                 return after.elapsed();
@@ -239,6 +235,18 @@ fn across_restarts(agent: Agent, mode: Mode, how: Restart) {
                 first.at - stopped_at,
             );
         }
+        // The agent works in the claim's worktree (both name their cwd to the model).
+        assert!(
+            first.text().contains(&worktree),
+            "session {}'s first request does not name the worktree {worktree}",
+            round + 1
+        );
+        sessions.push(session.clone());
+        if round == 2 {
+            break;
+        }
+        // While the agent sleeps in its command, the lane row is steady.
+        f.wait_command("sleep", 30);
         let lane = f.wait_lane("the session to hold the claim", 10, |l| {
             l["session"] == session.as_str() && l["claims"][0]["session"] == session.as_str()
         });
@@ -246,16 +254,11 @@ fn across_restarts(agent: Agent, mode: Mode, how: Restart) {
         assert_eq!(lane["claims"][0]["worktree"], worktree.as_str(), "{lane}");
         assert_eq!(
             lane["predecessors"],
-            serde_json::json!(sessions),
+            serde_json::json!(sessions[..round]),
             "session {} does not follow the earlier ones directly; lane: {lane}\n{}",
             round + 1,
             f.sessions_told(&task)
         );
-        sessions.push(session);
-        if round == 2 {
-            break;
-        }
-        f.wait_command("sleep", 30);
         // Once the lane has found the session's transcript, its row names the
         // conversation (Codex's thread id is read from the rollout).
         f.wait_lane("the lane to find the transcript", 10, |l| {

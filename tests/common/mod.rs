@@ -226,37 +226,6 @@ impl TestEnv {
             .expect("spice runs")
     }
 
-    /// The live processes of this fleet: those with its `SPICE_HOME` in their
-    /// environment (the supervisor, shims, agents and their commands) or working in
-    /// a directory under it (an agent's command that cleared its environment). Pid and
-    /// command line; zombies are gone.
-    pub fn fleet_processes(&self) -> Vec<(u32, String)> {
-        let needle = format!("SPICE_HOME={}", self.home.display());
-        let mut out = Vec::new();
-        for e in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-                continue;
-            };
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let state = stat
-                .rsplit(')')
-                .next()
-                .and_then(|r| r.split_whitespace().next());
-            if state.is_none() || state == Some("Z") {
-                continue;
-            }
-            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-            let ours = environ.split(|b| *b == 0).any(|v| v == needle.as_bytes())
-                || std::fs::read_link(format!("/proc/{pid}/cwd"))
-                    .is_ok_and(|cwd| cwd.starts_with(&self.home));
-            if ours {
-                let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-                out.push((pid, String::from_utf8_lossy(&cmd).replace('\0', " ")));
-            }
-        }
-        out
-    }
-
     /// A task's ledger entries of one kind, oldest first.
     pub fn ledger_of(&self, task: &str, kind: &str) -> Vec<serde_json::Value> {
         let show = self.run(&["task", "show", task, "--json"]).json();
