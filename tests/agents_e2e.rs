@@ -17,6 +17,8 @@
 
 mod common;
 mod mock;
+#[path = "agents_e2e/restarts.rs"]
+mod restarts;
 
 use common::{git, wait_for, TestEnv};
 use mock::{last_user_text, Logged, Mock, Step};
@@ -115,10 +117,19 @@ struct Fleet {
 
 impl Fleet {
     fn new(agent: Agent, mode: Mode, script: Vec<Step>) -> Option<Fleet> {
+        Fleet::with_mock(agent, mode, |l| Mock::start(l, script))
+    }
+
+    /// Like [`Fleet::new`], with the mock `serve` starts on the listener it is given.
+    fn with_mock(
+        agent: Agent,
+        mode: Mode,
+        serve: impl FnOnce(std::net::TcpListener) -> Mock,
+    ) -> Option<Fleet> {
         let bin = require(agent)?;
         let started = Instant::now();
         let isolated = loopback_only();
-        let mock = Mock::start(std::net::TcpListener::bind("127.0.0.1:0").unwrap(), script);
+        let mock = serve(std::net::TcpListener::bind("127.0.0.1:0").unwrap());
         let env = TestEnv::new();
         for (k, v) in [("user.email", "e2e@spice"), ("user.name", "e2e")] {
             git(&env.repo, &["config", k, v]);

@@ -9,6 +9,11 @@
 //! take no step, so the only tool calls are the scripted ones: at most one per step,
 //! which keeps an agent that compacts from looping on a tool call.
 //!
+//! A test that restarts its agents can instead script each *session* of one
+//! conversation ([`Mock::start_per_brief`]): a turn takes its step from the script of
+//! the n-th session when the conversation it carries holds n spice briefs, so a stray
+//! request from an agent being killed cannot take a later session's step.
+//!
 //! Every request is logged (method, path, headers, body, the reply given) so a test
 //! can assert on what the model was shown.
 #![allow(dead_code)]
@@ -26,7 +31,8 @@ use warp::Filter;
 /// One scripted model turn.
 #[derive(Debug, Clone)]
 pub enum Step {
-    /// Call the agent's shell tool with this command.
+    /// Call the agent's shell tool with this command; `{done}` becomes the command
+    /// the conversation's latest spice brief gives for completing the phase.
     Shell(String),
     /// Reply with this text; `{acks}` becomes one `ACK <key>: done` line for every
     /// steering key (`[KEY]`) in what the model was just given (the last tool result
@@ -73,9 +79,17 @@ impl Logged {
 #[derive(Default)]
 struct State {
     script: VecDeque<Step>,
+    /// Per-session scripts (the n-th for a conversation holding n briefs); when set,
+    /// `script` is unused.
+    per_brief: Vec<VecDeque<Step>>,
     log: Vec<Logged>,
     calls: u64,
 }
+
+/// How a spice brief starts (`fleet::brief`): one per session of a conversation.
+const BRIEF: &str = "You are working on task ";
+/// What precedes the phase-completion command in a brief.
+const DONE_PREFIX: &str = "When the phase is done and committed, run: ";
 
 /// A running mock; dropped, it stops.
 pub struct Mock {
@@ -89,12 +103,32 @@ impl Mock {
     /// Serves on `listener` (bound by the caller, so it lives in the caller's network
     /// namespace) with `script`.
     pub fn start(listener: std::net::TcpListener, script: Vec<Step>) -> Mock {
+        Mock::serve(
+            listener,
+            State {
+                script: script.into(),
+                ..State::default()
+            },
+        )
+    }
+
+    /// Serves on `listener` with one script per session of a conversation: a turn
+    /// whose conversation holds n briefs takes the next step of `scripts[n - 1]`
+    /// (`{acks}` once that is used up).
+    pub fn start_per_brief(listener: std::net::TcpListener, scripts: Vec<Vec<Step>>) -> Mock {
+        Mock::serve(
+            listener,
+            State {
+                per_brief: scripts.into_iter().map(VecDeque::from).collect(),
+                ..State::default()
+            },
+        )
+    }
+
+    fn serve(listener: std::net::TcpListener, state: State) -> Mock {
         let addr = listener.local_addr().unwrap();
         listener.set_nonblocking(true).unwrap();
-        let state = Arc::new(Mutex::new(State {
-            script: script.into(),
-            ..State::default()
-        }));
+        let state = Arc::new(Mutex::new(state));
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -186,11 +220,12 @@ impl Mock {
         log.iter()
             .map(|l| {
                 format!(
-                    "  +{:>6.2}s {} {} turn={} reply={:?} last_user={:?}",
+                    "  +{:>6.2}s {} {} turn={} briefs={} reply={:?} last_user={:?}",
                     t0.map_or(0.0, |t| l.at.duration_since(t).as_secs_f64()),
                     l.method,
                     l.path,
                     l.turn,
+                    briefs(&l.body).len(),
                     l.reply,
                     truncate(&last_user_text(l), 300)
                 )
@@ -228,6 +263,49 @@ pub fn last_user_text(l: &Logged) -> String {
     } else {
         String::new()
     }
+}
+
+/// Every string of the conversation a request carries (`messages` or `input`), in
+/// order.
+fn conversation_strings<'a>(body: &'a Value, out: &mut Vec<&'a str>) {
+    fn walk<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+        match v {
+            Value::String(s) => out.push(s),
+            Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+            Value::Object(o) => o.values().for_each(|x| walk(x, out)),
+            _ => {}
+        }
+    }
+    walk(&body["messages"], out);
+    walk(&body["input"], out);
+}
+
+/// The spice briefs in the conversation a request carries, oldest first: for each,
+/// the session it names as claimant (one brief per session of the conversation).
+pub fn briefs(body: &Value) -> Vec<String> {
+    let mut strings = Vec::new();
+    conversation_strings(body, &mut strings);
+    strings
+        .iter()
+        .flat_map(|s| s.match_indices(BRIEF).map(|(i, _)| &s[i..]))
+        .map(|brief| {
+            brief
+                .split_once(" --claimant ")
+                .and_then(|(_, rest)| rest.split_whitespace().next())
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect()
+}
+
+/// The phase-completion command of the latest brief in the conversation.
+fn phase_done_command(body: &Value) -> Option<String> {
+    let mut strings = Vec::new();
+    conversation_strings(body, &mut strings);
+    strings.iter().rev().find_map(|s| {
+        let (_, rest) = s.rsplit_once(DONE_PREFIX)?;
+        Some(rest.lines().next()?.trim().to_string())
+    })
 }
 
 /// Steering keys (`[KEY]`: a 9-character stamp, maybe with a `-N` suffix) in `text`,
@@ -325,7 +403,18 @@ fn next_reply(st: &mut State, req: &Request<'_>) -> Reply {
     if !req.turn {
         return Reply::Text("Summary: the mock conversation so far.".into());
     }
-    match st.script.pop_front() {
+    let step = if st.per_brief.is_empty() {
+        st.script.pop_front()
+    } else {
+        let n = briefs(req.body).len().max(1);
+        st.per_brief.get_mut(n - 1).and_then(VecDeque::pop_front)
+    };
+    match step {
+        Some(Step::Shell(cmd)) if cmd.contains("{done}") => {
+            let done = phase_done_command(req.body)
+                .unwrap_or_else(|| "echo 'no spice brief in the conversation'".into());
+            Reply::Shell(cmd.replace("{done}", &done))
+        }
         Some(Step::Shell(cmd)) => Reply::Shell(cmd),
         Some(Step::Say(t)) => Reply::Text(expand(&t, &req.given)),
         None => Reply::Text(expand("{acks}", &req.given)),
@@ -361,5 +450,26 @@ mod tests {
         let t =
             "│ [dZxPMZGfr] from the operator\n│ [bcdfghjkl-2] x [dZxPMZGfr] [short] [toolongstamp]";
         assert_eq!(super::steering_keys(t), ["dZxPMZGfr", "bcdfghjkl-2"]);
+    }
+
+    #[test]
+    fn briefs_are_counted_and_the_latest_gives_the_done_command() {
+        let brief = |s: &str| {
+            format!(
+                "You are working on task demo-1 in lane a: T\n\nPhase: todo.\n\n\
+                 When the phase is done and committed, run: /x/spice task phase 1 --done --claimant {s}\n"
+            )
+        };
+        let body = serde_json::json!({"messages": [
+            {"role": "user", "content": brief("s1")},
+            {"role": "assistant", "content": [{"type": "text", "text": "ok"}]},
+            {"role": "user", "content": [{"type": "text", "text": brief("s2")}]},
+        ]});
+        assert_eq!(super::briefs(&body), ["s1", "s2"]);
+        assert_eq!(
+            super::phase_done_command(&body).as_deref(),
+            Some("/x/spice task phase 1 --done --claimant s2")
+        );
+        assert!(super::briefs(&serde_json::json!({"input": []})).is_empty());
     }
 }
