@@ -270,3 +270,111 @@ fn regression_a_review_lane_takes_each_task_the_todo_lane_finished_on_its_first_
         );
     }
 }
+
+#[test]
+fn regression_a_rollout_never_found_before_the_kill_is_found_by_the_next_supervisor() {
+    // A supervisor killed within a second of a Codex launch never found the rollout
+    // (it searches once a second), so the ledger named only spice's session id and
+    // the successor resumed that: "No saved session found". Built here by removing
+    // what the first supervisor learnt from the rollout.
+    let env = repo();
+    fake_codex_profile(&env);
+    write_lane(
+        &env,
+        "a",
+        "profile = \"fakecodex\"\nphases = [\"todo\"]\n[env]\n\
+         FAKE_CODEX_SECONDS = \"120\"\nFAKE_CODEX_RESUME_SECONDS = \"0.2\"\n",
+    );
+    let task = env.add(&["Found late", "--project", "demo"]);
+    let mut sup = env.fleet_up(&[]);
+    let (first, _) = running(&env, "a", &[]);
+    let rollout = wait_for("the rollout to be found", 30, || {
+        env.lane("a")["transcript"]
+            .as_str()
+            .filter(|t| t.contains("rollout-"))
+            .map(String::from)
+    });
+    kill9(&mut sup);
+    wait_for("the killed fleet to end", 20, || {
+        fleet_processes(&env).is_empty().then_some(())
+    });
+    env.sql_write(&format!(
+        "DELETE FROM ledger WHERE kind = 'conversation' AND task_id = '{task}'; \
+         UPDATE lanes SET transcript = NULL, conversation = '{first}'"
+    ));
+    let mut sup = env.fleet_up(&["--until-idle"]);
+    let ended = wait_for("the fleet to finish", 30, || {
+        sup.try_wait().unwrap().or_else(|| {
+            // A successor that resumes the wrong conversation dies and is held:
+            // stop waiting and say so.
+            (!env.ledger_of(&task, "held").is_empty()).then(|| {
+                kill9(&mut sup);
+                sup.try_wait().unwrap().unwrap()
+            })
+        })
+    });
+    assert!(env.ledger_of(&task, "held").is_empty(), "the lane was held");
+    assert!(ended.success());
+    let launches = env.ledger_of(&task, "launched");
+    assert_eq!(launches.len(), 2, "{launches:?}");
+    let resumed = launches[1]["detail"]["conversation"].as_str().unwrap();
+    assert_ne!(resumed, first);
+    assert!(
+        rollout.contains(resumed),
+        "resumed {resumed}; rollout {rollout}"
+    );
+    let show = env.run(&["task", "show", &task, "--json"]).json();
+    assert_eq!(show["phase"], "review", "{show}");
+}
+
+#[test]
+fn regression_a_takeover_during_a_crash_loop_hold_ends_the_hold_not_the_lane() {
+    // Before: the hold loop passed the renewal's refusal up, and the lane's thread
+    // ended with "cannot renew …" for the rest of the run.
+    let env = repo();
+    std::fs::write(
+        env.repo.join("profiles/dies.toml"),
+        "command = [\"sh\", \"-c\", \"exit 3\"]\nmode = \"pty\"\n",
+    )
+    .unwrap();
+    write_lane(
+        &env,
+        "a",
+        "profile = \"dies\"\nphases = [\"todo\"]\nrenew = \"1s\"\n",
+    );
+    let task = env.add(&["Crashes", "--project", "demo"]);
+    let mut sup = env.fleet_up(&[]);
+    wait_for("the hold", 30, || {
+        (env.lane("a")["state"] == "held").then_some(())
+    });
+    // The lease lapses (a suspended machine, say) and the operator takes it over.
+    env.sql_write("UPDATE claims SET lease_until = 1");
+    let fence = env.run(&["task", "show", &task, "--json"]).json()["claim"]["fence"]
+        .as_i64()
+        .unwrap();
+    env.run(&[
+        "task",
+        "takeover",
+        &task,
+        "--stale",
+        &fence.to_string(),
+        "--claimant",
+        "operator",
+    ])
+    .ok();
+    let lane = wait_for("the lane to notice", 20, || {
+        let l = env.lane("a");
+        (l["state"] != "held").then_some(l)
+    });
+    assert!(
+        lane["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("lost the claim") && e.contains("while the lane was held")),
+        "{lane}"
+    );
+    // The lane goes on: idle (nothing else is ready), not stopped by an error.
+    wait_for("the lane to be idle", 20, || {
+        (env.lane("a")["state"] == "idle").then_some(())
+    });
+    kill9(&mut sup);
+}

@@ -88,6 +88,34 @@ impl Follow {
     }
 }
 
+impl Follow {
+    /// Looks for the transcript now if it is not found yet (the session is over, so
+    /// waiting for the next search would miss it).
+    pub fn locate_now(&mut self, worktree: &Path) {
+        if self.path.is_none() {
+            if let Some((dir, agent)) = &self.search {
+                self.path = discover(dir, *agent, worktree, self.launched_at);
+            }
+        }
+    }
+}
+
+/// A searched-for transcript (Codex's) that an earlier session in `worktree` wrote,
+/// with the id it names its conversation by: what a successor resumes when the
+/// session that wrote it ended (a supervisor killed within a second of its launch)
+/// before its lane found it. The newest file whose cwd is the worktree, of any age.
+pub(super) fn recover(search: &(PathBuf, Agent), worktree: &Path) -> Option<(PathBuf, String)> {
+    let (dir, agent) = search;
+    let path = discover(
+        dir,
+        *agent,
+        worktree,
+        SystemTime::UNIX_EPOCH + Duration::from_secs(2),
+    )?;
+    let id = crate::transcript::discover::describe(&path, *agent)?.session_id?;
+    Some((path, id))
+}
+
 /// The newest transcript under `dir` (recursively for Codex's dated tree), modified
 /// since the launch, whose first records name `worktree` as their cwd: how Codex
 /// rollouts, named by time, are told apart.

@@ -47,7 +47,7 @@ use crate::agent::inflight;
 use crate::alloc::{next, Filter};
 use crate::clock::SystemClock;
 use crate::config::fleet::LaneConfig;
-use crate::config::profile::Mode;
+use crate::config::profile::{Mode, Placeholder};
 use crate::error::{Error, Result};
 use crate::store::{Claim, ClaimRequest, Holder, LaneRow, LaneState, Store};
 use serde_json::json;
@@ -309,6 +309,9 @@ impl Lane<'_> {
             self.report.claimed.push(claim.handle.clone());
             self.row.conversation = conversation;
             self.row.transcript = transcript;
+            if self.row.transcript.is_none() {
+                self.recover_conversation(&claim, &worktree)?;
+            }
             self.row.lineage = lineage;
             let work = Work::new(claim, session, passed.fence, worktree);
             self.work_on(&program, work)?;
@@ -371,6 +374,40 @@ impl Lane<'_> {
             let work = Work::new(claim, session, fence, worktree);
             self.work_on(&program, work)?;
             self.activity.progressed();
+        }
+        Ok(())
+    }
+
+    /// A claim whose sessions' transcript was never found (its supervisor was
+    /// killed before the first search): the newest transcript an earlier session
+    /// wrote in the worktree is the conversation to resume, under the id it gives.
+    fn recover_conversation(&mut self, claim: &Claim, worktree: &Path) -> Result<()> {
+        let value = |p: Placeholder| -> Option<String> {
+            match p {
+                Placeholder::Home => launch::home(&launch::environment(
+                    self.cfg,
+                    self.opts,
+                    &self.base,
+                    "",
+                    &claim.task_id,
+                )),
+                Placeholder::Worktree => Some(worktree.display().to_string()),
+                _ => None,
+            }
+        };
+        let (_, Some(search)) = super::follow::transcript_place(self.cfg, &value) else {
+            return Ok(());
+        };
+        if let Some((path, id)) = super::follow::recover(&search, worktree) {
+            let path = path.display().to_string();
+            self.store.note(
+                &claim.task_id,
+                "conversation",
+                &claim.claimant,
+                json!({ "conversation": id, "transcript": path, "recovered": true }),
+            )?;
+            self.row.conversation = Some(id);
+            self.row.transcript = Some(path);
         }
         Ok(())
     }

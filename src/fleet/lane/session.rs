@@ -389,11 +389,26 @@ impl Lane<'_> {
             std::thread::sleep(TICK);
         };
         self.port.set(None);
-        // Whatever the agent wrote last still counts (its final ACKs).
+        // Whatever the agent wrote last still counts (its final ACKs), and a
+        // transcript not found yet is looked for once more, so that what a
+        // successor resumes is known.
+        follow.locate_now(&work.worktree);
         if let Some(report) = follow.poll(&work.worktree, &mut self.store)? {
             if report.events > 0 {
                 wrote = true;
                 self.row.transcript = follow.path.as_ref().map(|p| p.display().to_string());
+            }
+            if let Some(id) = report.session_id.filter(|_| cfg.profile.resume.is_some()) {
+                self.row.conversation = Some(id);
+            }
+            let now = (self.row.conversation.clone(), self.row.transcript.clone());
+            if now.1.is_some() && now != noted {
+                self.store.note(
+                    &task.id,
+                    "conversation",
+                    &session,
+                    json!({ "conversation": now.0, "transcript": now.1 }),
+                )?;
             }
         }
         // A headless turn that wrote nothing did no work (a login or config error, a
