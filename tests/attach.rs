@@ -1,7 +1,7 @@
 //! `spice fleet attach` through the real binary: the operator's client, itself under a
 //! PTY, attached to a lane of the built-in `demo` profile. Covers typing, resizing and
-//! detaching, a session's end, and what an attached client costs the supervisor
-//! (nothing while the agent is quiet).
+//! detaching, what an attached client costs the supervisor (nothing while the agent is
+//! quiet), and what the demo agent shows on its terminal and in its recording.
 
 mod common;
 use common::{git, wait_for, TestEnv};
@@ -136,6 +136,17 @@ fn cpu_time(pid: u32) -> Duration {
     Duration::from_secs_f64((fields[10] + fields[11]) as f64 / hz)
 }
 
+/// The lane's asciicast: every output event's text, joined.
+fn recorded_output(lane: &serde_json::Value) -> String {
+    let cast = std::fs::read_to_string(lane["recording"].as_str().unwrap()).unwrap();
+    cast.lines()
+        .skip(1)
+        .filter_map(|l| serde_json::from_str::<(f64, String, String)>(l).ok())
+        .filter(|(_, kind, _)| kind == "o")
+        .map(|(_, _, text)| text)
+        .collect()
+}
+
 /// The operator attaches a terminal to a lane's agent: sees its screen, types a
 /// message it acts on, resizes (recorded in the lane's asciicast), and detaches with
 /// Ctrl-], leaving the agent running.
@@ -227,4 +238,56 @@ fn regression_attached_client_of_a_quiet_agent_does_not_spin_the_supervisor() {
     });
     detach(client);
     sup.finished();
+}
+
+/// Defect 9: the demo agent wrote nothing to its terminal, so its recording was a bare
+/// header and an attached client saw only the banner. It shows the task it took, each
+/// command and its output, the steering it saw and its ACK, the commit and the phase.
+#[test]
+fn regression_a_demo_agent_shows_its_work_on_its_terminal_and_in_its_recording() {
+    let env = setup();
+    let (task, sup, lane) = waiting_lane(&env);
+    let client = attach(&env);
+    // What the agent showed before the client attached comes first.
+    wait_for("the agent's screen beyond the banner", 10, || {
+        let s = screen(&client);
+        (s.contains(&format!("task demo-{task}")) && s.contains("go-ahead")).then_some(())
+    });
+    client.write_input(b"go ahead\r").unwrap();
+    // Steering sent while its first command runs is on that command's output.
+    wait_for("the first command on the attached screen", 30, || {
+        screen(&client)
+            .contains("$ git status --short")
+            .then_some(())
+    });
+    let key = env
+        .run(&["steer", "lane:a", "keep it short"])
+        .ok()
+        .trim()
+        .to_string();
+    wait_for("the ACK on the attached screen", 30, || {
+        screen(&client)
+            .contains(&format!("ACK {key}: "))
+            .then_some(())
+    });
+    wait_for("the end of the task on the attached screen", 30, || {
+        screen(&client).contains("phase is complete").then_some(())
+    });
+    detach(client);
+    sup.finished();
+    let shown = recorded_output(&lane);
+    for line in [
+        format!("task demo-{task}"),
+        "$ git status --short".to_string(),
+        format!("ACK {key}: "),
+        "git commit -m 'demo: ".to_string(),
+        format!("demo: {task}"),
+        format!("task phase {task} --done"),
+        "phase is complete".to_string(),
+    ] {
+        assert!(
+            shown.contains(&line),
+            "{line:?} not in the recording:\n{shown}"
+        );
+    }
 }
