@@ -7,9 +7,17 @@
 //! sees with `ACK <key>: …` in its next reply, commits its work in the worktree, and
 //! completes its task's phase with `spice task phase --done`. A resumed session
 //! appends to the same transcript and skips work already committed.
+//!
+//! Like a real agent's screen, its terminal (stdout) shows what it does as it goes:
+//! the task it took, each command before it runs and then its output (stdout and
+//! stderr, where steering appears), its replies (the ACKs among them). That is what a
+//! lane's recording and `spice fleet attach` show (`screen`).
+
+mod screen;
 
 use crate::error::{Error, Result};
 use crate::transcript::discover::claude_slug;
+use screen::{task_line, Screen};
 use serde_json::json;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -47,6 +55,7 @@ struct Transcript {
     cwd: String,
     n: u32,
     last: Option<String>,
+    screen: Screen,
 }
 
 impl Transcript {
@@ -82,6 +91,7 @@ impl Transcript {
     }
 
     fn say(&mut self, text: &str, end_turn: bool) -> Result<()> {
+        self.screen.reply(text);
         let id = format!("msg_{}_{}", self.session, self.n + 1);
         self.line(json!({ "type": "assistant", "message": {
             "id": id, "role": "assistant", "model": "spice-demo",
@@ -93,14 +103,22 @@ impl Transcript {
 
     /// Runs `command` through `bash -c`, recording the call and its result.
     fn bash(&mut self, command: &str) -> Result<(bool, String, String)> {
+        self.bash_with(command, &[])
+    }
+
+    /// [`Transcript::bash`] with `env` added to the command's environment.
+    fn bash_with(&mut self, command: &str, env: &[(&str, &str)]) -> Result<(bool, String, String)> {
         let call = format!("toolu_{}_{}", self.session, self.n + 1);
         self.line(json!({ "type": "assistant", "message": {
             "id": format!("msg_{call}"), "role": "assistant", "model": "spice-demo",
             "content": [{ "type": "tool_use", "id": call, "name": "Bash", "input": { "command": command } }],
             "stop_reason": "tool_use",
         }}))?;
+        // Shown before it runs, so a watcher sees what the agent is waiting on.
+        self.screen.command(command);
         let out = Command::new("bash")
             .args(["-c", command])
+            .envs(env.iter().copied())
             .current_dir(&self.cwd)
             .output()
             .map_err(|source| Error::Io {
@@ -118,6 +136,7 @@ impl Transcript {
                 out.status.code().unwrap_or(-1)
             )
         };
+        self.screen.output(&content);
         self.line(json!({
             "type": "user",
             "message": { "role": "user", "content": [{
@@ -163,13 +182,18 @@ pub fn run(cfg: &DemoConfig) -> Result<()> {
         cwd: cfg.cwd.display().to_string(),
         n: 0,
         last: None,
+        screen: Screen::stdout(),
     };
+    t.screen
+        .show(&format!("spice demo agent, session {}\n", cfg.session_id));
     if cfg.resume {
         t.n = std::fs::read_to_string(&t.path)
             .map(|s| s.lines().count() as u32)
             .unwrap_or(0);
+        t.screen.message("Continue where you left off.");
         t.user("Continue where you left off.")?;
     } else {
+        t.screen.message(task_line(&cfg.brief));
         t.user(&cfg.brief)?;
     }
     let task = cfg.task.clone().unwrap_or_else(|| "demo".into());
@@ -223,12 +247,22 @@ pub fn run(cfg: &DemoConfig) -> Result<()> {
     ))?;
     answer(&mut t, &err)?;
     // The agent commits as itself when the machine has no git identity configured.
-    let (_, _, err) = t.bash(&format!(
-        "git add {file} && {{ git diff --cached --quiet || {{ git config user.email >/dev/null || \
-         export GIT_AUTHOR_NAME='spice demo agent' GIT_AUTHOR_EMAIL=demo@spice.invalid \
-         GIT_COMMITTER_NAME='spice demo agent' GIT_COMMITTER_EMAIL=demo@spice.invalid; \
-         git commit -m 'demo: {task}'; }}; }}"
-    ))?;
+    let identity: &[(&str, &str)] = if has_git_identity(&cfg.cwd) {
+        &[]
+    } else {
+        &[
+            ("GIT_AUTHOR_NAME", "spice demo agent"),
+            ("GIT_AUTHOR_EMAIL", "demo@spice.invalid"),
+            ("GIT_COMMITTER_NAME", "spice demo agent"),
+            ("GIT_COMMITTER_EMAIL", "demo@spice.invalid"),
+        ]
+    };
+    let (_, _, err) = t.bash_with(
+        &format!(
+            "git add {file} && {{ git diff --cached --quiet || git commit -m 'demo: {task}'; }}"
+        ),
+        identity,
+    )?;
     answer(&mut t, &err)?;
     if let Some(task) = &cfg.task {
         let spice = shell_quote(&cfg.spice.display().to_string());
@@ -293,6 +327,15 @@ fn read_message(input: &mut impl std::io::BufRead) -> Option<String> {
             return Some(message);
         }
     }
+}
+
+/// Whether git in `cwd` has an email to commit with (from any of its config files).
+fn has_git_identity(cwd: &Path) -> bool {
+    Command::new("git")
+        .args(["config", "user.email"])
+        .current_dir(cwd)
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 fn shell_quote(s: &str) -> String {

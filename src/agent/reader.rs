@@ -76,6 +76,8 @@ impl Shared {
         let tail = self.tail();
         if write_all_now(&mut to, &tail) {
             lock(&self.watchers).push(to);
+        } else {
+            hang_up(&to);
         }
     }
 
@@ -83,7 +85,7 @@ impl Shared {
     fn copy_to_watchers(&self, bytes: &[u8]) {
         let mut w = lock(&self.watchers);
         if !w.is_empty() {
-            w.retain_mut(|s| write_all_now(s, bytes));
+            w.retain_mut(|s| write_all_now(s, bytes) || hang_up(s));
         }
     }
 
@@ -124,6 +126,14 @@ fn write_all_now(s: &mut UnixStream, mut bytes: &[u8]) -> bool {
         }
     }
     true
+}
+
+/// Ends a dropped watcher's connection, not just this descriptor of it: whoever holds
+/// another (the attach thread serving it, waiting in poll) wakes to an end of file,
+/// and so does the operator's client. Returns false, for `retain_mut`.
+fn hang_up(s: &UnixStream) -> bool {
+    let _ = s.shutdown(std::net::Shutdown::Both);
+    false
 }
 
 /// A poisoned lock only means another thread panicked mid-update of plain bytes;
@@ -181,7 +191,9 @@ pub fn run(master: OwnedFd, shared: &Shared) {
         }
     }
     // Attached terminals see the end of the session.
-    lock(&shared.watchers).clear();
+    for s in lock(&shared.watchers).drain(..) {
+        hang_up(&s);
+    }
     shared.done.store(true, Ordering::Release);
 }
 
@@ -201,5 +213,28 @@ mod tests {
         let big: Vec<u8> = (0..TAIL_BYTES * 2).map(|i| (i % 251) as u8).collect();
         s.push_tail(&big);
         assert_eq!(s.tail(), &big[TAIL_BYTES..]);
+    }
+
+    #[test]
+    fn a_watcher_that_cannot_keep_up_is_dropped_and_its_connection_ended() {
+        use std::io::Read;
+        let s = Shared::new(None);
+        let (ours, mut theirs) = UnixStream::pair().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        s.add_watcher(ours);
+        let chunk = vec![b'x'; READ_CHUNK];
+        let mut sent = 0;
+        while !lock(&s.watchers).is_empty() {
+            assert!(
+                sent < 1 << 30,
+                "a watcher that never reads was never dropped"
+            );
+            s.copy_to_watchers(&chunk);
+            sent += chunk.len();
+        }
+        // The other end gets what fitted, then the end: not a connection left hanging.
+        let mut got = Vec::new();
+        theirs.read_to_end(&mut got).unwrap();
+        assert!(!got.is_empty() && got.len() <= sent);
     }
 }

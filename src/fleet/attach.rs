@@ -6,13 +6,23 @@
 //! (big-endian u16 each). Detaching (or a client that goes away) leaves the agent
 //! running; a client that cannot keep up is dropped, never the agent slowed.
 //!
+//! Output never passes through this module: the terminal's reader writes it to the
+//! client's socket itself, non-blocking, and shuts the socket down when it drops the
+//! client (too slow, gone, or the session ended). That makes the socket non-blocking
+//! for every descriptor of it, this module's too, so the thread serving a client waits
+//! for its frames in poll(2), never in `read`: it wakes for input, a hang-up, or every
+//! [`STOP_CHECK_MS`] to look at the stop flag, and costs nothing in between.
+//!
 //! Invariants: the socket serves only the lane's current session (a successor's
 //! terminal replaces it for new clients; attached clients see the old session end);
 //! bad frames end that client's connection, nothing else.
 
 use crate::agent::Terminal;
 use crate::error::{Error, Result};
+use nix::errno::Errno;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::io::{Read, Write};
+use std::os::fd::AsFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,6 +31,10 @@ use std::time::Duration;
 
 /// The largest frame a client may send.
 const MAX_FRAME: usize = 64 * 1024;
+/// How long (ms) the attach threads sleep in poll between looks at the stop flag:
+/// four wake-ups a second each, and a stop is honoured within this.
+const STOP_CHECK_MS: u8 = 250;
+const STOP_CHECK: Duration = Duration::from_millis(STOP_CHECK_MS as u64);
 
 /// Where the lane's attach socket is.
 pub fn socket_path(state_dir: &Path, lane: &str) -> PathBuf {
@@ -70,6 +84,10 @@ pub fn serve(
         .name(name)
         .spawn(move || {
             while !stop.load(Ordering::SeqCst) {
+                if !readable(&listener) {
+                    continue;
+                }
+                // Non-blocking: a client that connected and left is no reason to hang.
                 match listener.accept() {
                     Ok((conn, _)) => {
                         let port = port.clone();
@@ -78,7 +96,10 @@ pub fn serve(
                             let _ = client(conn, &port, &stop);
                         });
                     }
-                    Err(_) => std::thread::sleep(Duration::from_millis(100)),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    // Out of descriptors, say: the connection stays queued and poll
+                    // reports it again at once, so back off instead of spinning.
+                    Err(_) => std::thread::sleep(STOP_CHECK),
                 }
             }
             let _ = std::fs::remove_file(&path);
@@ -89,6 +110,21 @@ pub fn serve(
         })
 }
 
+/// Waits up to [`STOP_CHECK_MS`] for `fd` to have something to read (or to hang up).
+fn readable(fd: &impl AsFd) -> bool {
+    let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+    match poll(&mut fds, PollTimeout::from(STOP_CHECK_MS)) {
+        Ok(n) => n > 0,
+        Err(Errno::EINTR) => false,
+        // Not expected for a descriptor we own; waiting out the interval keeps even a
+        // poll that fails every time from becoming a busy loop.
+        Err(_) => {
+            std::thread::sleep(STOP_CHECK);
+            false
+        }
+    }
+}
+
 fn client(mut conn: UnixStream, port: &Port, stop: &AtomicBool) -> std::io::Result<()> {
     let Some(term) = port.get() else {
         conn.write_all(b"spice: the lane has no agent running right now\r\n")?;
@@ -97,25 +133,35 @@ fn client(mut conn: UnixStream, port: &Port, stop: &AtomicBool) -> std::io::Resu
     if term.watch(conn.try_clone()?).is_err() {
         return Ok(());
     }
-    conn.set_read_timeout(Some(Duration::from_millis(250)))?;
+    let served = keys_in(&mut conn, &term, stop);
+    // The terminal's reader holds another descriptor of this socket: end the
+    // connection itself, so the client sees it end now, not at the next output.
+    let _ = conn.shutdown(std::net::Shutdown::Both);
+    served
+}
+
+/// Reads the client's frames and applies them until it detaches or goes away, a frame
+/// is bad, or `stop` is set.
+fn keys_in(conn: &mut UnixStream, term: &Terminal, stop: &AtomicBool) -> std::io::Result<()> {
     let mut pending: Vec<u8> = Vec::new();
     let mut buf = [0u8; 4096];
     loop {
+        if stop.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        if !readable(conn) {
+            continue;
+        }
         match conn.read(&mut buf) {
-            Ok(0) => return Ok(()), // detached
+            Ok(0) => return Ok(()), // detached, or dropped by the reader
             Ok(n) => pending.extend_from_slice(&buf[..n]),
             Err(e)
                 if matches!(
                     e.kind(),
-                    std::io::ErrorKind::WouldBlock
-                        | std::io::ErrorKind::TimedOut
-                        | std::io::ErrorKind::Interrupted
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
                 ) =>
             {
-                if stop.load(Ordering::SeqCst) {
-                    return Ok(());
-                }
-                continue;
+                continue
             }
             Err(_) => return Ok(()),
         }
