@@ -135,3 +135,110 @@ fn tempfile_path(common_dir: &Path, tag: &str) -> PathBuf {
         .collect();
     common_dir.join(format!("spice-save-{safe}-{}.index", std::process::id()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::git::Runner;
+    use std::process::Command;
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// A repository on `main` with a task worktree at `wt` on `spice/t`.
+    fn setup() -> (tempfile::TempDir, Git, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        git(&repo, &["init", "-q", "-b", "main"]);
+        std::fs::write(repo.join("a.txt"), "a\n").unwrap();
+        git(&repo, &["add", "a.txt"]);
+        git(&repo, &["commit", "-q", "-m", "a"]);
+        let wt = dir.path().join("wt");
+        git(
+            &repo,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "-b",
+                "spice/t",
+                wt.to_str().unwrap(),
+            ],
+        );
+        let g = Git::open(&repo, Runner::new(std::env::vars_os())).unwrap();
+        (dir, g, wt)
+    }
+
+    #[test]
+    fn a_clean_worktree_is_removed_and_its_branch_is_free() {
+        let (_d, g, wt) = setup();
+        let holder = g.branch_holder("spice/t", Path::new("/elsewhere")).unwrap();
+        assert_eq!(holder.map(|h| h.main), Some(false));
+        let freed = g.free_branch("spice/t", &wt, "s1").unwrap();
+        assert!(matches!(freed, Freed::Removed { .. }), "{freed:?}");
+        assert!(!wt.exists());
+        assert_eq!(g.branch_holder("spice/t", Path::new("/x")).unwrap(), None);
+    }
+
+    #[test]
+    fn a_dirty_worktree_is_saved_to_a_ref_then_detached_with_its_files_kept() {
+        let (_d, g, wt) = setup();
+        std::fs::write(wt.join("a.txt"), "changed\n").unwrap();
+        std::fs::write(wt.join("new.txt"), "untracked\n").unwrap();
+        git(&wt, &["add", "a.txt"]);
+        let index_before = git(&wt, &["diff", "--cached", "--name-only"]);
+        let freed = g.free_branch("spice/t", &wt, "s2").unwrap();
+        let Freed::Detached { saved, .. } = freed else {
+            panic!("{freed:?}")
+        };
+        assert_eq!(saved, "refs/spice/saved/spice/t/s2");
+        // Every change is in the saved commit, untracked files too ...
+        assert_eq!(git(&wt, &["show", &format!("{saved}:a.txt")]), "changed\n");
+        assert_eq!(
+            git(&wt, &["show", &format!("{saved}:new.txt")]),
+            "untracked\n"
+        );
+        // ... and the worktree is as it was, only detached.
+        assert_eq!(
+            std::fs::read_to_string(wt.join("a.txt")).unwrap(),
+            "changed\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(wt.join("new.txt")).unwrap(),
+            "untracked\n"
+        );
+        assert_eq!(git(&wt, &["diff", "--cached", "--name-only"]), index_before);
+        assert!(git(&wt, &["status", "--porcelain", "-b"]).starts_with("## HEAD (no branch)"));
+        assert_eq!(g.branch_holder("spice/t", Path::new("/x")).unwrap(), None);
+    }
+
+    #[test]
+    fn the_main_work_tree_is_never_freed() {
+        let (d, g, _wt) = setup();
+        let repo = d.path().join("repo");
+        git(&repo, &["checkout", "-q", "-b", "spice/u"]);
+        let holder = g
+            .branch_holder("spice/u", Path::new("/x"))
+            .unwrap()
+            .unwrap();
+        assert!(holder.main);
+        let err = g
+            .free_branch("spice/u", &repo, "s3")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("main work tree"), "{err}");
+        assert_eq!(git(&repo, &["branch", "--show-current"]).trim(), "spice/u");
+    }
+}
