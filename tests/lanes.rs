@@ -46,6 +46,19 @@ fn fake_codex_profile(env: &TestEnv) {
     .unwrap();
 }
 
+/// Lane `a` of the fake Codex, whose first command takes 120 s and a resume's
+/// `resume_secs`.
+fn slow_codex_lane(env: &TestEnv, resume_secs: &str) {
+    write_lane(
+        env,
+        "a",
+        &format!(
+            "profile = \"fakecodex\"\nphases = [\"todo\"]\n[env]\n\
+             FAKE_CODEX_SECONDS = \"120\"\nFAKE_CODEX_RESUME_SECONDS = \"{resume_secs}\"\n"
+        ),
+    );
+}
+
 fn write_lane(env: &TestEnv, name: &str, text: &str) {
     std::fs::write(env.repo.join(format!("lanes/{name}.toml")), text).unwrap();
 }
@@ -69,9 +82,7 @@ fn regression_a_supervisor_killed_twice_resumes_the_agents_own_conversation() {
     // and the lane was held.
     let env = repo();
     fake_codex_profile(&env);
-    let slow = "profile = \"fakecodex\"\nphases = [\"todo\"]\n[env]\n\
-                FAKE_CODEX_SECONDS = \"120\"\nFAKE_CODEX_RESUME_SECONDS = \"120\"\n";
-    write_lane(&env, "a", slow);
+    slow_codex_lane(&env, "120");
     let task = env.add(&["Survive restarts", "--project", "demo"]);
     let mut seen = Vec::new();
     let mut sup = env.fleet_up(&[]);
@@ -148,12 +159,7 @@ fn regression_an_agent_left_by_a_killed_supervisor_is_ended_by_the_next() {
     // signal waits) ran on beside its successor.
     let env = repo();
     fake_codex_profile(&env);
-    write_lane(
-        &env,
-        "a",
-        "profile = \"fakecodex\"\nphases = [\"todo\"]\n[env]\n\
-         FAKE_CODEX_SECONDS = \"120\"\nFAKE_CODEX_RESUME_SECONDS = \"120\"\n",
-    );
+    slow_codex_lane(&env, "120");
     env.add(&["Orphan", "--project", "demo"]);
     let mut sup = env.fleet_up(&[]);
     let (first, shim) = running(&env, "a", &[]);
@@ -279,12 +285,7 @@ fn regression_a_rollout_never_found_before_the_kill_is_found_by_the_next_supervi
     // what the first supervisor learnt from the rollout.
     let env = repo();
     fake_codex_profile(&env);
-    write_lane(
-        &env,
-        "a",
-        "profile = \"fakecodex\"\nphases = [\"todo\"]\n[env]\n\
-         FAKE_CODEX_SECONDS = \"120\"\nFAKE_CODEX_RESUME_SECONDS = \"0.2\"\n",
-    );
+    slow_codex_lane(&env, "0.2");
     let task = env.add(&["Found late", "--project", "demo"]);
     let mut sup = env.fleet_up(&[]);
     let (first, _) = running(&env, "a", &[]);

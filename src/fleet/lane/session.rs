@@ -243,20 +243,7 @@ impl Lane<'_> {
                 if let Some(t) = report.text_last {
                     text_last = t;
                 }
-                if let Some(id) = report.session_id.filter(|_| cfg.profile.resume.is_some()) {
-                    // Codex names its own conversation; a resume must use that name.
-                    self.row.conversation = Some(id);
-                }
-                let now = (self.row.conversation.clone(), self.row.transcript.clone());
-                if now.1.is_some() && now != noted {
-                    self.store.note(
-                        &task.id,
-                        "conversation",
-                        &session,
-                        json!({ "conversation": now.0, "transcript": now.1 }),
-                    )?;
-                    noted = now;
-                }
+                self.conversation_named(&task.id, &session, report.session_id, &mut noted)?;
                 if report.compactions > 0 {
                     self.store.note(
                         &task.id,
@@ -398,18 +385,7 @@ impl Lane<'_> {
                 wrote = true;
                 self.row.transcript = follow.path.as_ref().map(|p| p.display().to_string());
             }
-            if let Some(id) = report.session_id.filter(|_| cfg.profile.resume.is_some()) {
-                self.row.conversation = Some(id);
-            }
-            let now = (self.row.conversation.clone(), self.row.transcript.clone());
-            if now.1.is_some() && now != noted {
-                self.store.note(
-                    &task.id,
-                    "conversation",
-                    &session,
-                    json!({ "conversation": now.0, "transcript": now.1 }),
-                )?;
-            }
+            self.conversation_named(&task.id, &session, report.session_id, &mut noted)?;
         }
         // A headless turn that wrote nothing did no work (a login or config error, a
         // wrong flag): a death, with what the screen says, not a turn to wait after.
@@ -444,6 +420,34 @@ impl Lane<'_> {
         }
         self.publish(true)?;
         Ok(end)
+    }
+}
+
+impl Lane<'_> {
+    /// Takes the conversation id the transcript gives (Codex names its own; a resume
+    /// must use that name) and records conversation and transcript in the ledger when
+    /// they changed since `noted`: what a successor after a restart resumes (`carry`).
+    fn conversation_named(
+        &mut self,
+        task: &str,
+        session: &str,
+        id: Option<String>,
+        noted: &mut (Option<String>, Option<String>),
+    ) -> Result<()> {
+        if let Some(id) = id.filter(|_| self.cfg.profile.resume.is_some()) {
+            self.row.conversation = Some(id);
+        }
+        let now = (self.row.conversation.clone(), self.row.transcript.clone());
+        if now.1.is_some() && now != *noted {
+            self.store.note(
+                task,
+                "conversation",
+                session,
+                json!({ "conversation": now.0, "transcript": now.1 }),
+            )?;
+            *noted = now;
+        }
+        Ok(())
     }
 }
 
