@@ -35,9 +35,11 @@
 //!   sure an agent of a killed supervisor is gone before starting its successor.
 
 mod carry;
+mod machine;
 mod prepare;
 mod session;
 
+use machine::{End, Holding, Next, Renewer};
 use prepare::Prepared;
 
 use super::activity::Activity;
@@ -145,18 +147,6 @@ struct Lane<'a> {
     busy: bool,
     /// The pause after a worktree could not be prepared (doubling).
     backoff: Duration,
-}
-
-/// How a session ended.
-enum End {
-    /// The agent exited by itself: how, and whether cleanly (code 0).
-    Exited(String, bool),
-    /// Its claim was released by its own session (phase completed); the agent stopped.
-    Finished,
-    /// Someone else holds the claim now.
-    Lost(String),
-    /// The supervisor is stopping; the claim stays leased for a successor.
-    Stopping,
 }
 
 /// One claim being worked on: the task, its worktree and the holding.
@@ -441,90 +431,87 @@ impl Lane<'_> {
     }
 
     /// Runs sessions on one claimed task until it leaves our hands or the supervisor
-    /// stops.
+    /// stops; what follows each session is `machine::after`'s decision.
     fn work_on(&mut self, program: &Path, mut work: Work) -> Result<()> {
         self.row.task_id = Some(work.claim.task_id.clone());
         loop {
             self.row.session = Some(work.session.clone());
             let end = self.session(program, &mut work)?;
             let handle = work.claim.handle.clone();
+            let ours = matches!(end, End::Exited(..))
+                && self.holding(&work.claim.task_id, &work.session)? == Holding::Ours;
+            let headless = self.cfg.profile.mode == Mode::Headless;
+            let next = machine::after(&end, ours, headless, &mut self.crashes, Instant::now());
             // A session no successor follows leaves no record of interrupted commands.
-            let last = |lane: &Self| inflight::clear(&lane.opts.state_dir, &work.session);
-            match end {
-                End::Stopping => return Ok(()),
-                End::Finished => {
-                    last(self);
-                    self.row.lineage.clear();
-                    return Ok(());
-                }
-                End::Lost(by) => {
+            let last = |lane: &mut Self| {
+                inflight::clear(&lane.opts.state_dir, &work.session);
+                lane.row.lineage.clear();
+            };
+            let how = match (next, end) {
+                (Next::Done, End::Stopping) => return Ok(()),
+                (Next::Done, End::Lost(by)) => {
                     last(self);
                     self.row.last_error = Some(format!(
-                        "lost the claim on {handle} to {by}; the agent was told and stopped, worktree kept"
+                        "lost the claim on {handle} to {by}; the agent was told and stopped, \
+                         worktree kept"
                     ));
                     self.report.error = self.row.last_error.clone();
-                    self.row.lineage.clear();
                     return Ok(());
                 }
-                End::Exited(how, clean) => {
-                    let ours = self
-                        .store
-                        .claim_on(&work.claim.task_id)?
-                        .is_some_and(|c| c.claimant == work.session);
-                    if !ours {
+                (Next::Done, _) => {
+                    last(self);
+                    return Ok(());
+                }
+                // A headless agent ends each turn by exiting cleanly: the session
+                // waits, like an interactive agent at its prompt, for steering to start
+                // its next turn.
+                (Next::BetweenTurns, _) => match self.between_turns(&work)? {
+                    Between::Next => {
+                        work.turns += 1;
+                        continue;
+                    }
+                    Between::Over => {
                         last(self);
-                        self.row.lineage.clear();
                         return Ok(());
                     }
-                    // A headless agent ends each turn by exiting cleanly: the session
-                    // waits, like an interactive agent at its prompt, for steering to
-                    // start its next turn. Any other exit before the task is done is a
-                    // death, which counts towards a crash-loop hold.
-                    if clean && self.cfg.profile.mode == Mode::Headless {
-                        match self.between_turns(&work)? {
-                            Between::Next => {
-                                work.turns += 1;
-                                continue;
-                            }
-                            Between::Over => {
-                                last(self);
-                                self.row.lineage.clear();
-                                return Ok(());
-                            }
-                            Between::Stopping => return Ok(()),
-                        }
-                    }
+                    Between::Stopping => return Ok(()),
+                },
+                (Next::Hold(hold), End::Exited(how, _)) => {
                     self.row.last_error =
                         Some(format!("the agent on {handle} {how} before finishing"));
-                    if let Some(by) = self.hold_if_crash_looping(&work)? {
+                    if let Some(by) = self.hold(&work, hold)? {
                         // Taken over while held: the lane goes on with other work.
                         last(self);
                         self.row.last_error = Some(format!(
-                            "lost the claim on {handle} to {by} while the lane was held;                              worktree kept"
+                            "lost the claim on {handle} to {by} while the lane was held; \
+                             worktree kept"
                         ));
                         self.report.error = self.row.last_error.clone();
-                        self.row.lineage.clear();
                         return Ok(());
                     }
-                    if self.stopping() {
-                        return Ok(());
-                    }
-                    // The task is still ours: a successor continues the claim.
-                    let next_session = uuid::Uuid::new_v4().to_string();
-                    let passed = self.store.renew(
-                        &work.claim.task_id,
-                        &Holder::fenced(work.session.clone(), work.fence),
-                        Some(&next_session),
-                        self.cfg.lease,
-                    )?;
-                    self.row.lineage.push(work.session.clone());
-                    self.row.restarts += 1;
-                    work.fence = passed.fence;
-                    work.session = next_session;
-                    work.turns = 0;
-                    work.briefed.clear();
+                    how
                 }
+                (_, End::Exited(how, _)) => how,
+                (_, _) => unreachable!("only an exit is followed by a successor"),
+            };
+            self.row.last_error = Some(format!("the agent on {handle} {how} before finishing"));
+            if self.stopping() {
+                return Ok(());
             }
+            // The task is still ours: a successor continues the claim.
+            let next_session = uuid::Uuid::new_v4().to_string();
+            let passed = self.store.renew(
+                &work.claim.task_id,
+                &Holder::fenced(work.session.clone(), work.fence),
+                Some(&next_session),
+                self.cfg.lease,
+            )?;
+            self.row.lineage.push(work.session.clone());
+            self.row.restarts += 1;
+            work.fence = passed.fence;
+            work.session = next_session;
+            work.turns = 0;
+            work.briefed.clear();
         }
     }
 
@@ -539,7 +526,7 @@ impl Lane<'_> {
         self.publish(true)?;
         let targets = launch::targets(&work.session, &self.cfg.name, &work.worktree);
         let holder = Holder::fenced(work.session.clone(), work.fence);
-        let mut last_renew = Instant::now();
+        let mut renewer = Renewer::new(self.cfg.renew, Instant::now());
         let mut seen_version: Option<i64> = None;
         loop {
             if self.stopping() {
@@ -571,12 +558,10 @@ impl Lane<'_> {
                     return Ok(Between::Next);
                 }
             }
-            if last_renew.elapsed() >= self.cfg.renew {
-                last_renew = Instant::now();
-                // A refusal means the claim changed hands or ended: seen next tick.
-                let _ = self
-                    .store
-                    .renew(&work.claim.task_id, &holder, None, self.cfg.lease);
+            if renewer.due(Instant::now())
+                && self.renew_claim(&work.claim.task_id, &holder)?.is_some()
+            {
+                // Refused: the claim changed hands or ended; the next look says how.
                 seen_version = None;
             }
             self.publish(false)?;
@@ -584,13 +569,10 @@ impl Lane<'_> {
         }
     }
 
-    /// Records a death; three within [`CRASH_WINDOW`] hold the lane (renewing the
-    /// claim meanwhile) until the hold ends or the operator lifts it. Returns who took
-    /// the claim over if that happened meanwhile (the hold then ends at once).
-    fn hold_if_crash_looping(&mut self, work: &Work) -> Result<Option<String>> {
-        let Some(hold) = self.crashes.death(Instant::now()) else {
-            return Ok(None);
-        };
+    /// Holds the lane for `hold` after a crash loop (renewing the claim meanwhile)
+    /// until the hold ends or the operator lifts it. Returns who took the claim over
+    /// if that happened meanwhile (the hold then ends at once).
+    fn hold(&mut self, work: &Work, hold: Duration) -> Result<Option<String>> {
         let reason = format!(
             "{CRASH_DEATHS} agent deaths within {}s on {}; held for {}s",
             CRASH_WINDOW.as_secs(),
@@ -610,7 +592,7 @@ impl Lane<'_> {
             json!({ "lane": self.cfg.name, "seconds": hold.as_secs(), "reason": reason }),
         )?;
         let holder = Holder::fenced(work.session.clone(), work.fence);
-        let mut last_renew = Instant::now();
+        let mut renewer = Renewer::new(self.cfg.renew, Instant::now());
         let mut lost = None;
         loop {
             if self.stopping() {
@@ -624,26 +606,16 @@ impl Lane<'_> {
             if lifted || over {
                 break;
             }
-            if last_renew.elapsed() >= self.cfg.renew {
-                last_renew = Instant::now();
-                if let Err(e) = self
-                    .store
-                    .renew(&work.claim.task_id, &holder, None, self.cfg.lease)
-                {
-                    // Refused: someone took the claim over (or it ended). Anything
-                    // else (a busy store) is tried again next time.
-                    match self.store.claim_on(&work.claim.task_id)? {
-                        Some(c) if c.claimant == work.session => {
-                            self.row.last_error = Some(format!("renewing while held: {e}"));
-                        }
-                        Some(c) => {
-                            lost = Some(c.claimant);
-                            break;
-                        }
-                        None => {
-                            lost = Some("nobody (the claim ended)".into());
-                            break;
-                        }
+            if renewer.due(Instant::now()) {
+                match self.renew_claim(&work.claim.task_id, &holder)? {
+                    None | Some(Holding::Ours) => {}
+                    Some(Holding::Other(by)) => {
+                        lost = Some(by);
+                        break;
+                    }
+                    Some(Holding::Released) => {
+                        lost = Some("nobody (the claim ended)".into());
+                        break;
                     }
                 }
             }

@@ -13,6 +13,7 @@
 //! - Any other failure is returned to the lane, which releases the claim and backs off
 //!   (doubling, see [`BACKOFF_MAX`]) instead of claiming again at once.
 
+use super::machine::Renewer;
 use super::{Lane, TICK};
 use crate::error::{Error, Result};
 use crate::fleet::launch;
@@ -47,7 +48,7 @@ impl Lane<'_> {
         let target = launch::worktree_path(self.cfg, self.opts, &claim.handle);
         let branch = crate::git::task_branch(&claim.handle);
         let mut waited: Option<String> = None;
-        let mut last_renew = Instant::now();
+        let mut renewer = Renewer::new(self.cfg.renew, Instant::now());
         let since = Instant::now();
         loop {
             if self.stopping() {
@@ -79,15 +80,10 @@ impl Lane<'_> {
                             self.publish(false)?;
                             waited = Some(reason);
                         }
-                        if last_renew.elapsed() >= self.cfg.renew {
-                            last_renew = Instant::now();
-                            if self
-                                .store
-                                .renew(&claim.task_id, holder, None, self.cfg.lease)
-                                .is_err()
-                            {
-                                return Ok(Prepared::Over);
-                            }
+                        if renewer.due(Instant::now())
+                            && self.renew_claim(&claim.task_id, holder)?.is_some()
+                        {
+                            return Ok(Prepared::Over);
                         }
                         std::thread::sleep(TICK);
                         continue;

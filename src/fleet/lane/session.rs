@@ -3,7 +3,8 @@
 //! agent until it ends: transcript scan → state, claim checks, fenced renewal, idle
 //! paste, the silent-start report.
 
-use super::{End, Lane, Work, FINISH_GRACE, GRACE, LOST_GRACE, QUIET_TURN_END, STALL_AFTER, TICK};
+use super::machine::{Action, End, Event, Holding, Rules, Session};
+use super::{Lane, Work, GRACE, TICK};
 use crate::agent::{inflight, LaunchSpec};
 use crate::config::profile::{Mode, Placeholder};
 use crate::error::{Error, Result};
@@ -205,45 +206,30 @@ impl Lane<'_> {
         let known = self.row.transcript.clone().map(PathBuf::from).or(exact);
         let mut follow = Follow::new(known, search, launched_at);
         let mut pasted: HashSet<String> = pending.iter().map(|i| i.key.clone()).collect();
-        let mut last_renew = Instant::now();
-        let mut last_event = Instant::now();
-        let mut released_at: Option<Instant> = None;
-        let mut lost_at: Option<(Instant, String)> = None;
         let mut seen_version: Option<i64> = None;
         let holder = Holder::fenced(session.clone(), work.fence);
-        let launched = Instant::now();
-        // Whether the agent wrote to its transcript since its launch; the report made
-        // while it has not for longer than it should.
-        let mut wrote = false;
-        // Whether the agent's text was the last thing it wrote (see QUIET_TURN_END).
-        let mut text_last = false;
+        let mut machine = Session::new(
+            Rules {
+                start_timeout: cfg.start_timeout,
+                renew: cfg.renew,
+                interactive: cfg.profile.mode == Mode::Pty,
+                has_transcript: cfg.profile.transcript.is_some(),
+            },
+            Instant::now(),
+        );
         let mut silent_start: Option<String> = None;
         // The conversation and transcript last written to the ledger for this session
         // (what a successor after a restart resumes, see `carry`).
         let mut noted: (Option<String>, Option<String>) = (Some(conversation.clone()), None);
-        let end = loop {
+        let end = 'session: loop {
+            let mut actions = Vec::new();
             // What the transcript says.
             if let Some(report) = follow.poll(&work.worktree, &mut self.store)? {
                 if report.events > 0 {
-                    wrote = true;
-                    if let Some(hint) = silent_start.take() {
-                        if self.row.last_error.as_deref() == Some(hint.as_str()) {
-                            self.row.last_error = None;
-                        }
-                    }
-                    last_event = Instant::now();
                     self.row.last_activity = Some(self.store.now());
                     self.row.transcript = follow.path.as_ref().map(|p| p.display().to_string());
                 }
-                match report.turn_ended {
-                    Some(true) => self.row.state = LaneState::Waiting,
-                    Some(false) => self.row.state = LaneState::Working,
-                    None => {}
-                }
-                if let Some(t) = report.text_last {
-                    text_last = t;
-                }
-                self.conversation_named(&task.id, &session, report.session_id, &mut noted)?;
+                self.conversation_named(&task.id, &session, report.session_id.clone(), &mut noted)?;
                 if report.compactions > 0 {
                     self.store.note(
                         &task.id,
@@ -252,44 +238,23 @@ impl Lane<'_> {
                         json!({ "transcript": report.path, "count": report.compactions, "line": report.to_line }),
                     )?;
                 }
-            }
-            // An agent that has written nothing since its launch may be waiting at a
-            // prompt or dialog its transcript never shows (a trust or login screen):
-            // say so, with what its screen says, instead of "starting" for minutes.
-            if !wrote
-                && silent_start.is_none()
-                && cfg.profile.transcript.is_some()
-                && launched.elapsed() >= cfg.start_timeout
-            {
-                let hint = format!(
-                    "no transcript {}s after launch: the agent may be waiting at a prompt \
-                     (look with: spice fleet attach {}); its screen ends: {}",
-                    cfg.start_timeout.as_secs(),
-                    cfg.name,
-                    agent.screen_words(160)
-                );
-                self.row.last_error = Some(hint.clone());
-                silent_start = Some(hint);
-            }
-            // A reply in text with nothing after it for a while ended the turn, even
-            // when the transcript never says so.
-            if self.row.state == LaneState::Working
-                && text_last
-                && last_event.elapsed() >= QUIET_TURN_END
-            {
-                self.row.state = LaneState::Waiting;
-            }
-            if matches!(self.row.state, LaneState::Working | LaneState::Starting)
-                && last_event.elapsed() >= STALL_AFTER
-            {
-                self.row.state = LaneState::Stalled;
+                actions.extend(machine.step(
+                    Event::Transcript {
+                        events: report.events,
+                        turn_ended: report.turn_ended,
+                        text_last: report.text_last,
+                    },
+                    Instant::now(),
+                ));
             }
             if let Some(st) = agent.try_wait()? {
-                break End::Exited(st.to_string(), st.success());
-            }
-            if self.stopping() {
-                agent.stop(GRACE)?;
-                break End::Stopping;
+                let exited = Event::Exited {
+                    how: st.to_string(),
+                    clean: st.success(),
+                };
+                actions.extend(machine.step(exited, Instant::now()));
+            } else if self.stopping() {
+                actions.extend(machine.step(Event::Stopping, Instant::now()));
             }
             // Whose claim it is: re-read only when another connection committed
             // (the agent completing its phase, an operator's takeover); this
@@ -297,84 +262,69 @@ impl Lane<'_> {
             let version = self.store.data_version().ok();
             let changed = version.is_none() || version != seen_version;
             seen_version = version;
-            if changed && lost_at.is_none() && released_at.is_none() {
-                match self.store.claim_on(&task.id)? {
-                    Some(c) if c.claimant == session => {}
-                    Some(c) => {
-                        let note = format!(
-                            "Your claim on task {} was taken over by {}. Stop working on it now: \
-                             do not commit or complete its phase. Your worktree is kept.",
-                            task.handle(),
-                            c.claimant
+            if changed && machine.watches_claim() {
+                let holding = self.holding(&task.id, &session)?;
+                actions.extend(machine.step(Event::Claim(holding), Instant::now()));
+            }
+            let tick = Event::Tick {
+                found: follow.path.is_some(),
+            };
+            actions.extend(machine.step(tick, Instant::now()));
+            for action in actions {
+                match action {
+                    Action::ReportSilentStart => {
+                        // The agent may be waiting at a prompt or dialog its
+                        // transcript never shows (a trust or login screen): say so,
+                        // with what its screen says, instead of "starting".
+                        let hint = format!(
+                            "no transcript {}s after launch: the agent may be waiting at a prompt \
+                             (look with: spice fleet attach {}); its screen ends: {}",
+                            cfg.start_timeout.as_secs(),
+                            cfg.name,
+                            agent.screen_words(160)
                         );
-                        let _ = self.store.steer(
-                            &Target {
-                                kind: TargetKind::Session,
-                                name: session.clone(),
-                            },
-                            &note,
-                            crate::store::DEFAULT_TTL,
-                        );
-                        lost_at = Some((Instant::now(), c.claimant.clone()));
+                        self.row.last_error = Some(hint.clone());
+                        silent_start = Some(hint);
                     }
-                    None => released_at = Some(Instant::now()),
-                }
-            }
-            if let Some(at) = released_at {
-                let turn_over = self.row.state == LaneState::Waiting || follow.path.is_none();
-                if turn_over || at.elapsed() >= FINISH_GRACE {
-                    agent.stop(GRACE)?;
-                    break End::Finished;
-                }
-            }
-            if let Some((at, by)) = &lost_at {
-                if at.elapsed() >= LOST_GRACE {
-                    agent.stop(GRACE)?;
-                    break End::Lost(by.clone());
-                }
-            } else if released_at.is_none() && last_renew.elapsed() >= cfg.renew {
-                last_renew = Instant::now();
-                // A refusal means the claim changed hands or ended: the next tick sees how.
-                let _ = self.store.renew(&task.id, &holder, None, cfg.lease);
-            }
-            // Steering for an agent waiting for input: typed in as a new message.
-            if self.row.state == LaneState::Waiting
-                && lost_at.is_none()
-                && released_at.is_none()
-                && cfg.profile.mode == Mode::Pty
-            {
-                let fresh: Vec<_> = self
-                    .store
-                    .inbox(&targets, false)?
-                    .into_iter()
-                    .filter(|i| !pasted.contains(&i.key))
-                    .collect();
-                if !fresh.is_empty() {
-                    let text = crate::steer::exec::frame(
-                        &fresh.iter().collect::<Vec<_>>(),
-                        self.store.now(),
-                    );
-                    let keys: Vec<String> = fresh.iter().map(|i| i.key.clone()).collect();
-                    match agent.paste(text.trim()) {
-                        Ok(()) => {
-                            self.store.mark_shown(&keys)?;
-                            self.store.note(
-                                &task.id,
-                                "delivered",
-                                &session,
-                                json!({ "keys": keys, "how": "typed into the idle agent's terminal" }),
-                            )?;
-                            self.row.state = LaneState::Working;
-                            last_event = Instant::now();
+                    Action::ClearSilentStart => {
+                        if let Some(hint) = silent_start.take() {
+                            if self.row.last_error.as_deref() == Some(hint.as_str()) {
+                                self.row.last_error = None;
+                            }
                         }
-                        Err(e) => self.row.last_error = Some(e.to_string()),
                     }
-                    pasted.extend(keys);
+                    Action::Renew => {
+                        // A refusal says what the claim is now.
+                        if let Some(h) = self.renew_claim(&task.id, &holder)? {
+                            let seen = machine.step(Event::Claim(h), Instant::now());
+                            for a in seen {
+                                if let Action::TellTakenOver(by) = a {
+                                    self.tell_taken_over(&task.handle(), &session, &by);
+                                }
+                            }
+                        }
+                    }
+                    Action::TellTakenOver(by) => {
+                        self.tell_taken_over(&task.handle(), &session, &by)
+                    }
+                    Action::Deliver => {
+                        if self.deliver(&agent, &targets, &task.id, &session, &mut pasted)? {
+                            machine.step(Event::Delivered, Instant::now());
+                        }
+                    }
+                    Action::Stop(end) => {
+                        agent.stop(GRACE)?;
+                        break 'session end;
+                    }
+                    Action::Over(end) => break 'session end,
                 }
             }
+            self.row.state = machine.state;
             self.publish(false)?;
             std::thread::sleep(TICK);
         };
+        let mut wrote = machine.wrote;
+        self.row.state = machine.state;
         self.port.set(None);
         // Whatever the agent wrote last still counts (its final ACKs), and a
         // transcript not found yet is looked for once more, so that what a
@@ -424,6 +374,88 @@ impl Lane<'_> {
 }
 
 impl Lane<'_> {
+    /// Who holds the claim on `task` now, as the session `session` sees it.
+    pub(super) fn holding(&mut self, task: &str, session: &str) -> Result<Holding> {
+        Ok(match self.store.claim_on(task)? {
+            Some(c) if c.claimant == session => Holding::Ours,
+            Some(c) => Holding::Other(c.claimant),
+            None => Holding::Released,
+        })
+    }
+
+    /// The one renewal every loop that holds a claim makes (fenced): `None` when it
+    /// was renewed (or the store was busy: tried again next time), else what the
+    /// claim is now.
+    pub(super) fn renew_claim(&mut self, task: &str, holder: &Holder) -> Result<Option<Holding>> {
+        match self.store.renew(task, holder, None, self.cfg.lease) {
+            Ok(_) => Ok(None),
+            Err(e) => match self.holding(task, &holder.claimant)? {
+                Holding::Ours => {
+                    self.row.last_error = Some(format!("renewing the claim: {e}"));
+                    Ok(None)
+                }
+                other => Ok(Some(other)),
+            },
+        }
+    }
+
+    /// Tells the session (a steering item) that `by` took its claim over.
+    fn tell_taken_over(&mut self, handle: &str, session: &str, by: &str) {
+        let note = format!(
+            "Your claim on task {handle} was taken over by {by}. Stop working on it now: \
+             do not commit or complete its phase. Your worktree is kept."
+        );
+        let _ = self.store.steer(
+            &Target {
+                kind: TargetKind::Session,
+                name: session.to_string(),
+            },
+            &note,
+            crate::store::DEFAULT_TTL,
+        );
+    }
+
+    /// Types the pending steering not yet typed in (`pasted`) into an agent waiting
+    /// for input, as one bracketed paste. True when something was typed.
+    fn deliver(
+        &mut self,
+        agent: &crate::agent::Agent,
+        targets: &[Target],
+        task: &str,
+        session: &str,
+        pasted: &mut HashSet<String>,
+    ) -> Result<bool> {
+        let fresh: Vec<_> = self
+            .store
+            .inbox(targets, false)?
+            .into_iter()
+            .filter(|i| !pasted.contains(&i.key))
+            .collect();
+        if fresh.is_empty() {
+            return Ok(false);
+        }
+        let text = crate::steer::exec::frame(&fresh.iter().collect::<Vec<_>>(), self.store.now());
+        let keys: Vec<String> = fresh.iter().map(|i| i.key.clone()).collect();
+        let typed = match agent.paste(text.trim()) {
+            Ok(()) => {
+                self.store.mark_shown(&keys)?;
+                self.store.note(
+                    task,
+                    "delivered",
+                    session,
+                    json!({ "keys": keys, "how": "typed into the idle agent's terminal" }),
+                )?;
+                true
+            }
+            Err(e) => {
+                self.row.last_error = Some(e.to_string());
+                false
+            }
+        };
+        pasted.extend(keys);
+        Ok(typed)
+    }
+
     /// Takes the conversation id the transcript gives (Codex names its own; a resume
     /// must use that name) and records conversation and transcript in the ledger when
     /// they changed since `noted`: what a successor after a restart resumes (`carry`).
