@@ -1,6 +1,9 @@
 //! Boundary 2 (phase completion): merging a clean task branch into `base`.
 //!
-//! The merge is computed away from every checkout, then `base` is moved in one step:
+//! Merges into one repository run one at a time, across processes: each holds the
+//! repository's merge lock ([`Merging`], `lock`) from before it reads `base` until
+//! `base` has moved. The merge is computed away from every checkout, then `base` is
+//! moved in one step:
 //!
 //! - The task worktree must be on the task branch and clean (untracked files count;
 //!   ignored ones do not, see `status`). Only commits are merged.
@@ -9,7 +12,8 @@
 //!   (`merge_commit`). A conflict leaves no `MERGE_HEAD`, no half-merged files and
 //!   `base` untouched, and is reported with the conflicting paths.
 //! - Moving `base`: if no worktree has it checked out, `git update-ref` with the old
-//!   value (a compare-and-swap, so a concurrent move is noticed and the merge redone).
+//!   value (a compare-and-swap, so a move by someone outside spice is noticed and the
+//!   merge redone).
 //!   If a worktree (typically the user's main one) has it checked out, its ref cannot
 //!   move without its files, so it is fast-forwarded there with `git merge --ff-only
 //!   --no-autostash --no-overwrite-ignore`: git checks every path before writing any,
@@ -20,7 +24,7 @@
 //! - A `base` being rebased in some worktree is refused; nothing is ever pushed.
 
 use super::merge_commit::list_paths;
-use super::{args, canonical, Git};
+use super::{args, canonical, Git, Merging};
 use crate::error::{Error, Result};
 use serde::Serialize;
 use std::path::Path;
@@ -73,8 +77,23 @@ impl Git {
     }
 
     /// Boundary 2: merges `branch`, checked out clean in `worktree`, into the local
-    /// branch `base` (see the module doc for how). The task worktree is not moved.
+    /// branch `base` (see the module doc for how), waiting for the merge lock. The
+    /// task worktree is not moved.
     pub fn complete_phase(&self, worktree: &Path, branch: &str, base: &str) -> Result<Merge> {
+        self.lock_merges()?.complete_phase(worktree, branch, base)
+    }
+}
+
+impl Merging<'_> {
+    /// [`Git::complete_phase`] under a merge lock the caller already holds (so that
+    /// it can check and record things around the merge with nothing else merging).
+    pub fn complete_phase(&self, worktree: &Path, branch: &str, base: &str) -> Result<Merge> {
+        self.git.merge(worktree, branch, base)
+    }
+}
+
+impl Git {
+    fn merge(&self, worktree: &Path, branch: &str, base: &str) -> Result<Merge> {
         self.check_branch_name(branch)?;
         self.check_branch_name(base)?;
         if branch == base {

@@ -7,7 +7,8 @@
 //!    clean and strictly behind `base`, and then only by a fast-forward.
 //! 2. **Phase completion** — [`Git::complete_phase`]: a clean task branch is merged
 //!    into `base` (fast-forward, else a merge commit), never through a half-merged
-//!    checkout; nothing is pushed.
+//!    checkout, one merge per repository at a time ([`Git::lock_merges`]); nothing is
+//!    pushed here.
 //! 3. **Launch** — [`Git::launch_check`]: read-only; it reports branch, HEAD and
 //!    cleanliness, since starting an agent moves nothing.
 //!
@@ -22,6 +23,7 @@
 //! [`Error::Conflict`]; a git failure is [`Error::Other`]; a branch name git would
 //! not accept is [`Error::Input`].
 
+mod lock;
 mod merge;
 mod merge_commit;
 mod refname;
@@ -29,6 +31,7 @@ mod run;
 mod status;
 mod worktree;
 
+pub use lock::Merging;
 pub use merge::{Merge, MergeKind};
 pub use merge_commit::MergeMethod;
 pub use refname::{task_branch, PREFIX};
@@ -126,18 +129,6 @@ impl Git {
             None
         };
         self.runner.run(dir, args).map_err(|e| spawn_error(dir, e))
-    }
-
-    /// The worktree lock, or `None` if it cannot be had (then git runs unserialised,
-    /// as it would without spice).
-    fn worktree_lock(&self) -> Option<nix::fcntl::Flock<std::fs::File>> {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(self.common_dir.join("spice-worktrees.lock"))
-            .ok()?;
-        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive).ok()
     }
 
     /// Runs git in `dir` and requires success; `what` says what was being done
