@@ -23,6 +23,7 @@
 //! [`Error::Conflict`]; a git failure is [`Error::Other`]; a branch name git would
 //! not accept is [`Error::Input`].
 
+mod checkout;
 mod lock;
 mod merge;
 mod merge_commit;
@@ -129,6 +130,14 @@ impl Git {
             None
         };
         self.runner.run(dir, args).map_err(|e| spawn_error(dir, e))
+    }
+
+    /// Runs git in `dir` in a process group of its own, so stopping the caller's
+    /// group cannot cut it off half-way (see [`Runner::run_in_own_group`]).
+    fn run_apart(&self, dir: &Path, args: &[&OsStr]) -> Result<Output> {
+        self.runner
+            .run_in_own_group(dir, args)
+            .map_err(|e| spawn_error(dir, e))
     }
 
     /// Runs git in `dir` and requires success; `what` says what was being done

@@ -100,6 +100,24 @@ impl Runner {
     /// Runs `git ARGS` in `dir` and waits for it. Only failing to start it is an
     /// error here; a non-zero exit is the caller's to judge.
     pub fn run<S: AsRef<OsStr>>(&self, dir: &Path, args: &[S]) -> std::io::Result<Output> {
+        output(self.command(dir, args))
+    }
+
+    /// [`Runner::run`] in a process group of its own, for a command that must not be
+    /// cut off half-way (updating a checkout): a signal to the caller's group (an
+    /// agent being stopped, ^C at a terminal) ends the caller, and git finishes.
+    pub fn run_in_own_group<S: AsRef<OsStr>>(
+        &self,
+        dir: &Path,
+        args: &[S],
+    ) -> std::io::Result<Output> {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = self.command(dir, args);
+        cmd.process_group(0);
+        output(cmd)
+    }
+
+    fn command<S: AsRef<OsStr>>(&self, dir: &Path, args: &[S]) -> Command {
         let mut cmd = Command::new(&self.program);
         cmd.args(args)
             .current_dir(dir)
@@ -113,13 +131,17 @@ impl Runner {
         if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
             cmd.env("GIT_CEILING_DIRECTORIES", parent);
         }
-        let out = cmd.output()?;
-        Ok(Output {
-            code: out.status.code(),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        })
+        cmd
     }
+}
+
+fn output(mut cmd: Command) -> std::io::Result<Output> {
+    let out = cmd.output()?;
+    Ok(Output {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
 }
 
 #[cfg(test)]
