@@ -8,7 +8,7 @@
 //! 2. **Phase completion** — [`Git::complete_phase`]: a clean task branch is merged
 //!    into `base` (fast-forward, else a merge commit), never through a half-merged
 //!    checkout, one merge per repository at a time ([`Git::lock_merges`]); nothing is
-//!    pushed here.
+//!    pushed here ([`Git::push`] is the caller's next step, under the same lock).
 //! 3. **Launch** — [`Git::launch_check`]: read-only; it reports branch, HEAD and
 //!    cleanliness, since starting an agent moves nothing.
 //!
@@ -114,6 +114,11 @@ impl Git {
     /// The repository as opened (canonical).
     pub fn repo(&self) -> &Path {
         &self.repo
+    }
+
+    /// The git directory every worktree of the repository shares.
+    pub fn common_dir(&self) -> &Path {
+        &self.common_dir
     }
 
     /// Runs git in `dir`; only a failure to start it is an error.
