@@ -13,36 +13,27 @@
 //!
 //! - git runs in a process group of its own, so stopping an agent (TERM, then KILL,
 //!   to its group) while it completes a phase ends spice but not the update;
-//! - before git starts, a record of the update (`spice-fast-forward.json` in the
-//!   checkout's git directory: from, to, and the status of every path the update
-//!   touches) is written, and it is removed once HEAD has moved, or once the status
+//! - before git starts, a record of the update (`checkout_record`:
+//!   `spice-fast-forward.json` in the checkout's git directory, with from, to, and the
+//!   status of every path the update touches) is written, and it is removed once HEAD has moved, or once the status
 //!   is seen unchanged. A failure that did change files (git killed by pid, a disk
 //!   error midway) leaves the record, and every later merge into that checkout is
 //!   refused, naming the changed paths, until they are as recorded again or HEAD has
 //!   moved on (the user restored or committed them). spice never repairs the tree
 //!   itself: the files in question may hold the user's work by then.
-//! - "nothing changed" is checked, not assumed: after git refuses, HEAD and the status
-//!   of the touched paths are compared with the record before the caller is told so.
+//! - "nothing changed" is checked, not assumed: after git fails, HEAD and the status
+//!   of the touched paths are compared with the record before the caller is told so,
+//!   unless git's own message is one of its checks before writing (the lock, files in
+//!   the way), which is trusted, since the user may be editing those files meanwhile.
 
+use super::checkout_record::{
+    entry_paths, read_record, remove_record, write_record, Record, RECORD,
+};
 use super::merge_commit::list_paths;
 use super::{args, Git};
 use crate::error::{Error, Result};
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-
-/// The record of an update in progress, in the checkout's own git directory.
-const RECORD: &str = "spice-fast-forward.json";
-
-/// What a checkout looked like before spice started moving it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct Record {
-    base: String,
-    from: String,
-    to: String,
-    /// `git status --porcelain=v2` entries of the paths the update touches.
-    before: Vec<String>,
-}
 
 impl Git {
     /// Fast-forwards `base`, checked out at `wt`, from `old` to `new`, or changes
@@ -134,83 +125,6 @@ impl Git {
             format!("cannot find the git directory of {}", wt.display())
         })?;
         Ok(PathBuf::from(out.stdout.trim()))
-    }
-
-    /// Every path that differs between commits `a` and `b` (both sides of a rename).
-    fn touched(&self, a: &str, b: &str) -> Result<BTreeSet<String>> {
-        let out = self.check(
-            &self.repo,
-            &args!["diff", "--name-only", "--no-renames", "-z", a, b],
-            || format!("cannot compare {a} with {b} in {}", self.repo.display()),
-        )?;
-        Ok(out
-            .stdout
-            .split('\0')
-            .filter(|p| !p.is_empty())
-            .map(String::from)
-            .collect())
-    }
-
-    /// The status entries (HEAD and index ids, work-tree flags) of the checkout at
-    /// `wt` that concern `paths`, in git's order. Reads without taking any lock.
-    fn status_of(&self, wt: &Path, paths: &BTreeSet<String>) -> Result<Vec<String>> {
-        let out = self.check(
-            wt,
-            &args![
-                "--no-optional-locks",
-                "status",
-                "--porcelain=v2",
-                "-z",
-                "--untracked-files=normal",
-                "--ignored=no",
-                "--ignore-submodules=none",
-            ],
-            || format!("cannot read the status of {}", wt.display()),
-        )?;
-        Ok(entries(&out.stdout)
-            .into_iter()
-            .filter(|e| entry_paths(e).iter().any(|p| concerns(p, paths)))
-            .collect())
-    }
-}
-
-/// `git status --porcelain=v2 -z` entries, a rename's original path joined to its entry.
-fn entries(out: &str) -> Vec<String> {
-    let mut list = Vec::new();
-    let mut fields = out.split('\0').filter(|f| !f.is_empty());
-    while let Some(f) = fields.next() {
-        if f.starts_with("2 ") {
-            list.push(format!("{f}\0{}", fields.next().unwrap_or_default()));
-        } else {
-            list.push(f.to_string());
-        }
-    }
-    list
-}
-
-/// The paths one status entry names (two for a rename or copy).
-fn entry_paths(entry: &str) -> Vec<&str> {
-    let (head, orig) = entry.split_once('\0').unwrap_or((entry, ""));
-    let fields = match head.as_bytes().first() {
-        Some(b'1') => 9,
-        Some(b'2') => 10,
-        Some(b'u') => 11,
-        Some(b'?') | Some(b'!') => 2,
-        _ => return vec![],
-    };
-    let path = head.splitn(fields, ' ').nth(fields - 1).unwrap_or_default();
-    [path, orig].into_iter().filter(|p| !p.is_empty()).collect()
-}
-
-/// Whether a status path is one of `paths`, or an untracked directory holding one.
-fn concerns(path: &str, paths: &BTreeSet<String>) -> bool {
-    if path.ends_with('/') {
-        paths
-            .range(path.to_string()..)
-            .next()
-            .is_some_and(|p| p.starts_with(path))
-    } else {
-        paths.contains(path)
     }
 }
 
@@ -308,44 +222,6 @@ fn indented_paths(stderr: &str) -> Vec<String> {
         .collect()
 }
 
-fn read_record(path: &Path) -> Result<Option<Record>> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => serde_json::from_str(&text).map(Some).map_err(|e| {
-            Error::Other(format!(
-                "cannot read {} (spice's record of an unfinished checkout update): {e}",
-                path.display()
-            ))
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::Io {
-            context: format!("failed to read {}", path.display()),
-            source: e,
-        }),
-    }
-}
-
-/// Written whole or not at all (a temporary file renamed over it).
-fn write_record(path: &Path, record: &Record) -> Result<()> {
-    let tmp = path.with_extension("json.tmp");
-    let text = serde_json::to_string(record).expect("a record serialises");
-    std::fs::write(&tmp, text)
-        .and_then(|()| std::fs::rename(&tmp, path))
-        .map_err(|e| Error::Io {
-            context: format!("failed to write {}", path.display()),
-            source: e,
-        })
-}
-
-fn remove_record(path: &Path) -> Result<()> {
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::Io {
-            context: format!("failed to remove {}", path.display()),
-            source: e,
-        }),
-        _ => Ok(()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -355,39 +231,6 @@ mod tests {
         let err = "error: Your local changes to the following files would be overwritten by merge:\n\
                    \tb.txt\n\tdir/c d.txt\nPlease commit your changes or stash them before you merge.\nAborting\n";
         assert_eq!(indented_paths(err), ["b.txt", "dir/c d.txt"]);
-    }
-
-    #[test]
-    fn status_entries_name_their_paths() {
-        let out = concat!(
-            "1 .M N... 100644 100644 100644 aaa aaa a file.txt\0",
-            "2 R. N... 100644 100644 100644 aaa aaa R100 new name\0old name\0",
-            "u UU N... 100644 100644 100644 100644 a b c conflict.txt\0",
-            "? untracked dir/\0",
-        );
-        let e = entries(out);
-        assert_eq!(e.len(), 4);
-        let paths: Vec<Vec<&str>> = e.iter().map(|e| entry_paths(e)).collect();
-        assert_eq!(
-            paths,
-            [
-                vec!["a file.txt"],
-                vec!["new name", "old name"],
-                vec!["conflict.txt"],
-                vec!["untracked dir/"],
-            ]
-        );
-    }
-
-    #[test]
-    fn untracked_directories_concern_the_paths_inside_them() {
-        let paths: BTreeSet<String> = ["a/b/c.txt", "d.txt"].map(String::from).into();
-        assert!(concerns("d.txt", &paths));
-        assert!(concerns("a/", &paths));
-        assert!(concerns("a/b/", &paths));
-        assert!(!concerns("a/c/", &paths));
-        assert!(!concerns("e.txt", &paths));
-        assert!(!concerns("d.txt/", &paths));
     }
 
     #[test]

@@ -24,6 +24,7 @@
 //! not accept is [`Error::Input`].
 
 mod checkout;
+mod checkout_record;
 mod lock;
 mod merge;
 mod merge_commit;
