@@ -11,8 +11,10 @@
 //! (`lock`) keeps spice's own merges from interleaving in one checkout. What else
 //! could leave the checkout half-updated is dealt with here:
 //!
-//! - git runs in a process group of its own, so stopping an agent (TERM, then KILL,
-//!   to its group) while it completes a phase ends spice but not the update;
+//! - git runs shielded (`Runner::run_shielded`): in a process group of its own and
+//!   with TERM, INT, HUP and QUIT blocked, so stopping an agent while it completes a
+//!   phase (TERM to its group from the lane, TERM to each process of its tree from
+//!   its shim, seconds before any KILL) ends spice but not the update;
 //! - before git starts, a record of the update (`checkout_record`:
 //!   `spice-fast-forward.json` in the checkout's git directory, with from, to, and the
 //!   status of every path the update touches) is written, and it is removed once HEAD has moved, or once the status
@@ -63,7 +65,7 @@ impl Git {
             before: self.status_of(wt, &touched)?,
         };
         write_record(&record_path, &record)?;
-        let out = self.run_apart(
+        let out = self.run_shielded(
             wt,
             &args![
                 "merge",

@@ -138,11 +138,11 @@ impl Git {
         self.runner.run(dir, args).map_err(|e| spawn_error(dir, e))
     }
 
-    /// Runs git in `dir` in a process group of its own, so stopping the caller's
-    /// group cannot cut it off half-way (see [`Runner::run_in_own_group`]).
-    fn run_apart(&self, dir: &Path, args: &[&OsStr]) -> Result<Output> {
+    /// Runs git in `dir` so that it cannot be stopped half-way, short of SIGKILL
+    /// (see [`Runner::run_shielded`]).
+    fn run_shielded(&self, dir: &Path, args: &[&OsStr]) -> Result<Output> {
         self.runner
-            .run_in_own_group(dir, args)
+            .run_shielded(dir, args)
             .map_err(|e| spawn_error(dir, e))
     }
 

@@ -103,17 +103,32 @@ impl Runner {
         output(self.command(dir, args))
     }
 
-    /// [`Runner::run`] in a process group of its own, for a command that must not be
-    /// cut off half-way (updating a checkout): a signal to the caller's group (an
-    /// agent being stopped, ^C at a terminal) ends the caller, and git finishes.
-    pub fn run_in_own_group<S: AsRef<OsStr>>(
-        &self,
-        dir: &Path,
-        args: &[S],
-    ) -> std::io::Result<Output> {
+    /// [`Runner::run`] shielded from being stopped half-way, for a command that must
+    /// finish once started (updating a checkout): it runs in a process group of its
+    /// own, so a signal to the caller's group (an agent's lane stopped, ^C at a
+    /// terminal) does not reach it, with the stop signals (TERM, INT, HUP, QUIT)
+    /// blocked, so one sent to it by pid (an agent's shim ending the agent's tree)
+    /// waits until it has exited, which is its end anyway. Only SIGKILL can cut it
+    /// off, and every stopper in spice sends TERM seconds before KILL, far longer than
+    /// a fast-forward takes.
+    pub fn run_shielded<S: AsRef<OsStr>>(&self, dir: &Path, args: &[S]) -> std::io::Result<Output> {
+        use nix::sys::signal::{SigSet, Signal};
         use std::os::unix::process::CommandExt;
         let mut cmd = self.command(dir, args);
         cmd.process_group(0);
+        let mut stops = SigSet::empty();
+        for s in [
+            Signal::SIGTERM,
+            Signal::SIGINT,
+            Signal::SIGHUP,
+            Signal::SIGQUIT,
+        ] {
+            stops.add(s);
+        }
+        // SAFETY: only pthread_sigmask, async-signal-safe, between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || Ok(stops.thread_block()?));
+        }
         output(cmd)
     }
 
@@ -159,6 +174,23 @@ mod tests {
         ]);
         let names: Vec<_> = r.env.iter().map(|(k, _)| k.to_str().unwrap()).collect();
         assert_eq!(names, ["PATH", "HOME"]);
+    }
+
+    #[test]
+    fn a_shielded_command_goes_on_past_a_stop_signal_in_a_group_of_its_own() {
+        let sh =
+            Runner::new([("PATH", std::env::var("PATH").unwrap_or_default())]).with_program("sh");
+        // The shell may let a pending signal end it as it exits; what counts is that
+        // the signal did not stop it before its work was done.
+        let script = "kill -TERM $$; kill -INT $$; echo alive; cut -d' ' -f5 /proc/$$/stat";
+        let out = sh.run_shielded(Path::new("/"), &["-c", script]).unwrap();
+        let mut lines = out.stdout.lines();
+        assert_eq!(lines.next(), Some("alive"), "{out:?}");
+        let group: i32 = lines.next().unwrap().parse().unwrap();
+        assert_ne!(group, nix::unistd::getpgrp().as_raw());
+        // Unshielded, the same signal ends it at once.
+        let out = sh.run(Path::new("/"), &["-c", script]).unwrap();
+        assert_eq!((out.code, out.stdout.as_str()), (None, ""), "{out:?}");
     }
 
     #[test]
