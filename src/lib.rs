@@ -11,6 +11,8 @@
 //! | [`task`] | the task model, and Taskwarrior import/export |
 //! | [`store`] | the SQLite authority: tasks, deps, flows, claims, ledger |
 //! | [`alloc`] | the allocator: inherited priority, downstream release, tie-breaks |
+//! | [`git`] | worktrees and the three git boundaries: the only module that moves git |
+//! | [`land`] | completing a phase: the holder's proof, the merge into base, the store's record |
 //! | [`web`] | the operator's console (`spice serve`): routes, guards, live streams, the page |
 //! | [`cli`] | argument parsing and output; the only layer that reads env, cwd or TTY |
 //!
@@ -29,6 +31,7 @@ pub mod error;
 pub mod fleet;
 
 pub mod git;
+pub mod land;
 pub mod stamp;
 pub mod steer;
 pub mod store;

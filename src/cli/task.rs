@@ -401,14 +401,20 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
             json,
         } => {
             if done {
-                let merged = merge_at_phase_completion(s, env, &id, holder.holder().as_ref())?;
-                let out = s.complete_phase(&id, holder.holder().as_ref())?;
-                if let Some(m) = merged.as_ref().filter(|_| !json) {
+                let landed = phase_done(s, env, &id, holder.holder().as_ref())?;
+                if let Some(m) = landed.merge.as_ref().filter(|_| !json) {
                     println!(
                         "merged {} into {} at {} ({:?})",
                         m.branch, m.base, m.commit, m.kind
                     );
                 }
+                // A failed push loses nothing: the merge is local and kept.
+                if let Some(p) = &landed.push {
+                    if let Some(e) = &p.error {
+                        eprintln!("spice: {e}; the merge into {} is kept locally", p.base);
+                    }
+                }
+                let out = landed.phase;
                 if json {
                     render::print_json(&out);
                 } else {
@@ -530,84 +536,35 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
     Ok(())
 }
 
-/// Git boundary 2: completing a phase of a claimed task that has a worktree merges
-/// its branch into the lane's base (or the main work tree's branch) first, and pushes
-/// base where the lane says. The tree
-/// must be clean; a refused or conflicting merge leaves the phase where it was.
-fn merge_at_phase_completion(
+/// Git boundary 2, through the library: the CLI only supplies what the library may
+/// not read itself. An agent of the fleet carries its running lane's policy
+/// (`SPICE_LANE`, `SPICE_BASE`, `SPICE_PUSH`); the lanes directory of the repository
+/// the caller runs in is the fallback for lane files.
+fn phase_done(
     s: &mut Store,
     env: &Env,
     id: &str,
     holder: Option<&Holder>,
-) -> Result<Option<crate::git::Merge>> {
-    let Some(claim) = s.claim_on(id)? else {
-        return Ok(None);
-    };
-    if holder.is_none_or(|h| h.claimant != claim.claimant) {
-        return Ok(None); // the store refuses it next, naming the holder
-    }
-    let Some(wt) = claim
-        .worktree
-        .as_deref()
-        .map(std::path::Path::new)
-        .filter(|p| p.join(".git").exists())
-    else {
-        return Ok(None);
-    };
+) -> Result<crate::land::Landed> {
     let runner = crate::git::Runner::new(std::env::vars_os());
-    let common = crate::cli::find_git(wt)
-        .map(|(_, c)| c)
-        .ok_or_else(|| Error::Other(format!("{} is not a git worktree", wt.display())))?;
-    let main = common
-        .parent()
-        .map(std::path::Path::to_path_buf)
-        .unwrap_or(common.clone());
-    let git = crate::git::Git::open(&main, runner)?;
-    let branch = git.launch_check(wt)?.branch.ok_or_else(|| {
-        Error::conflict(format!(
-            "{} is on a detached HEAD: no task branch to merge",
-            wt.display()
-        ))
-    })?;
-    // An agent of the fleet carries its running lane's policy (`SPICE_BASE`,
-    // `SPICE_PUSH`); anyone else gets the lane file of the task repository's main work
-    // tree, else of the repository they run in (a lane whose `repo` is another one),
-    // never the copy (maybe stale, maybe absent) in the task's own worktree.
-    let fleet_lane = std::env::var("SPICE_LANE").ok();
-    let from_fleet = fleet_lane.is_some() && claim.lane == fleet_lane;
-    let (base, push) = match std::env::var("SPICE_BASE").ok().filter(|_| from_fleet) {
-        Some(base) => (Some(base), std::env::var("SPICE_PUSH").ok()),
-        None => {
-            let lane = claim.lane.as_deref().and_then(|l| {
-                let here = env.lanes_dir().ok().filter(|d| !d.starts_with(wt));
-                [Some(main.join("lanes")), here]
-                    .into_iter()
-                    .flatten()
-                    .find(|d| d.join(format!("{l}.toml")).is_file())
-                    .and_then(|d| crate::config::lane::load(&d, l).ok())
-            });
-            (
-                lane.as_ref().and_then(|l| l.base.clone()),
-                lane.and_then(|l| l.push),
-            )
-        }
-    };
-    let base = match base {
-        Some(b) => b,
-        None => git
-            .launch_check(&main)?
-            .branch
-            .unwrap_or_else(|| "main".into()),
-    };
-    let merge = git.complete_phase(wt, &branch, &base)?;
-    // Nothing leaves the machine unless the lane says so; a failed push loses nothing
-    // (the merge is local and kept) and is reported.
-    if let Some(remote) = push {
-        if let Err(e) = git.push(&remote, &base) {
-            eprintln!("spice: {e}; the merge into {base} is kept locally");
-        }
-    }
-    Ok(Some(merge))
+    let fleet = std::env::var("SPICE_LANE")
+        .ok()
+        .map(|lane| crate::land::FleetLane {
+            lane,
+            base: std::env::var("SPICE_BASE").ok(),
+            push: std::env::var("SPICE_PUSH").ok(),
+        });
+    let lanes_dir = env.lanes_dir().ok();
+    crate::land::complete_phase(
+        s,
+        &crate::land::PhaseDone {
+            task: id,
+            holder,
+            runner: &runner,
+            fleet: fleet.as_ref(),
+            lanes_dir: lanes_dir.as_deref(),
+        },
+    )
 }
 
 fn read_input(file: &str) -> Result<(String, String)> {

@@ -1,6 +1,9 @@
 //! Boundary 2 (phase completion): merging a clean task branch into `base`.
 //!
-//! The merge is computed away from every checkout, then `base` is moved in one step:
+//! Merges into one repository run one at a time, across processes: each holds the
+//! repository's merge lock ([`Merging`], `lock`) from before it reads `base` until
+//! `base` has moved. The merge is computed away from every checkout, then `base` is
+//! moved in one step:
 //!
 //! - The task worktree must be on the task branch and clean (untracked files count;
 //!   ignored ones do not, see `status`). Only commits are merged.
@@ -9,18 +12,17 @@
 //!   (`merge_commit`). A conflict leaves no `MERGE_HEAD`, no half-merged files and
 //!   `base` untouched, and is reported with the conflicting paths.
 //! - Moving `base`: if no worktree has it checked out, `git update-ref` with the old
-//!   value (a compare-and-swap, so a concurrent move is noticed and the merge redone).
-//!   If a worktree (typically the user's main one) has it checked out, its ref cannot
-//!   move without its files, so it is fast-forwarded there with `git merge --ff-only
-//!   --no-autostash --no-overwrite-ignore`: git checks every path before writing any,
-//!   so uncommitted changes the merge does not touch are kept byte for byte, and if it
-//!   would touch any (modified, untracked or ignored files in the way) nothing at all
-//!   changes and the caller gets a conflict naming them. Never a stash, never a
-//!   checkout of `base` anywhere else, never a half-merged tree.
-//! - A `base` being rebased in some worktree is refused; nothing is ever pushed.
+//!   value (a compare-and-swap, so a move by someone outside spice is noticed and the
+//!   merge redone). If a worktree (typically the user's main one) has it checked out,
+//!   its ref cannot move without its files, so that checkout is fast-forwarded in
+//!   place, all or nothing (`checkout`): uncommitted changes the merge does not touch
+//!   are kept byte for byte, and if it would touch any (modified, untracked or ignored
+//!   files in the way), or another git process holds the index, nothing at all
+//!   changes and the caller gets a one-line conflict naming them. Never a stash, never
+//!   a checkout of `base` anywhere else, never a half-merged tree.
+//! - A `base` being rebased in some worktree is refused; nothing is ever pushed here.
 
-use super::merge_commit::list_paths;
-use super::{args, canonical, Git};
+use super::{args, canonical, Git, Merging};
 use crate::error::{Error, Result};
 use serde::Serialize;
 use std::path::Path;
@@ -73,8 +75,23 @@ impl Git {
     }
 
     /// Boundary 2: merges `branch`, checked out clean in `worktree`, into the local
-    /// branch `base` (see the module doc for how). The task worktree is not moved.
+    /// branch `base` (see the module doc for how), waiting for the merge lock. The
+    /// task worktree is not moved.
     pub fn complete_phase(&self, worktree: &Path, branch: &str, base: &str) -> Result<Merge> {
+        self.lock_merges()?.complete_phase(worktree, branch, base)
+    }
+}
+
+impl Merging<'_> {
+    /// [`Git::complete_phase`] under a merge lock the caller already holds (so that
+    /// it can check and record things around the merge with nothing else merging).
+    pub fn complete_phase(&self, worktree: &Path, branch: &str, base: &str) -> Result<Merge> {
+        self.git.merge(worktree, branch, base)
+    }
+}
+
+impl Git {
+    fn merge(&self, worktree: &Path, branch: &str, base: &str) -> Result<Merge> {
         self.check_branch_name(branch)?;
         self.check_branch_name(base)?;
         if branch == base {
@@ -168,45 +185,7 @@ impl Git {
                 out.first_line()
             )));
         };
-        // Re-read the holder's HEAD just before moving it: if the user switched
-        // branches since the listing, its new branch must not be fast-forwarded.
-        let sym = self.run(&w.path, &args!["symbolic-ref", "--quiet", "HEAD"])?;
-        if sym.stdout.trim() != full || self.head(&w.path)? != old {
-            return Ok(false);
-        }
-        let out = self.run(
-            &w.path,
-            &args![
-                "merge",
-                "--ff-only",
-                "--quiet",
-                "--no-autostash",
-                "--no-overwrite-ignore",
-                new
-            ],
-        )?;
-        if out.ok() {
-            return Ok(true);
-        }
-        if moved_away()? {
-            return Ok(false);
-        }
-        let why = out.first_line();
-        let why = why
-            .strip_prefix("error: ")
-            .unwrap_or(&why)
-            .trim_end_matches(':');
-        let paths = indented_paths(&out.stderr);
-        let named = if paths.is_empty() {
-            String::new()
-        } else {
-            format!(": {}", list_paths(&paths))
-        };
-        Err(Error::conflict(format!(
-            "cannot merge {branch} into {base}: {base} is checked out at {} and git refused \
-             to update it ({why}{named}); nothing was merged",
-            w.path.display()
-        )))
+        self.fast_forward_checkout(&w.path, base, old, new, branch)
     }
 
     /// A rebase of `base` in any worktree would rewrite it from a stale start, so its
@@ -230,27 +209,5 @@ impl Git {
             }
         }
         Ok(())
-    }
-}
-
-/// The tab-indented paths git lists under "would be overwritten by merge".
-fn indented_paths(stderr: &str) -> Vec<String> {
-    stderr
-        .lines()
-        .filter_map(|l| l.strip_prefix('\t'))
-        .map(|l| l.trim().to_string())
-        .filter(|l| !l.is_empty())
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn overwritten_paths_are_read_from_stderr() {
-        let err = "error: Your local changes to the following files would be overwritten by merge:\n\
-                   \tb.txt\n\tdir/c d.txt\nPlease commit your changes or stash them before you merge.\nAborting\n";
-        assert_eq!(indented_paths(err), ["b.txt", "dir/c d.txt"]);
     }
 }

@@ -7,7 +7,8 @@
 //!    clean and strictly behind `base`, and then only by a fast-forward.
 //! 2. **Phase completion** — [`Git::complete_phase`]: a clean task branch is merged
 //!    into `base` (fast-forward, else a merge commit), never through a half-merged
-//!    checkout; nothing is pushed.
+//!    checkout, one merge per repository at a time ([`Git::lock_merges`]); nothing is
+//!    pushed here ([`Git::push`] is the caller's next step, under the same lock).
 //! 3. **Launch** — [`Git::launch_check`]: read-only; it reports branch, HEAD and
 //!    cleanliness, since starting an agent moves nothing.
 //!
@@ -22,7 +23,10 @@
 //! [`Error::Conflict`]; a git failure is [`Error::Other`]; a branch name git would
 //! not accept is [`Error::Input`].
 
+mod checkout;
+mod checkout_record;
 mod handoff;
+mod lock;
 mod merge;
 mod merge_commit;
 mod refname;
@@ -31,6 +35,7 @@ mod status;
 mod worktree;
 
 pub use handoff::{BranchHolder, Freed};
+pub use lock::Merging;
 pub use merge::{Merge, MergeKind};
 pub use merge_commit::MergeMethod;
 pub use refname::{task_branch, PREFIX};
@@ -114,6 +119,11 @@ impl Git {
         &self.repo
     }
 
+    /// The git directory every worktree of the repository shares.
+    pub fn common_dir(&self) -> &Path {
+        &self.common_dir
+    }
+
     /// Runs git in `dir`; only a failure to start it is an error.
     ///
     /// `git worktree` commands run one at a time per repository, across processes (an
@@ -130,16 +140,12 @@ impl Git {
         self.runner.run(dir, args).map_err(|e| spawn_error(dir, e))
     }
 
-    /// The worktree lock, or `None` if it cannot be had (then git runs unserialised,
-    /// as it would without spice).
-    fn worktree_lock(&self) -> Option<nix::fcntl::Flock<std::fs::File>> {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(self.common_dir.join("spice-worktrees.lock"))
-            .ok()?;
-        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive).ok()
+    /// Runs git in `dir` so that it cannot be stopped half-way, short of SIGKILL
+    /// (see [`Runner::run_shielded`]).
+    fn run_shielded(&self, dir: &Path, args: &[&OsStr]) -> Result<Output> {
+        self.runner
+            .run_shielded(dir, args)
+            .map_err(|e| spawn_error(dir, e))
     }
 
     /// Runs git in `dir` and requires success; `what` says what was being done

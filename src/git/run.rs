@@ -100,7 +100,7 @@ impl Runner {
     /// Runs `git ARGS` in `dir` and waits for it. Only failing to start it is an
     /// error here; a non-zero exit is the caller's to judge.
     pub fn run<S: AsRef<OsStr>>(&self, dir: &Path, args: &[S]) -> std::io::Result<Output> {
-        self.run_with(dir, args, &[])
+        output(self.command(dir, args, &[]))
     }
 
     /// Like [`Runner::run`] with `extra` variables set (e.g. a scratch `GIT_INDEX_FILE`,
@@ -111,6 +111,44 @@ impl Runner {
         args: &[S],
         extra: &[(&str, &OsStr)],
     ) -> std::io::Result<Output> {
+        output(self.command(dir, args, extra))
+    }
+
+    /// [`Runner::run`] shielded from being stopped half-way, for a command that must
+    /// finish once started (updating a checkout): it runs in a process group of its
+    /// own, so a signal to the caller's group (an agent's lane stopped, ^C at a
+    /// terminal) does not reach it, with the stop signals (TERM, INT, HUP, QUIT)
+    /// blocked, so one sent to it by pid (an agent's shim ending the agent's tree)
+    /// waits until it has exited, which is its end anyway. Only SIGKILL can cut it
+    /// off, and every stopper in spice sends TERM seconds before KILL, far longer than
+    /// a fast-forward takes.
+    pub fn run_shielded<S: AsRef<OsStr>>(&self, dir: &Path, args: &[S]) -> std::io::Result<Output> {
+        use nix::sys::signal::{SigSet, Signal};
+        use std::os::unix::process::CommandExt;
+        let mut cmd = self.command(dir, args, &[]);
+        cmd.process_group(0);
+        let mut stops = SigSet::empty();
+        for s in [
+            Signal::SIGTERM,
+            Signal::SIGINT,
+            Signal::SIGHUP,
+            Signal::SIGQUIT,
+        ] {
+            stops.add(s);
+        }
+        // SAFETY: only pthread_sigmask, async-signal-safe, between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || Ok(stops.thread_block()?));
+        }
+        output(cmd)
+    }
+
+    fn command<S: AsRef<OsStr>>(
+        &self,
+        dir: &Path,
+        args: &[S],
+        extra: &[(&str, &OsStr)],
+    ) -> Command {
         let mut cmd = Command::new(&self.program);
         cmd.args(args)
             .current_dir(dir)
@@ -125,13 +163,17 @@ impl Runner {
         if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
             cmd.env("GIT_CEILING_DIRECTORIES", parent);
         }
-        let out = cmd.output()?;
-        Ok(Output {
-            code: out.status.code(),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        })
+        cmd
     }
+}
+
+fn output(mut cmd: Command) -> std::io::Result<Output> {
+    let out = cmd.output()?;
+    Ok(Output {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
 }
 
 #[cfg(test)]
@@ -149,6 +191,23 @@ mod tests {
         ]);
         let names: Vec<_> = r.env.iter().map(|(k, _)| k.to_str().unwrap()).collect();
         assert_eq!(names, ["PATH", "HOME"]);
+    }
+
+    #[test]
+    fn a_shielded_command_goes_on_past_a_stop_signal_in_a_group_of_its_own() {
+        let sh =
+            Runner::new([("PATH", std::env::var("PATH").unwrap_or_default())]).with_program("sh");
+        // The shell may let a pending signal end it as it exits; what counts is that
+        // the signal did not stop it before its work was done.
+        let script = "kill -TERM $$; kill -INT $$; echo alive; cut -d' ' -f5 /proc/$$/stat";
+        let out = sh.run_shielded(Path::new("/"), &["-c", script]).unwrap();
+        let mut lines = out.stdout.lines();
+        assert_eq!(lines.next(), Some("alive"), "{out:?}");
+        let group: i32 = lines.next().unwrap().parse().unwrap();
+        assert_ne!(group, nix::unistd::getpgrp().as_raw());
+        // Unshielded, the same signal ends it at once.
+        let out = sh.run(Path::new("/"), &["-c", script]).unwrap();
+        assert_eq!((out.code, out.stdout.as_str()), (None, ""), "{out:?}");
     }
 
     #[test]

@@ -353,6 +353,33 @@ impl Store {
         })
     }
 
+    /// A renewal made before the holder acts outside the store (a merge at phase
+    /// completion): refused, in `verb`'s words, unless `holder` holds the task (under
+    /// its fence, if it names one; a lapsed lease nobody took over still counts). The
+    /// lease is extended to at least `lease` from now (never shortened), so it cannot
+    /// lapse and be taken over while the act runs; the returned claim's fence pins the
+    /// write that records the act. No ledger entry, like any plain renewal.
+    pub fn hold(
+        &mut self,
+        input: &str,
+        holder: &Holder,
+        lease: Duration,
+        verb: &str,
+    ) -> Result<Claim> {
+        self.write("renewing a claim", |tx, now| {
+            let id = resolve(tx, input)?;
+            check_holder(tx, &id, Some(holder), now, verb)?;
+            let claim = claim_of(tx, &id)?
+                .ok_or_else(|| Error::Other(format!("claim on {id} vanished")))?;
+            let until = claim.lease_until.max(lease_end(now, lease));
+            tx.execute(
+                "UPDATE claims SET lease_until = ?2, renewed_at = ?3 WHERE task_id = ?1",
+                params![id, until, now],
+            )?;
+            claim_of(tx, &id)?.ok_or_else(|| Error::Other(format!("claim on {id} vanished")))
+        })
+    }
+
     /// Records where the holder works on the task (the supervisor knows the worktree
     /// only once it has the claim, since the path is named after the task).
     pub fn set_claim_worktree(

@@ -1,0 +1,239 @@
+//! Landing a phase: proving the holding, merging the task branch into `base`, and
+//! completing the phase, as one operation (git boundary 2 with the store around it).
+//! `spice task phase ID --done` is a call to [`complete_phase`].
+//!
+//! The order, for a claimed task with a worktree:
+//!
+//! 1. the claim is read, to find the worktree and so the repository;
+//! 2. the repository's merge lock is taken ([`Git::lock_merges`]), so merges into it
+//!    run one at a time, across processes;
+//! 3. the holding is proved by a renewal of the lease ([`Store::hold`]) under the
+//!    caller's fence, or under the current one for a claimant that named none, which
+//!    is then pinned; the lease is extended so it cannot lapse, and be taken over,
+//!    during the merge. A refused holder has merged nothing and pushed nothing;
+//! 4. the branch is merged into `base` ([`Merging::complete_phase`]);
+//! 5. the phase is completed under that same fence, releasing the claim;
+//! 6. `base` is pushed where the lane says, still under the lock, so the remote sees
+//!    `base` move in the order it moved here.
+//!
+//! A failure after the merge leaves the merge in place (committed work, never
+//! undone) and says so in its message. A task that is unclaimed, or has no worktree,
+//! only has its phase completed: the store alone checks the holder then.
+//!
+//! Where it merges: an agent of the fleet carries its running lane's policy (the
+//! CLI's `SPICE_LANE`, `SPICE_BASE`, `SPICE_PUSH`, passed in as a [`FleetLane`]);
+//! anyone else gets the lane file of the task repository's main work tree, else of
+//! the repository they run in (a lane whose `repo` is another one), never the copy
+//! in the task's own worktree, which may be stale or absent. Without a lane `base`,
+//! `base` is the branch checked out in the main work tree (else `main`). Nothing is
+//! pushed unless the lane names a `push` remote.
+
+use crate::error::{Error, Result};
+use crate::git::{Git, Merge, Merging, Runner};
+use crate::store::{Claim, Holder, PhaseOutcome, Store};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How long the proof of step 3 keeps the lease live at least: far longer than a
+/// merge takes, so the claim cannot lapse mid-merge. Completing the phase releases
+/// the claim anyway; after a refused merge the holder keeps a live lease.
+pub const MERGE_LEASE: Duration = Duration::from_secs(10 * 60);
+
+/// The lane an agent of the fleet runs in, as its environment says.
+#[derive(Debug, Clone, Default)]
+pub struct FleetLane {
+    pub lane: String,
+    /// The lane's `base`; without it the lane file decides.
+    pub base: Option<String>,
+    /// The lane's `push` remote.
+    pub push: Option<String>,
+}
+
+/// What completing a phase needs besides the store.
+#[derive(Debug, Clone)]
+pub struct PhaseDone<'a> {
+    /// The task (id, id prefix or handle).
+    pub task: &'a str,
+    /// The caller, when the task is claimed.
+    pub holder: Option<&'a Holder>,
+    /// How git is run.
+    pub runner: &'a Runner,
+    /// Set when the caller is an agent of the fleet.
+    pub fleet: Option<&'a FleetLane>,
+    /// The lanes directory of the repository the caller runs in, if any.
+    pub lanes_dir: Option<&'a Path>,
+}
+
+/// What [`complete_phase`] did.
+#[derive(Debug, Clone)]
+pub struct Landed {
+    pub phase: PhaseOutcome,
+    /// The merge into `base`, when the task had a worktree.
+    pub merge: Option<Merge>,
+    /// The push of `base` after the merge, when the lane asks for one.
+    pub push: Option<Pushed>,
+}
+
+/// A push of `base`: a failed one loses nothing (the merge is kept locally).
+#[derive(Debug, Clone)]
+pub struct Pushed {
+    pub remote: String,
+    pub base: String,
+    /// Why the push failed, one line.
+    pub error: Option<String>,
+}
+
+/// Completes the task's current phase, landing its branch first when it has a
+/// worktree (see the module doc for the order and where it merges).
+pub fn complete_phase(store: &mut Store, req: &PhaseDone<'_>) -> Result<Landed> {
+    let only_phase = |store: &mut Store| {
+        Ok(Landed {
+            phase: store.complete_phase(req.task, req.holder)?,
+            merge: None,
+            push: None,
+        })
+    };
+    let (Some(holder), Some(claim)) = (req.holder, store.claim_on(req.task)?) else {
+        return only_phase(store);
+    };
+    let Some(wt) = claim.worktree.as_deref().map(Path::new) else {
+        return only_phase(store);
+    };
+    if claim.claimant != holder.claimant || !wt.join(".git").exists() {
+        return only_phase(store);
+    }
+    let main = main_work_tree(wt, req.runner)?;
+    let lock = main.lock_merges()?;
+    let proof = store.hold(req.task, holder, MERGE_LEASE, "complete the phase of")?;
+    if proof.worktree != claim.worktree {
+        return Err(Error::conflict(format!(
+            "the claim on task {} moved from worktree {} to {} meanwhile; nothing was \
+             merged, retry",
+            proof.task_id,
+            wt.display(),
+            proof.worktree.as_deref().unwrap_or("none")
+        )));
+    }
+    let (merge, base, push) = merge(&lock, &proof, wt, req)?;
+    let pinned = Holder::fenced(&holder.claimant, proof.fence);
+    let phase = store
+        .complete_phase(req.task, Some(&pinned))
+        .map_err(|e| after_merge(e, &merge))?;
+    let push = push.map(|remote| Pushed {
+        error: main.push(&remote, &base).err().map(|e| e.to_string()),
+        remote,
+        base,
+    });
+    drop(lock);
+    Ok(Landed {
+        phase,
+        merge: Some(merge),
+        push,
+    })
+}
+
+/// The repository of the task worktree `wt`, opened at its main work tree (where the
+/// operator's lanes and checkout are).
+fn main_work_tree(wt: &Path, runner: &Runner) -> Result<Git> {
+    let task = Git::open(wt, runner.clone())?;
+    let common = task.common_dir();
+    Git::open(common.parent().unwrap_or(common), runner.clone())
+}
+
+/// Step 4: merges the task branch checked out at `wt` into the lane's `base`.
+/// Returns the merge, `base`, and the remote to push it to.
+fn merge(
+    lock: &Merging<'_>,
+    claim: &Claim,
+    wt: &Path,
+    req: &PhaseDone<'_>,
+) -> Result<(Merge, String, Option<String>)> {
+    let git = lock.git();
+    let branch = git.launch_check(wt)?.branch.ok_or_else(|| {
+        Error::conflict(format!(
+            "{} is on a detached HEAD: no task branch to merge",
+            wt.display()
+        ))
+    })?;
+    let (base, push) = policy(claim, req, git.repo(), wt);
+    let base = match base {
+        Some(b) => b,
+        None => git
+            .launch_check(git.repo())?
+            .branch
+            .unwrap_or_else(|| "main".into()),
+    };
+    let merge = lock.complete_phase(wt, &branch, &base)?;
+    Ok((merge, base, push))
+}
+
+/// The lane's `base` and `push` for the claim (see the module doc).
+fn policy(
+    claim: &Claim,
+    req: &PhaseDone<'_>,
+    main: &Path,
+    wt: &Path,
+) -> (Option<String>, Option<String>) {
+    let fleet = req
+        .fleet
+        .filter(|f| claim.lane.as_deref() == Some(f.lane.as_str()));
+    if let Some(f) = fleet.filter(|f| f.base.is_some()) {
+        return (f.base.clone(), f.push.clone());
+    }
+    let lane = claim.lane.as_deref().and_then(|l| {
+        let here = req.lanes_dir.filter(|d| !d.starts_with(wt));
+        [Some(main.join("lanes")), here.map(PathBuf::from)]
+            .into_iter()
+            .flatten()
+            .find(|d| d.join(format!("{l}.toml")).is_file())
+            .and_then(|d| crate::config::lane::load(&d, l).ok())
+    });
+    (
+        lane.as_ref().and_then(|l| l.base.clone()),
+        lane.and_then(|l| l.push),
+    )
+}
+
+/// An error after the merge landed: the same kind (and exit code), saying so first.
+fn after_merge(e: Error, m: &Merge) -> Error {
+    let landed = format!("merged {} into {} at {}, but ", m.branch, m.base, m.commit);
+    match e {
+        Error::Input(s) => Error::Input(landed + &s),
+        Error::Conflict(s) => Error::Conflict(landed + &s),
+        Error::Store(s) => Error::Store(landed + &s),
+        Error::Other(s) => Error::Other(landed + &s),
+        Error::Sqlite { context, source } => Error::Sqlite {
+            context: landed + &context,
+            source,
+        },
+        Error::Io { context, source } => Error::Io {
+            context: landed + &context,
+            source,
+        },
+        Error::Exit(code, s) => Error::Exit(code, landed + &s),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::git::MergeKind;
+
+    #[test]
+    fn an_error_after_the_merge_keeps_its_kind_and_names_the_merge() {
+        let m = Merge {
+            base: "main".into(),
+            branch: "spice/x".into(),
+            previous: "a".into(),
+            commit: "b".into(),
+            kind: MergeKind::FastForward,
+        };
+        let e = after_merge(Error::conflict("cannot complete the phase of task x"), &m);
+        assert_eq!(e.exit_code(), 3);
+        assert_eq!(
+            e.to_string(),
+            "merged spice/x into main at b, but cannot complete the phase of task x"
+        );
+        assert_eq!(after_merge(Error::Store("bad".into()), &m).exit_code(), 4);
+    }
+}
