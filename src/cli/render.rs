@@ -5,6 +5,7 @@
 
 use crate::alloc::Candidate;
 use crate::clock::Micros;
+use crate::fleet::status::FleetStatus;
 use crate::steer::grammar::Directive;
 use crate::store::{Claim, Effect, Item, LedgerEntry, Outcome};
 use crate::task::{priority_str, Task};
@@ -325,4 +326,53 @@ pub fn outcome_line(o: &Outcome) -> String {
         Effect::Duplicate => "seen before at this line: nothing new",
     };
     format!("{} (line {}): {what}", o.key, o.line)
+}
+
+/// `fleet status` for people: one line per lane, drawn from the JSON document.
+pub fn fleet_status_table(doc: &FleetStatus) {
+    match doc.supervisor_pid {
+        Some(pid) => println!("supervisor running (pid {pid})"),
+        None => println!("no supervisor running"),
+    }
+    for l in &doc.lanes {
+        let mut line = format!(
+            "{:<12} {:<8} {:<9}",
+            l.lane,
+            l.profile.as_deref().unwrap_or(""),
+            l.state
+        );
+        let work = l
+            .claims
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} (session {}, lease {}s)",
+                    c.task, c.session, c.lease_left_seconds
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        if !work.is_empty() {
+            line.push_str(&format!(" {work}"));
+        }
+        if let Some(a) = l.last_activity_seconds_ago {
+            line.push_str(&format!("; active {a}s ago"));
+        }
+        line.push_str(&format!("; {} pending steering", l.pending_steering));
+        if l.restarts > 0 {
+            line.push_str(&format!("; {} restarts", l.restarts));
+        }
+        if let Some(h) = &l.hold {
+            line.push_str(&format!(
+                "; held {}s more ({}); lift with: spice fleet lift {}",
+                h.seconds_left,
+                h.reason.as_deref().unwrap_or(""),
+                l.lane
+            ));
+        }
+        if let Some(e) = &l.last_error {
+            line.push_str(&format!("; last error: {e}"));
+        }
+        println!("{line}");
+    }
 }

@@ -12,6 +12,7 @@ mod follow;
 pub mod hold;
 pub mod lane;
 mod launch;
+pub mod status;
 
 use crate::config::fleet::FleetConfig;
 use crate::error::{Error, Result};
