@@ -8,6 +8,7 @@
 
 pub mod attach;
 pub mod brief;
+pub mod events;
 mod follow;
 pub mod hold;
 pub mod lane;
