@@ -1,11 +1,15 @@
-//! `spice fleet …`: the lanes of agents. Only `check` exists so far: it validates
-//! `lanes/*.toml` and `profiles/*.toml` of the repository without starting anything.
+//! `spice fleet …`: the lanes of agents. `check` validates `lanes/*.toml` and
+//! `profiles/*.toml` without starting anything; `up` runs the supervisor in the
+//! foreground (its running report is [`up`]'s); `status` prints the lane-status
+//! document (`crate::fleet::status`); `down`, `lift` and `attach` act on a running one.
 //!
 //! Output contract of `check`: one line per lane on stdout (or one JSON document with
 //! `--json`); each configuration problem as its own complete `spice: file:line:col:
 //! reason` line on stderr and exit code 2. A lane whose agent binary is missing is
 //! shown as unavailable on stdout and does not change the exit code: the other lanes
 //! could still run. This layer owns the `PATH` search the library is given.
+
+mod up;
 
 use super::render;
 use super::Env;
@@ -45,7 +49,9 @@ pub enum FleetCmd {
     /// Connect this terminal to a lane's agent (its PTY); Ctrl-] detaches and leaves
     /// the agent running.
     Attach { lane: String },
-    /// Run the lanes in the foreground until interrupted (SIGINT/SIGTERM).
+    /// Run the lanes in the foreground until interrupted (SIGINT/SIGTERM). Each lane
+    /// event is printed on stderr as it happens (JSON Lines with --json) and logged to
+    /// <state>/logs/fleet.log; the report at the end goes to stdout.
     Up {
         /// Stop each lane once nothing is ready for it.
         #[arg(long)]
@@ -157,7 +163,12 @@ fn up(env: &Env, until_idle: bool, json: bool) -> Result<()> {
         .unwrap_or_default();
     let opts = options(env, repo, home, until_idle)?;
     let stop = stop_on_signals();
-    let reports = crate::fleet::up(&fleet, &opts, stop)?;
+    let reporter = up::Reporter::start(env, json, &fleet.lanes)?;
+    let reports = crate::fleet::up(&fleet, &opts, stop);
+    if let Some(r) = reporter {
+        r.finish();
+    }
+    let reports = reports?;
     if json {
         render::print_json(&reports);
     } else {
