@@ -105,19 +105,24 @@ fn the_api_shows_lanes_claims_tasks_inbox_ledger_and_transcript() {
         .ok()
         .trim()
         .to_string();
+    // The row reads as the present only while a supervisor holds the state directory.
+    let supervisor = spice::fleet::lock(&env.home).unwrap();
     let srv = Server::start(&env, &[]);
 
     let s = srv.get("/api/status").expect(200);
     let lane = &s["lanes"][0];
-    assert_eq!(lane["name"], "a");
+    assert_eq!(lane["lane"], "a");
     assert_eq!(lane["state"], "working");
+    assert_eq!(s["supervisor_pid"], std::process::id());
     assert_eq!(lane["task"]["handle"], format!("app-{base}"));
     assert_eq!(lane["task"]["phase"], "todo");
-    assert_eq!(lane["pending"], 1);
-    assert_eq!(lane["claim"]["stale"], false);
-    assert!(lane["claim"]["lease_remaining_seconds"].as_i64().unwrap() > 500);
+    assert_eq!(lane["pending_steering"], 1);
+    assert_eq!(lane["claims"][0]["stale"], false);
+    assert!(lane["claims"][0]["lease_left_seconds"].as_i64().unwrap() > 500);
     assert_eq!(s["claims"].as_array().unwrap().len(), 1);
-    assert_eq!(s["pending"], 1);
+    assert_eq!(s["claims"][0]["task"], format!("app-{base}"));
+    assert_eq!(s["pending_steering"], 1);
+    drop(supervisor);
 
     // Tasks: the prerequisite inherits H and unblocks the top task.
     let t = srv.get("/api/tasks?category=claimed").expect(200);
@@ -223,7 +228,10 @@ fn live_streams_report_steering_and_transcript_growth() {
         .expect("a change event after steer");
     assert_ne!(first, next);
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
-    assert_eq!(srv.get("/api/status").expect(200)["lanes"][0]["pending"], 1);
+    assert_eq!(
+        srv.get("/api/status").expect(200)["lanes"][0]["pending_steering"],
+        1
+    );
 
     let q = format!(
         "/api/lanes/a/transcript/live?after=1&epoch=0&path={}",
@@ -596,7 +604,9 @@ fn a_real_demo_fleet_run_reads_back_through_the_api() {
     let srv = Server::start(&env, &[]);
     // The lane row is the supervisor's own report.
     let status = srv.get("/api/status").expect(200);
-    assert_eq!(status["lanes"][0]["name"], "a", "{status}");
+    assert_eq!(status["lanes"][0]["lane"], "a", "{status}");
+    // No supervisor runs any more: the row is history.
+    assert_eq!(status["lanes"][0]["state"], "stopped", "{status}");
     assert_eq!(
         status["lanes"][0]["transcript"].as_str(),
         Some(transcripts[0].to_str().unwrap()),
@@ -635,4 +645,106 @@ fn a_real_demo_fleet_run_reads_back_through_the_api() {
     );
     let t = srv.get("/api/tasks?q=greet").expect(200);
     assert_eq!(t["tasks"][0]["phase"], "review");
+}
+
+/// Regression: `fleet status` counted a lane's pending steering over its lane and its
+/// current session only, and the console over its lane, every session of the claim and
+/// the worktree as the claim spelled it, so the two showed different numbers, and
+/// neither the number of items the lane's agent is given: those for its session, its
+/// lane and its worktree (canonical or as the claim recorded it).
+#[test]
+fn fleet_status_and_the_console_count_a_lanes_pending_steering_alike() {
+    let env = TestEnv::new();
+    lane_file(&env, "a");
+    // The claim records its worktree through a symlink, as a symlinked state directory
+    // would; `spice steer worktree:PATH` stores the canonical path.
+    let real = env.dir.path().join("real");
+    std::fs::create_dir_all(real.join("wt")).unwrap();
+    std::os::unix::fs::symlink(&real, env.dir.path().join("link")).unwrap();
+    let given = env.dir.path().join("link/wt");
+    let given_s = given.display().to_string();
+    let task = env.add(&["Work", "--project", "app"]);
+    env.run(&[
+        "task",
+        "claim",
+        &task,
+        "--claimant",
+        "sess-a",
+        "--lane",
+        "a",
+        "--worktree",
+        &given_s,
+        "--lease",
+        "10m",
+    ])
+    .ok();
+    let mut s = Store::open_dir(&env.home, Arc::new(spice::clock::SystemClock)).unwrap();
+    s.put_lane(&LaneRow {
+        name: "a".into(),
+        state: LaneState::Working,
+        profile: Some("demo".into()),
+        session: Some("sess-a".into()),
+        lineage: vec!["sess-old".into()],
+        task_id: Some(task.clone()),
+        ..LaneRow::default()
+    })
+    .unwrap();
+    for target in [
+        "session:sess-a",
+        "lane:a",
+        &format!("worktree:{given_s}"),
+        // An earlier session's items are not its successor's; another lane's neither.
+        "session:sess-old",
+        "session:sess-old",
+        "lane:b",
+    ] {
+        env.run(&["steer", target, "mind the tests"]).ok();
+    }
+    let spelled = spice::store::Target {
+        kind: spice::store::TargetKind::Worktree,
+        name: given_s.clone(),
+    };
+    s.steer(
+        &spelled,
+        "as the claim spells it",
+        spice::store::DEFAULT_TTL,
+    )
+    .unwrap();
+
+    let cli_doc = env.run(&["fleet", "status", "--json"]).json();
+    let cli = env.lane("a");
+    assert_eq!(cli["pending_steering"], 4, "{cli}");
+    let srv = Server::start(&env, &[]);
+    let api_doc = srv.get("/api/status").expect(200);
+    let api = &api_doc["lanes"][0];
+    assert_eq!(api["lane"], "a", "{api}");
+    assert_eq!(api["pending_steering"], 4, "{api}");
+    let canonical = std::fs::canonicalize(&given).unwrap();
+    assert_eq!(
+        api["targets"],
+        json!([
+            {"kind": "session", "name": "sess-a"},
+            {"kind": "lane", "name": "a"},
+            {"kind": "worktree", "name": canonical.display().to_string()},
+            {"kind": "worktree", "name": given_s},
+        ])
+    );
+    assert_eq!(cli["targets"], api["targets"]);
+    // One document: the same fields in both, the console's generation besides.
+    let keys = |v: &serde_json::Value| {
+        let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    assert_eq!(keys(&cli), keys(api));
+    let mut top = keys(&api_doc);
+    top.retain(|k| k != "generation");
+    assert_eq!(keys(&cli_doc), top);
+    assert_eq!(cli["claims"][0]["task"], api["claims"][0]["task"]);
+    assert_eq!(cli["state"], "stopped", "no supervisor runs: {cli}");
+    assert_eq!(api["state"], "stopped", "{api}");
+    assert_eq!(
+        (cli["enabled"].clone(), api["enabled"].clone()),
+        (json!(true), json!(null))
+    );
 }

@@ -1,11 +1,15 @@
-//! `spice fleet …`: the lanes of agents. Only `check` exists so far: it validates
-//! `lanes/*.toml` and `profiles/*.toml` of the repository without starting anything.
+//! `spice fleet …`: the lanes of agents. `check` validates `lanes/*.toml` and
+//! `profiles/*.toml` without starting anything; `up` runs the supervisor in the
+//! foreground (its running report is [`up`]'s); `status` prints the lane-status
+//! document (`crate::fleet::status`); `down`, `lift` and `attach` act on a running one.
 //!
 //! Output contract of `check`: one line per lane on stdout (or one JSON document with
 //! `--json`); each configuration problem as its own complete `spice: file:line:col:
 //! reason` line on stderr and exit code 2. A lane whose agent binary is missing is
 //! shown as unavailable on stdout and does not change the exit code: the other lanes
 //! could still run. This layer owns the `PATH` search the library is given.
+
+mod up;
 
 use super::render;
 use super::Env;
@@ -45,7 +49,9 @@ pub enum FleetCmd {
     /// Connect this terminal to a lane's agent (its PTY); Ctrl-] detaches and leaves
     /// the agent running.
     Attach { lane: String },
-    /// Run the lanes in the foreground until interrupted (SIGINT/SIGTERM).
+    /// Run the lanes in the foreground until interrupted (SIGINT/SIGTERM). Each lane
+    /// event is printed on stderr as it happens (JSON Lines with --json) and logged to
+    /// <state>/logs/fleet.log; the report at the end goes to stdout.
     Up {
         /// Stop each lane once nothing is ready for it.
         #[arg(long)]
@@ -109,115 +115,11 @@ pub(super) fn load(env: &Env) -> Result<(PathBuf, FleetConfig)> {
 fn status(env: &Env, json: bool) -> Result<()> {
     let (_, fleet) = load(env)?;
     let supervisor = crate::fleet::running(&env.state_dir).map(|(pid, _)| pid);
-    let mut store = env.open()?;
-    let now = store.now();
-    let claims = store.claims()?;
-    let rows = store.lanes()?;
-    let mut lanes = Vec::new();
-    for l in &fleet.lanes {
-        let target = crate::store::Target {
-            kind: crate::store::TargetKind::Lane,
-            name: l.name.clone(),
-        };
-        let row = rows.iter().find(|r| r.name == l.name);
-        let mut targets = vec![target];
-        if let Some(s) = row.and_then(|r| r.session.clone()) {
-            targets.push(crate::store::Target {
-                kind: crate::store::TargetKind::Session,
-                name: s,
-            });
-        }
-        let pending = store.inbox(&targets, false)?.len();
-        let held: Vec<_> = claims
-            .iter()
-            .filter(|c| c.lane.as_deref() == Some(l.name.as_str()))
-            .collect();
-        // Without a running supervisor, a row's state is history, not the present.
-        let state = match (row, supervisor) {
-            (_, _) if !l.lane.enabled => "disabled".to_string(),
-            (None, _) => "never run".to_string(),
-            (Some(r), Some(_)) => r.state.to_string(),
-            (Some(_), None) => "stopped".to_string(),
-        };
-        let age = |t: Option<i64>| t.map(|t| (now - t) / 1_000_000);
-        lanes.push(json!({
-            "lane": l.name,
-            "profile": l.profile.name,
-            "enabled": l.lane.enabled,
-            "available": l.program.is_ok(),
-            "state": state,
-            "session": row.and_then(|r| r.session.clone()),
-            "predecessors": row.map(|r| r.lineage.clone()).unwrap_or_default(),
-            "restarts": row.map_or(0, |r| r.restarts),
-            "hold": row.and_then(|r| r.hold_until.map(|until| json!({
-                "seconds_left": ((until - now) / 1_000_000).max(0),
-                "reason": r.hold_reason,
-            }))),
-            "last_error": row.and_then(|r| r.last_error.clone()),
-            "last_activity_seconds_ago": age(row.and_then(|r| r.last_activity)),
-            "pid": row.and_then(|r| r.pid),
-            "transcript": row.and_then(|r| r.transcript.clone()),
-            "recording": row.and_then(|r| r.recording.clone()),
-            "claims": held.iter().map(|c| json!({
-                "task": c.handle, "title": c.title, "session": c.claimant, "fence": c.fence,
-                "lease_left_seconds": (c.lease_until - now) / 1_000_000, "worktree": c.worktree,
-            })).collect::<Vec<_>>(),
-            "pending_steering": pending,
-        }));
-    }
+    let doc = crate::fleet::status::status(&mut env.open()?, Some(&fleet.lanes), supervisor)?;
     if json {
-        render::print_json(&json!({ "supervisor_pid": supervisor, "lanes": lanes }));
-        return Ok(());
-    }
-    match supervisor {
-        Some(pid) => println!("supervisor running (pid {pid})"),
-        None => println!("no supervisor running"),
-    }
-    for l in &lanes {
-        let claims = l["claims"]
-            .as_array()
-            .map(Vec::as_slice)
-            .unwrap_or_default();
-        let work = claims
-            .iter()
-            .map(|c| {
-                format!(
-                    "{} (session {}, lease {}s)",
-                    c["task"].as_str().unwrap_or(""),
-                    c["session"].as_str().unwrap_or(""),
-                    c["lease_left_seconds"]
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(", ");
-        let mut line = format!(
-            "{:<12} {:<8} {:<9}",
-            l["lane"].as_str().unwrap_or(""),
-            l["profile"].as_str().unwrap_or(""),
-            l["state"].as_str().unwrap_or(""),
-        );
-        if !work.is_empty() {
-            line.push_str(&format!(" {work}"));
-        }
-        if let Some(a) = l["last_activity_seconds_ago"].as_i64() {
-            line.push_str(&format!("; active {a}s ago"));
-        }
-        line.push_str(&format!("; {} pending steering", l["pending_steering"]));
-        if l["restarts"].as_u64().unwrap_or(0) > 0 {
-            line.push_str(&format!("; {} restarts", l["restarts"]));
-        }
-        if let Some(h) = l["hold"].as_object() {
-            line.push_str(&format!(
-                "; held {}s more ({}); lift with: spice fleet lift {}",
-                h["seconds_left"],
-                h["reason"].as_str().unwrap_or(""),
-                l["lane"].as_str().unwrap_or("")
-            ));
-        }
-        if let Some(e) = l["last_error"].as_str() {
-            line.push_str(&format!("; last error: {e}"));
-        }
-        println!("{line}");
+        render::print_json(&doc);
+    } else {
+        render::fleet_status_table(&doc);
     }
     Ok(())
 }
@@ -261,7 +163,12 @@ fn up(env: &Env, until_idle: bool, json: bool) -> Result<()> {
         .unwrap_or_default();
     let opts = options(env, repo, home, until_idle)?;
     let stop = stop_on_signals();
-    let reports = crate::fleet::up(&fleet, &opts, stop)?;
+    let reporter = up::Reporter::start(env, json, &fleet.lanes)?;
+    let reports = crate::fleet::up(&fleet, &opts, stop);
+    if let Some(r) = reporter {
+        r.finish();
+    }
+    let reports = reports?;
     if json {
         render::print_json(&reports);
     } else {

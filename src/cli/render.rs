@@ -5,9 +5,12 @@
 
 use crate::alloc::Candidate;
 use crate::clock::Micros;
+use crate::fleet::events::LaneEvent;
+use crate::fleet::status::FleetStatus;
 use crate::steer::grammar::Directive;
 use crate::store::{Claim, Effect, Item, LedgerEntry, Outcome};
 use crate::task::{priority_str, Task};
+use crate::transcript::sanitize;
 use crate::when;
 use serde_json::{json, Value};
 
@@ -325,4 +328,93 @@ pub fn outcome_line(o: &Outcome) -> String {
         Effect::Duplicate => "seen before at this line: nothing new",
     };
     format!("{} (line {}): {what}", o.key, o.line)
+}
+
+/// `fleet status` for people: one line per lane, drawn from the JSON document.
+pub fn fleet_status_table(doc: &FleetStatus) {
+    match doc.supervisor_pid {
+        Some(pid) => println!("supervisor running (pid {pid})"),
+        None => println!("no supervisor running"),
+    }
+    for l in &doc.lanes {
+        let mut line = format!(
+            "{:<12} {:<8} {:<9}",
+            l.lane,
+            l.profile.as_deref().unwrap_or(""),
+            l.state
+        );
+        let work = l
+            .claims
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} (session {}, lease {}s)",
+                    c.task, c.session, c.lease_left_seconds
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        if !work.is_empty() {
+            line.push_str(&format!(" {work}"));
+        }
+        if let Some(a) = l.last_activity_seconds_ago {
+            line.push_str(&format!("; active {a}s ago"));
+        }
+        line.push_str(&format!("; {} pending steering", l.pending_steering));
+        if l.restarts > 0 {
+            line.push_str(&format!("; {} restarts", l.restarts));
+        }
+        if let Some(h) = &l.hold {
+            line.push_str(&format!(
+                "; held {}s more ({}); lift with: spice fleet lift {}",
+                h.seconds_left,
+                h.reason.as_deref().unwrap_or(""),
+                l.lane
+            ));
+        }
+        if let Some(e) = &l.last_error {
+            line.push_str(&format!("; last error: {e}"));
+        }
+        println!("{line}");
+    }
+}
+
+/// A moment as the operator's clock shows it: `14:03:27`.
+pub fn clock_time(at: Micros) -> String {
+    chrono::DateTime::from_timestamp_micros(at)
+        .map(|t| {
+            t.with_timezone(&chrono::Local)
+                .format("%H:%M:%S")
+                .to_string()
+        })
+        .unwrap_or_default()
+}
+
+/// One lane event on one line: time, lane, event, task, detail (agent words made safe
+/// for the terminal).
+pub fn lane_event_line(e: &LaneEvent, lane_width: usize) -> String {
+    let detail = sanitize::for_terminal(&e.detail.replace(['\n', '\r'], " / "));
+    format!(
+        "{} {:<lane_width$} {:<14} {:<14} {}",
+        clock_time(e.at),
+        e.lane,
+        e.event.as_str(),
+        e.task.as_deref().unwrap_or("-"),
+        detail
+    )
+    .trim_end()
+    .to_string()
+}
+
+/// One lane event as a JSON object (a line of `fleet up --json` and of the log).
+pub fn lane_event_json(e: &LaneEvent) -> String {
+    sanitize::json_line(&json!({
+        "at": when::rfc3339(e.at),
+        "lane": e.lane,
+        "event": e.event,
+        "task": e.task,
+        "session": e.session,
+        "keys": e.keys,
+        "detail": e.detail,
+    }))
 }

@@ -217,28 +217,13 @@ fn agent_context() -> Result<AgentContext> {
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .or_else(|| git.as_ref().map(|(_, common)| common.join("spice")));
-    let mut targets = Vec::new();
-    if let Some(s) = std::env::var("SPICE_SESSION")
-        .ok()
-        .filter(|s| !s.is_empty())
-    {
-        targets.push(Target {
-            kind: TargetKind::Session,
-            name: s,
-        });
-    }
-    if let Some(l) = std::env::var("SPICE_LANE").ok().filter(|s| !s.is_empty()) {
-        targets.push(Target {
-            kind: TargetKind::Lane,
-            name: l,
-        });
-    }
-    if let Some((top, _)) = &git {
-        targets.push(Target {
-            kind: TargetKind::Worktree,
-            name: top.display().to_string(),
-        });
-    }
+    let session = std::env::var("SPICE_SESSION").ok();
+    let lane = std::env::var("SPICE_LANE").ok();
+    let targets = crate::store::agent_targets(
+        session.as_deref(),
+        lane.as_deref(),
+        git.as_ref().map(|(top, _)| top.as_path()),
+    );
     // The re-show schedule can be tuned (and shortened in tests): "15s,60s,300s".
     let backoff = match std::env::var("SPICE_EXEC_BACKOFF") {
         Ok(v) if !v.trim().is_empty() => v

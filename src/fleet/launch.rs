@@ -8,7 +8,7 @@ use super::FleetOptions;
 use crate::config::fleet::LaneConfig;
 use crate::config::profile::{expand_argv, Hook, Placeholder};
 use crate::error::{Error, Result};
-use crate::store::{Claim, Holder, Store, Target, TargetKind};
+use crate::store::{Claim, Holder, Store, Target};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
@@ -114,21 +114,7 @@ fn claude_settings(spice: &Path) -> String {
 /// Whom a session's steering is addressed to: the session, the lane, the worktree
 /// (as `spice exec` inside the worktree sees it).
 pub(super) fn targets(session: &str, lane: &str, worktree: &Path) -> Vec<Target> {
-    let wt = std::fs::canonicalize(worktree).unwrap_or_else(|_| worktree.to_path_buf());
-    vec![
-        Target {
-            kind: TargetKind::Session,
-            name: session.to_string(),
-        },
-        Target {
-            kind: TargetKind::Lane,
-            name: lane.to_string(),
-        },
-        Target {
-            kind: TargetKind::Worktree,
-            name: wt.display().to_string(),
-        },
-    ]
+    crate::store::agent_targets(Some(session), Some(lane), Some(worktree))
 }
 
 /// Where the lane keeps the worktree of the task `handle`.

@@ -9,10 +9,12 @@
 pub mod activity;
 pub mod attach;
 pub mod brief;
+pub mod events;
 mod follow;
 pub mod hold;
 pub mod lane;
 mod launch;
+pub mod status;
 
 use crate::config::fleet::FleetConfig;
 use crate::error::{Error, Result};

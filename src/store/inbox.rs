@@ -10,6 +10,7 @@
 //!   source and line), once: re-reading the same source line records nothing new, so a
 //!   transcript can be re-scanned after a restart without double effects.
 
+use super::target::{Target, TargetKind};
 use super::Store;
 use crate::clock::Micros;
 use crate::error::{Error, Result};
@@ -22,44 +23,6 @@ use std::time::Duration;
 
 /// How long an item waits for an answer unless told otherwise.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(24 * 3600);
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TargetKind {
-    Lane,
-    Worktree,
-    Session,
-}
-
-impl TargetKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TargetKind::Lane => "lane",
-            TargetKind::Worktree => "worktree",
-            TargetKind::Session => "session",
-        }
-    }
-    fn parse(s: &str) -> TargetKind {
-        match s {
-            "lane" => TargetKind::Lane,
-            "worktree" => TargetKind::Worktree,
-            _ => TargetKind::Session,
-        }
-    }
-}
-
-/// Who an item is for.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
-pub struct Target {
-    pub kind: TargetKind,
-    pub name: String,
-}
-
-impl std::fmt::Display for Target {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {}", self.kind.as_str(), self.name)
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]

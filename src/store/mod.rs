@@ -22,15 +22,17 @@ mod phases;
 mod resolve;
 mod schema;
 mod snapshot;
+mod target;
 mod tasks;
 mod watch;
 
 pub use claims::{Claim, ClaimRequest, Holder, Takeover, DEFAULT_LEASE};
 pub use import::ImportReport;
-pub use inbox::{AckRecord, Effect, Item, ItemState, Outcome, Target, TargetKind, DEFAULT_TTL};
+pub use inbox::{AckRecord, Effect, Item, ItemState, Outcome, DEFAULT_TTL};
 pub use lanes::{LaneRow, LaneState};
 pub use ledger::LedgerEntry;
 pub use snapshot::Snapshot;
+pub use target::{agent_targets, Target, TargetKind};
 pub use tasks::{ListFilter, PhaseOutcome, TaskUpdate};
 
 use crate::clock::{Clock, Micros};

@@ -6,7 +6,8 @@ use crate::alloc::{self, Filter};
 use crate::cli::render;
 use crate::clock::Micros;
 use crate::error::Result;
-use crate::store::{Claim, Item, ItemState, LaneRow, ListFilter, Store, Target, TargetKind};
+use crate::fleet::status;
+use crate::store::{Claim, Item, ItemState, ListFilter, Store};
 use crate::task::{Priority, Status, Task};
 use crate::when;
 use serde::Serialize;
@@ -23,95 +24,20 @@ fn time(t: Option<Micros>) -> Value {
         .unwrap_or(Value::Null)
 }
 
-/// A claim as the console shows it: the CLI's fields plus whether it is stale.
+/// A claim as `task claims --json` shows it, plus whether it is stale and how long
+/// its lease has left (the status document's names for the two).
 pub fn claim_doc(c: &Claim, now: Micros) -> Value {
     let mut v = render::claim_json(c);
     v["stale"] = json!(!c.is_live(now));
-    v["lease_remaining_seconds"] = json!((c.lease_until - now) / 1_000_000);
+    v["lease_left_seconds"] = json!((c.lease_until - now) / 1_000_000);
     v
 }
 
-/// The targets whose items a lane's agent sees: the lane, its sessions, its worktree.
-fn lane_targets(lane: &LaneRow, claim: Option<&Claim>) -> Vec<Target> {
-    let mut t = vec![Target {
-        kind: TargetKind::Lane,
-        name: lane.name.clone(),
-    }];
-    for s in lane.session.iter().chain(lane.lineage.iter()) {
-        t.push(Target {
-            kind: TargetKind::Session,
-            name: s.clone(),
-        });
-    }
-    if let Some(wt) = claim.and_then(|c| c.worktree.as_ref()) {
-        t.push(Target {
-            kind: TargetKind::Worktree,
-            name: wt.clone(),
-        });
-    }
-    t
-}
-
-fn claim_of_lane<'a>(lane: &LaneRow, claims: &'a [Claim]) -> Option<&'a Claim> {
-    match &lane.task_id {
-        Some(id) => claims.iter().find(|c| &c.task_id == id),
-        None => claims
-            .iter()
-            .filter(|c| c.lane.as_deref() == Some(lane.name.as_str()))
-            .max_by_key(|c| c.claimed_at),
-    }
-}
-
-/// `/api/status`: lanes with their task, lease and pending steering; every claim.
-pub fn status(s: &mut Store) -> Result<Value> {
-    let lanes = s.lanes()?;
-    let claims = s.claims()?;
-    let pending = s.inbox(&[], false)?;
-    let now = s.now();
-    let mut out = Vec::with_capacity(lanes.len());
-    for lane in &lanes {
-        let claim = claim_of_lane(lane, &claims);
-        let task_id = lane
-            .task_id
-            .clone()
-            .or_else(|| claim.map(|c| c.task_id.clone()));
-        let task = match &task_id {
-            Some(id) => s.task(id).ok(),
-            None => None,
-        };
-        let targets = lane_targets(lane, claim);
-        let waiting = pending
-            .iter()
-            .filter(|i| targets.contains(&i.target))
-            .count();
-        out.push(json!({
-            "name": lane.name,
-            "state": lane.state,
-            "profile": lane.profile,
-            "session": lane.session,
-            "lineage": lane.lineage,
-            "restarts": lane.restarts,
-            "pid": lane.pid,
-            "hold_until": time(lane.hold_until),
-            "hold_reason": lane.hold_reason,
-            "last_error": lane.last_error,
-            "last_activity": time(lane.last_activity),
-            "updated": when::rfc3339(lane.updated),
-            "transcript": lane.transcript,
-            "task": task.map(|t| json!({
-                "id": t.id, "handle": t.handle(), "description": t.title,
-                "phase": t.phase, "project": t.project, "status": t.status,
-            })),
-            "claim": claim.map(|c| claim_doc(c, now)),
-            "pending": waiting,
-        }));
-    }
-    Ok(json!({
-        "now": when::rfc3339(now),
-        "lanes": out,
-        "claims": claims.iter().map(|c| claim_doc(c, now)).collect::<Vec<_>>(),
-        "pending": pending.len(),
-    }))
+/// `/api/status`: the fleet's status document, as `spice fleet status --json` prints
+/// it, for every lane the store has a row for.
+pub fn status(s: &mut Store, supervisor_pid: Option<u32>) -> Result<Value> {
+    let doc = crate::fleet::status::status(s, None, supervisor_pid)?;
+    Ok(serde_json::to_value(doc).expect("the status document serialises"))
 }
 
 /// An item with the agent's answer, if it gave one.
@@ -141,7 +67,7 @@ pub fn lane_inbox(s: &mut Store, name: &str, all: bool) -> Result<Option<Value>>
         return Ok(None);
     };
     let claims = s.claims()?;
-    let targets = lane_targets(&lane, claim_of_lane(&lane, &claims));
+    let targets = status::lane_targets(&lane, status::claim_of_lane(&lane, &claims));
     let items = s.inbox(&targets, all)?;
     let now = s.now();
     let skip = items.len().saturating_sub(INBOX_SHOWN);

@@ -410,8 +410,9 @@ async fn status(app: Arc<App>) -> Response {
         .status
         .get(g, async move {
             let v = a
-                .store(move |s, _| {
-                    let mut v = docs::status(s)?;
+                .store(move |s, app| {
+                    let supervisor = crate::fleet::running(&app.cfg.state_dir).map(|(pid, _)| pid);
+                    let mut v = docs::status(s, supervisor)?;
                     v["generation"] = json!(g);
                     Ok(v)
                 })

@@ -107,7 +107,7 @@ async function refreshStatus() {
   state.status = s;
   renderLanes(s);
   renderClaims(s);
-  $('summary').textContent = `${s.lanes.length} lane(s), ${s.claims.length} claim(s), ${s.pending} pending steering`;
+  $('summary').textContent = `${s.lanes.length} lane(s), ${s.claims.length} claim(s), ${s.pending_steering} pending steering`;
 }
 
 function renderLanes(s) {
@@ -115,18 +115,18 @@ function renderLanes(s) {
   body.replaceChildren(...s.lanes.map((l) => {
     const task = l.task ? el('span', {}, el('code', {}, l.task.handle), ' ', l.task.description) : '–';
     const lift = l.state === 'held'
-      ? el('button', { type: 'button', class: 'lift', onclick: (ev) => { ev.stopPropagation(); liftHold(l.name); } }, 'lift hold')
+      ? el('button', { type: 'button', class: 'lift', onclick: (ev) => { ev.stopPropagation(); liftHold(l.lane); } }, 'lift hold')
       : null;
-    const row = el('tr', { 'data-lane': l.name, class: l.name === state.lane ? 'selected' : '', onclick: () => selectLane(l.name) },
-      el('td', {}, el('strong', {}, l.name)),
+    const row = el('tr', { 'data-lane': l.lane, class: l.lane === state.lane ? 'selected' : '', onclick: () => selectLane(l.lane) },
+      el('td', {}, el('strong', {}, l.lane)),
       el('td', {}, l.profile || '–'),
       el('td', {}, el('span', { class: `badge st-${l.state}` }, l.state === 'waiting' ? 'waiting for input' : l.state)),
       el('td', { class: 'mono small' }, l.session || '–'),
       el('td', {}, task),
       el('td', {}, l.task ? l.task.phase : '–'),
-      el('td', {}, l.claim ? rel(l.claim.lease_until, 'lease') : '–'),
+      el('td', {}, l.claims.length ? rel(l.claims[0].lease_until, 'lease') : '–'),
       el('td', {}, rel(l.last_activity, 'ago')),
-      el('td', { class: l.pending ? 'pending' : '' }, String(l.pending)),
+      el('td', { class: l.pending_steering ? 'pending' : '' }, String(l.pending_steering)),
       el('td', {}, lift, l.last_error ? el('span', { class: 'err small', title: clean(l.last_error) }, 'error') : null));
     return row;
   }));
@@ -136,9 +136,9 @@ function renderLanes(s) {
 function renderClaims(s) {
   const body = $('claims').tBodies[0];
   body.replaceChildren(...s.claims.map((c) => el('tr', { 'data-task': c.id, class: c.stale ? 'stale-row' : '' },
-    el('td', {}, el('a', { href: '#', onclick: (ev) => { ev.preventDefault(); showLedger(c.id); } }, c.handle)),
+    el('td', {}, el('a', { href: '#', onclick: (ev) => { ev.preventDefault(); showLedger(c.id); } }, c.task)),
     el('td', {}, c.description),
-    el('td', { class: 'mono small' }, c.claimant),
+    el('td', { class: 'mono small' }, c.session),
     el('td', {}, c.lane || '–'),
     el('td', { class: 'mono small' }, c.worktree || '–'),
     el('td', { class: 'fence' }, String(c.fence)),
@@ -146,7 +146,7 @@ function renderClaims(s) {
     el('td', {}, rel(c.lease_until, 'lease')),
     el('td', {}, el('button', {
       type: 'button', class: c.stale ? 'takeover hot' : 'takeover',
-      'data-fence': c.fence, onclick: () => takeover(c.id, c.handle, c.fence),
+      'data-fence': c.fence, onclick: () => takeover(c.id, c.task, c.fence),
     }, 'Take over')))));
   $('claims-empty').hidden = s.claims.length > 0;
 }

@@ -1,0 +1,129 @@
+//! Lane events: what happened to each lane, one event at a time, for the operator
+//! watching `spice fleet up`. They are derived from what the lanes already write to
+//! the store, so the lane loop knows nothing of them and cannot be slowed by them.
+//!
+//! Where each event comes from:
+//!
+//! | event | source |
+//! | --- | --- |
+//! | `claimed`, `successor`, `launched`, `exited`, `compacted`, `held` | the ledger entry of that kind |
+//! | `delivered` | a ledger `delivered` entry (typed into an idle agent), a `launched` entry's `steering_in_brief` (at the top of its brief), or the first showing of an item neither names (`spice exec` or the hook) |
+//! | `worktree_ready` | a lane's claim that records a worktree it did not record before |
+//! | `acked`, `refused` | an acknowledgment record with that effect (a NACK with a reason refuses) |
+//! | `phase_done` | a ledger `phase_completed` (or `done`) entry by a lane's session |
+//! | `released` | a ledger `released` entry that no phase completion wrote |
+//! | `waiting`, `idle`, `stalled`, `stopped` | a lane row whose state became that |
+//! | `error` | a lane row whose `last_error` became a new message |
+//!
+//! Invariants:
+//! - [`Observer`] reads from a cursor (ledger and acknowledgment `seq`, the lane rows
+//!   and showing counts it saw last), so each event is emitted once, and the events of
+//!   one poll in the order of their store times.
+//! - It writes nothing; it re-reads only when another connection committed
+//!   ([`crate::store::Store::data_version`]), or while a showing waits [`SETTLE`] to be told apart
+//!   from a delivery the ledger is about to name.
+//! - A row shows only its latest state: a state held for less than one poll (say a
+//!   turn that ended and restarted within it) is not reported.
+
+use crate::clock::Micros;
+use serde::Serialize;
+
+pub mod logfile;
+mod observer;
+
+pub use observer::{Observer, SETTLE};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    Claimed,
+    WorktreeReady,
+    Launched,
+    Waiting,
+    Delivered,
+    Acked,
+    Refused,
+    Compacted,
+    PhaseDone,
+    Released,
+    Exited,
+    Successor,
+    Held,
+    Idle,
+    Stalled,
+    Error,
+    Stopped,
+}
+
+impl EventKind {
+    pub const ALL: [EventKind; 17] = [
+        EventKind::Claimed,
+        EventKind::WorktreeReady,
+        EventKind::Launched,
+        EventKind::Waiting,
+        EventKind::Delivered,
+        EventKind::Acked,
+        EventKind::Refused,
+        EventKind::Compacted,
+        EventKind::PhaseDone,
+        EventKind::Released,
+        EventKind::Exited,
+        EventKind::Successor,
+        EventKind::Held,
+        EventKind::Idle,
+        EventKind::Stalled,
+        EventKind::Error,
+        EventKind::Stopped,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::Claimed => "claimed",
+            EventKind::WorktreeReady => "worktree_ready",
+            EventKind::Launched => "launched",
+            EventKind::Waiting => "waiting",
+            EventKind::Delivered => "delivered",
+            EventKind::Acked => "acked",
+            EventKind::Refused => "refused",
+            EventKind::Compacted => "compacted",
+            EventKind::PhaseDone => "phase_done",
+            EventKind::Released => "released",
+            EventKind::Exited => "exited",
+            EventKind::Successor => "successor",
+            EventKind::Held => "held",
+            EventKind::Idle => "idle",
+            EventKind::Stalled => "stalled",
+            EventKind::Error => "error",
+            EventKind::Stopped => "stopped",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<EventKind> {
+        EventKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+impl std::fmt::Display for EventKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One thing that happened to a lane.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LaneEvent {
+    /// When the store recorded it.
+    pub at: Micros,
+    pub lane: String,
+    pub event: EventKind,
+    /// The task's handle.
+    pub task: Option<String>,
+    pub session: Option<String>,
+    /// The steering keys it concerns (delivered, acked, refused).
+    pub keys: Vec<String>,
+    /// One line for a person (it may hold the agent's words: sanitise before printing).
+    pub detail: String,
+}
+
+#[cfg(test)]
+mod tests;
