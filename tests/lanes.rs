@@ -379,3 +379,33 @@ fn regression_a_takeover_during_a_crash_loop_hold_ends_the_hold_not_the_lane() {
     });
     kill9(&mut sup);
 }
+
+#[test]
+fn regression_until_idle_fails_when_a_lane_stopped_on_an_error() {
+    // Before: `fleet up --until-idle` exited 0 though every lane had errored.
+    let env = repo();
+    let not_a_repo = env.dir.path().join("plain-dir");
+    std::fs::create_dir_all(&not_a_repo).unwrap();
+    write_lane(
+        &env,
+        "a",
+        &format!(
+            "profile = \"demo\"\nphases = [\"todo\"]\nrepo = \"{}\"\n",
+            not_a_repo.display()
+        ),
+    );
+    env.add(&["Anything", "--project", "demo"]);
+    let run = common::to_run(
+        env.cmd(&["fleet", "up", "--until-idle"])
+            .env("HOME", env.agent_home())
+            .output()
+            .unwrap(),
+    );
+    let err = run.stderr.lines().last().unwrap_or_default().to_string();
+    assert_ne!(run.code, 0, "{}", run.stderr);
+    assert!(
+        err.starts_with("spice: ") && err.contains("1 of 1 lane(s) stopped with an error (a: "),
+        "{}",
+        run.stderr
+    );
+}

@@ -52,6 +52,8 @@ pub struct LaneReport {
     pub claimed: Vec<String>,
     pub sessions: Vec<String>,
     pub error: Option<String>,
+    /// The lane stopped because of its error (it did not finish its run).
+    pub failed: bool,
 }
 
 /// Holds the supervisor lock for its lifetime.
@@ -190,6 +192,7 @@ pub fn up(
                 LaneReport {
                     lane: name,
                     error: Some(format!("lane thread panicked: {why}")),
+                    failed: true,
                     ..LaneReport::default()
                 }
             })

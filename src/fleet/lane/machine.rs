@@ -327,7 +327,9 @@ mod tests {
     /// A session launched at `t0`, and a clock reading `t0 + secs`.
     fn session(interactive: bool) -> (Session, impl Fn(u64) -> Instant) {
         let t0 = Instant::now();
-        (Session::new(rules(interactive), t0), move |s: u64| t0 + Duration::from_secs(s))
+        (Session::new(rules(interactive), t0), move |s: u64| {
+            t0 + Duration::from_secs(s)
+        })
     }
 
     fn events(n: u64, turn_ended: Option<bool>, text_last: Option<bool>) -> Event {

@@ -91,6 +91,7 @@ pub fn run(
         Ok(s) => s,
         Err(e) => {
             report.error = Some(e.to_string());
+            report.failed = true;
             activity.idle(u64::MAX);
             return report;
         }
@@ -118,6 +119,7 @@ pub fn run(
     if let Err(e) = lane.run() {
         lane.row.last_error = Some(e.to_string());
         lane.report.error = Some(e.to_string());
+        lane.report.failed = true;
     }
 
     lane.row.state = LaneState::Stopped;
