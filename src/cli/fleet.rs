@@ -253,6 +253,7 @@ pub(super) fn options(
         bash_env,
         until_idle,
         poll: std::time::Duration::from_secs(2),
+        clock: std::sync::Arc::new(crate::clock::SystemClock),
     })
 }
 

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// What the supervisor needs besides the configuration, gathered by the CLI layer.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct FleetOptions {
     pub state_dir: PathBuf,
     pub repo: PathBuf,
@@ -43,6 +43,8 @@ pub struct FleetOptions {
     /// Stop each lane when nothing is ready for it (the demo and tests).
     pub until_idle: bool,
     pub poll: Duration,
+    /// The wall clock the store stamps leases, ledger entries and rows with.
+    pub clock: Arc<dyn crate::clock::Clock>,
 }
 
 /// What a lane did in this run.
@@ -154,8 +156,7 @@ pub fn up(
     // Records of interrupted commands are for the successors of current claimants;
     // any other is left over from a session nothing follows.
     {
-        let mut store =
-            crate::store::Store::open_dir(&opts.state_dir, Arc::new(crate::clock::SystemClock))?;
+        let mut store = crate::store::Store::open_dir(&opts.state_dir, opts.clock.clone())?;
         let claimants: Vec<String> = store.claims()?.into_iter().map(|c| c.claimant).collect();
         crate::agent::inflight::prune(&opts.state_dir, &claimants);
     }

@@ -47,7 +47,6 @@ use super::hold::{CrashLoop, CRASH_DEATHS, CRASH_WINDOW};
 use super::{launch, FleetOptions, LaneReport};
 use crate::agent::inflight;
 use crate::alloc::{next, Filter};
-use crate::clock::SystemClock;
 use crate::config::fleet::LaneConfig;
 use crate::config::profile::{Mode, Placeholder};
 use crate::error::{Error, Result};
@@ -87,7 +86,7 @@ pub fn run(
         lane: cfg.name.clone(),
         ..LaneReport::default()
     };
-    let store = match Store::open_dir(&opts.state_dir, Arc::new(SystemClock)) {
+    let store = match Store::open_dir(&opts.state_dir, opts.clock.clone()) {
         Ok(s) => s,
         Err(e) => {
             report.error = Some(e.to_string());
