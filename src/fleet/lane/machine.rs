@@ -284,6 +284,104 @@ pub(super) fn after(
     }
 }
 
+/// What a headless session between turns does on what it saw (the claim, and whether
+/// steering it was not yet given at the top of a brief waits): `None` waits on.
+pub(super) fn between(holding: &Holding, fresh_steering: bool) -> Option<BetweenNext> {
+    match holding {
+        Holding::Other(by) => Some(BetweenNext::Lost(by.clone())),
+        Holding::Released => Some(BetweenNext::Over),
+        Holding::Ours if fresh_steering => Some(BetweenNext::Turn),
+        Holding::Ours => None,
+    }
+}
+
+/// What ends the wait between two headless turns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum BetweenNext {
+    /// Steering waits: the next turn.
+    Turn,
+    /// The claim was taken over by this claimant.
+    Lost(String),
+    /// The claim ended (its phase completed, released).
+    Over,
+}
+
+/// What a crash-loop hold does on what it saw: `until` (store micros) passed or the
+/// operator lifted it ends it; a refused renewal ends it with the claim lost.
+pub(super) fn hold(now: i64, until: i64, lifted: bool, renewal: Option<&Holding>) -> HoldNext {
+    match renewal {
+        Some(Holding::Other(by)) => HoldNext::Lost(by.clone()),
+        Some(Holding::Released) => HoldNext::Lost("nobody (the claim ended)".into()),
+        _ if lifted || now >= until => HoldNext::Over,
+        _ => HoldNext::Wait,
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum HoldNext {
+    Wait,
+    /// The hold ended (its time passed, or lifted): a successor.
+    Over,
+    /// Taken over meanwhile.
+    Lost(String),
+}
+
+/// Preparing a worktree, given where the task's branch is checked out (`None`:
+/// nowhere else; `Some(true)`: the operator's main work tree) and who, if anyone,
+/// still works in that other worktree.
+pub(super) fn handoff(checked_out: Option<bool>, user: Option<&str>) -> Handoff {
+    match (checked_out, user) {
+        (None, _) => Handoff::Make,
+        // The operator's checkout is never touched: making the worktree fails with
+        // git's reason.
+        (Some(true), _) => Handoff::Make,
+        (Some(false), Some(u)) => Handoff::Wait(u.to_string()),
+        (Some(false), None) => Handoff::Free,
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Handoff {
+    /// Make (or reuse) the worktree now.
+    Make,
+    /// Hold the claim and wait: this one still works in the other worktree.
+    Wait(String),
+    /// Nobody works there: free the branch from it, then make ours.
+    Free,
+}
+
+/// The pause after a worktree could not be prepared: doubling from `first` up to
+/// `max`, back to `first` once one was.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Backoff {
+    first: Duration,
+    max: Duration,
+    now: Duration,
+}
+
+impl Backoff {
+    pub fn new(first: Duration, max: Duration) -> Backoff {
+        Backoff {
+            first,
+            max,
+            now: first,
+        }
+    }
+    /// The pause to take now; the next one is twice as long.
+    pub fn failed(&mut self) -> Duration {
+        let pause = self.now;
+        self.now = (self.now * 2).min(self.max);
+        pause
+    }
+    /// The pause a failure now would take.
+    pub fn next(&self) -> Duration {
+        self.now
+    }
+    pub fn succeeded(&mut self) {
+        self.now = self.first;
+    }
+}
+
 /// When a renewal is due: one renewer for every loop that holds a claim (a running
 /// session, between headless turns, a crash-loop hold, waiting for a worktree).
 #[derive(Debug, Clone, Copy)]
@@ -505,6 +603,54 @@ mod tests {
         for end in [End::Finished, End::Lost("x".into()), End::Stopping] {
             assert_eq!(after(&end, true, true, &mut c, t0), Next::Done);
         }
+    }
+
+    #[test]
+    fn between_turns_steering_starts_a_turn_and_a_claim_gone_ends_the_wait() {
+        assert_eq!(between(&Holding::Ours, false), None);
+        assert_eq!(between(&Holding::Ours, true), Some(BetweenNext::Turn));
+        assert_eq!(
+            between(&Holding::Other("op".into()), true),
+            Some(BetweenNext::Lost("op".into()))
+        );
+        assert_eq!(between(&Holding::Released, true), Some(BetweenNext::Over));
+    }
+
+    #[test]
+    fn a_hold_ends_when_its_time_passes_when_lifted_or_when_taken_over() {
+        assert_eq!(hold(10, 20, false, None), HoldNext::Wait);
+        assert_eq!(hold(10, 20, false, Some(&Holding::Ours)), HoldNext::Wait);
+        assert_eq!(hold(20, 20, false, None), HoldNext::Over);
+        assert_eq!(hold(10, 20, true, None), HoldNext::Over);
+        assert_eq!(
+            hold(10, 20, true, Some(&Holding::Other("op".into()))),
+            HoldNext::Lost("op".into()),
+            "taken over wins over lifted"
+        );
+        assert!(matches!(
+            hold(10, 20, false, Some(&Holding::Released)),
+            HoldNext::Lost(_)
+        ));
+    }
+
+    #[test]
+    fn a_branch_in_another_lanes_worktree_is_waited_for_then_freed() {
+        assert_eq!(handoff(None, None), Handoff::Make);
+        assert_eq!(
+            handoff(Some(false), Some("lane core's agent")),
+            Handoff::Wait("lane core's agent".into())
+        );
+        assert_eq!(handoff(Some(false), None), Handoff::Free);
+        assert_eq!(handoff(Some(true), None), Handoff::Make, "git refuses it");
+    }
+
+    #[test]
+    fn the_backoff_doubles_to_its_cap_and_resets() {
+        let mut b = Backoff::new(S, 5 * S);
+        let pauses: Vec<u64> = (0..5).map(|_| b.failed().as_secs()).collect();
+        assert_eq!(pauses, [1, 2, 4, 5, 5]);
+        b.succeeded();
+        assert_eq!(b.next(), S);
     }
 
     #[test]

@@ -39,7 +39,7 @@ mod machine;
 mod prepare;
 mod session;
 
-use machine::{End, Holding, Next, Renewer};
+use machine::{Backoff, BetweenNext, End, HoldNext, Holding, Next, Renewer};
 use prepare::Prepared;
 
 use super::activity::Activity;
@@ -113,7 +113,7 @@ pub fn run(
         port,
         activity,
         busy: true,
-        backoff: prepare::BACKOFF_FIRST,
+        backoff: Backoff::new(prepare::BACKOFF_FIRST, prepare::BACKOFF_MAX),
     };
     if let Err(e) = lane.run() {
         lane.row.last_error = Some(e.to_string());
@@ -147,7 +147,7 @@ struct Lane<'a> {
     /// Whether this lane counts as busy there (it starts busy).
     busy: bool,
     /// The pause after a worktree could not be prepared (doubling).
-    backoff: Duration,
+    backoff: Backoff,
 }
 
 /// One claim being worked on: the task, its worktree and the holding.
@@ -243,11 +243,16 @@ impl Lane<'_> {
         }
         self.row.pid = None;
         self.row.pid_start = None;
-        let program = self
-            .cfg
-            .program
-            .clone()
-            .map_err(|e| Error::input(e.to_string()))?;
+        // A lane whose agent binary is missing does not run (`fleet up` said so at
+        // its start); that is not a failure of the run.
+        let program = match self.cfg.program.clone() {
+            Ok(p) => p,
+            Err(e) => {
+                self.row.last_error = Some(e.to_string());
+                self.report.error = Some(e.to_string());
+                return Ok(());
+            }
+        };
         // The lane's own repository, if it names one (relative to the fleet's).
         let repo = match &self.cfg.lane.repo {
             Some(r) => self.opts.repo.join(r),
@@ -340,7 +345,7 @@ impl Lane<'_> {
             let holder = Holder::fenced(session.clone(), claim.fence);
             let worktree = match self.prepare(&git, &claim, &holder)? {
                 Prepared::Ready(w) => {
-                    self.backoff = prepare::BACKOFF_FIRST;
+                    self.backoff.succeeded();
                     w
                 }
                 Prepared::Over => {
@@ -353,8 +358,8 @@ impl Lane<'_> {
                     if self.opts.until_idle {
                         return Ok(());
                     }
-                    self.sleep(self.backoff);
-                    self.backoff = (self.backoff * 2).min(prepare::BACKOFF_MAX);
+                    let pause = self.backoff.failed();
+                    self.sleep(pause);
                     continue;
                 }
             };
@@ -418,7 +423,7 @@ impl Lane<'_> {
         self.row.last_error = Some(format!(
             "could not prepare a worktree for {}: {e}; released it, next try in {}s",
             claim.handle,
-            self.backoff.as_secs()
+            self.backoff.next().as_secs()
         ));
         self.report.error = self.row.last_error.clone();
         self.publish(false)
@@ -538,25 +543,25 @@ impl Lane<'_> {
             let version = self.store.data_version().ok();
             if version.is_none() || version != seen_version {
                 seen_version = version;
-                match self.store.claim_on(&work.claim.task_id)? {
-                    Some(c) if c.claimant == work.session => {}
-                    Some(c) => {
+                let holding = self.holding(&work.claim.task_id, &work.session)?;
+                let fresh = holding == Holding::Ours
+                    && self
+                        .store
+                        .inbox(&targets, false)?
+                        .iter()
+                        .any(|i| !work.briefed.contains(&i.key));
+                match machine::between(&holding, fresh) {
+                    None => {}
+                    Some(BetweenNext::Turn) => return Ok(Between::Next),
+                    Some(BetweenNext::Over) => return Ok(Between::Over),
+                    Some(BetweenNext::Lost(by)) => {
                         self.row.last_error = Some(format!(
-                            "lost the claim on {} to {} between turns; worktree kept",
-                            work.claim.handle, c.claimant
+                            "lost the claim on {} to {by} between turns; worktree kept",
+                            work.claim.handle
                         ));
                         self.report.error = self.row.last_error.clone();
                         return Ok(Between::Over);
                     }
-                    None => return Ok(Between::Over),
-                }
-                let fresh = self
-                    .store
-                    .inbox(&targets, false)?
-                    .iter()
-                    .any(|i| !work.briefed.contains(&i.key));
-                if fresh {
-                    return Ok(Between::Next);
                 }
             }
             if renewer.due(Instant::now())
@@ -603,24 +608,20 @@ impl Lane<'_> {
                 .store
                 .lane(&self.cfg.name)?
                 .is_none_or(|r| r.hold_until.is_none());
-            let over = self.row.hold_until.is_some_and(|t| self.store.now() >= t);
-            if lifted || over {
-                break;
-            }
-            if renewer.due(Instant::now()) {
-                match self.renew_claim(&work.claim.task_id, &holder)? {
-                    None | Some(Holding::Ours) => {}
-                    Some(Holding::Other(by)) => {
-                        lost = Some(by);
-                        break;
-                    }
-                    Some(Holding::Released) => {
-                        lost = Some("nobody (the claim ended)".into());
-                        break;
-                    }
+            let renewal = if renewer.due(Instant::now()) {
+                self.renew_claim(&work.claim.task_id, &holder)?
+            } else {
+                None
+            };
+            let until = self.row.hold_until.unwrap_or(0);
+            match machine::hold(self.store.now(), until, lifted, renewal.as_ref()) {
+                HoldNext::Wait => std::thread::sleep(TICK),
+                HoldNext::Over => break,
+                HoldNext::Lost(by) => {
+                    lost = Some(by);
+                    break;
                 }
             }
-            std::thread::sleep(TICK);
         }
         self.row.hold_until = None;
         self.row.hold_reason = None;

@@ -13,7 +13,7 @@
 //! - Any other failure is returned to the lane, which releases the claim and backs off
 //!   (doubling, see [`BACKOFF_MAX`]) instead of claiming again at once.
 
-use super::machine::Renewer;
+use super::machine::{self, Handoff, Renewer};
 use super::{Lane, TICK};
 use crate::error::{Error, Result};
 use crate::fleet::launch;
@@ -58,36 +58,43 @@ impl Lane<'_> {
                 Ok(h) => h,
                 Err(e) => return Ok(Prepared::Failed(e)),
             };
-            match holder_wt {
+            let user = match &holder_wt {
                 Some(h) if !h.main => {
-                    if let Some(user) =
-                        self.worktree_user(&claim.task_id, &holder.claimant, &h.path)?
-                    {
-                        let reason = format!(
-                            "waiting for {user} to finish with {} (branch {branch}) before \
-                             preparing {}",
-                            h.path.display(),
-                            claim.handle
-                        );
-                        if waited.as_deref() != Some(reason.as_str()) {
-                            self.store.note(
-                                &claim.task_id,
-                                "worktree_wait",
-                                &holder.claimant,
-                                json!({ "lane": self.cfg.name, "reason": reason }),
-                            )?;
-                            self.row.last_error = Some(reason.clone());
-                            self.publish(false)?;
-                            waited = Some(reason);
-                        }
-                        if renewer.due(Instant::now())
-                            && self.renew_claim(&claim.task_id, holder)?.is_some()
-                        {
-                            return Ok(Prepared::Over);
-                        }
-                        std::thread::sleep(TICK);
-                        continue;
+                    self.worktree_user(&claim.task_id, &holder.claimant, &h.path)?
+                }
+                _ => None,
+            };
+            match machine::handoff(holder_wt.as_ref().map(|h| h.main), user.as_deref()) {
+                Handoff::Make => {}
+                Handoff::Wait(user) => {
+                    let h = holder_wt.as_ref().expect("a wait names the worktree");
+                    let reason = format!(
+                        "waiting for {user} to finish with {} (branch {branch}) before \
+                         preparing {}",
+                        h.path.display(),
+                        claim.handle
+                    );
+                    if waited.as_deref() != Some(reason.as_str()) {
+                        self.store.note(
+                            &claim.task_id,
+                            "worktree_wait",
+                            &holder.claimant,
+                            json!({ "lane": self.cfg.name, "reason": reason }),
+                        )?;
+                        self.row.last_error = Some(reason.clone());
+                        self.publish(false)?;
+                        waited = Some(reason);
                     }
+                    if renewer.due(Instant::now())
+                        && self.renew_claim(&claim.task_id, holder)?.is_some()
+                    {
+                        return Ok(Prepared::Over);
+                    }
+                    std::thread::sleep(TICK);
+                    continue;
+                }
+                Handoff::Free => {
+                    let h = holder_wt.as_ref().expect("freeing names the worktree");
                     let tag = crate::stamp::encode(self.store.now().max(0) as u64);
                     match git.free_branch(&branch, &h.path, &tag) {
                         Ok(freed) => self.store.note(
@@ -102,7 +109,6 @@ impl Lane<'_> {
                         Err(e) => return Ok(Prepared::Failed(e)),
                     }
                 }
-                _ => {}
             }
             let made = launch::worktree(
                 &mut self.store,
