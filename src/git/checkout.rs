@@ -227,6 +227,7 @@ fn indented_paths(stderr: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::git::testutil::{repo_with_task_worktree, sh};
 
     #[test]
     fn overwritten_paths_are_read_from_stderr() {
@@ -273,40 +274,8 @@ mod tests {
         runner: super::super::Runner,
     }
 
-    fn sh(dir: &Path, args: &[&str]) -> String {
-        let out = std::process::Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
-    }
-
     fn fixture() -> Fixture {
-        let dir = tempfile::tempdir().unwrap();
-        let repo = dir.path().join("repo");
-        std::fs::create_dir(&repo).unwrap();
-        sh(&repo, &["init", "-q", "-b", "main"]);
-        sh(&repo, &["config", "user.email", "t@example.com"]);
-        sh(&repo, &["config", "user.name", "T"]);
-        std::fs::write(repo.join("a.txt"), "one\n").unwrap();
-        sh(&repo, &["add", "a.txt"]);
-        sh(&repo, &["commit", "-q", "-m", "root"]);
-        let wt = dir.path().join("wt");
-        sh(
-            &repo,
-            &[
-                "worktree",
-                "add",
-                "-q",
-                "-b",
-                "spice/t",
-                wt.to_str().unwrap(),
-            ],
-        );
+        let (dir, repo, wt) = repo_with_task_worktree();
         std::fs::write(wt.join("a.txt"), "two\n").unwrap();
         std::fs::write(wt.join("new.txt"), "new\n").unwrap();
         sh(&wt, &["add", "a.txt", "new.txt"]);

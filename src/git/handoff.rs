@@ -139,44 +139,12 @@ fn tempfile_path(common_dir: &Path, tag: &str) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::git::testutil::{repo_with_task_worktree, sh as git};
     use crate::git::Runner;
-    use std::process::Command;
-
-    fn git(dir: &Path, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@t")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@t")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-        String::from_utf8(out.stdout).unwrap()
-    }
 
     /// A repository on `main` with a task worktree at `wt` on `spice/t`.
     fn setup() -> (tempfile::TempDir, Git, PathBuf) {
-        let dir = tempfile::tempdir().unwrap();
-        let repo = dir.path().join("repo");
-        std::fs::create_dir_all(&repo).unwrap();
-        git(&repo, &["init", "-q", "-b", "main"]);
-        std::fs::write(repo.join("a.txt"), "a\n").unwrap();
-        git(&repo, &["add", "a.txt"]);
-        git(&repo, &["commit", "-q", "-m", "a"]);
-        let wt = dir.path().join("wt");
-        git(
-            &repo,
-            &[
-                "worktree",
-                "add",
-                "-q",
-                "-b",
-                "spice/t",
-                wt.to_str().unwrap(),
-            ],
-        );
+        let (dir, repo, wt) = repo_with_task_worktree();
         let g = Git::open(&repo, Runner::new(std::env::vars_os())).unwrap();
         (dir, g, wt)
     }
@@ -205,10 +173,10 @@ mod tests {
         };
         assert_eq!(saved, "refs/spice/saved/spice/t/s2");
         // Every change is in the saved commit, untracked files too ...
-        assert_eq!(git(&wt, &["show", &format!("{saved}:a.txt")]), "changed\n");
+        assert_eq!(git(&wt, &["show", &format!("{saved}:a.txt")]), "changed");
         assert_eq!(
             git(&wt, &["show", &format!("{saved}:new.txt")]),
-            "untracked\n"
+            "untracked"
         );
         // ... and the worktree is as it was, only detached.
         assert_eq!(
@@ -239,6 +207,6 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("main work tree"), "{err}");
-        assert_eq!(git(&repo, &["branch", "--show-current"]).trim(), "spice/u");
+        assert_eq!(git(&repo, &["branch", "--show-current"]), "spice/u");
     }
 }

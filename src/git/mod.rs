@@ -32,6 +32,8 @@ mod merge_commit;
 mod refname;
 mod run;
 mod status;
+#[cfg(test)]
+pub(crate) mod testutil;
 mod worktree;
 
 pub use handoff::{BranchHolder, Freed};
