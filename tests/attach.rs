@@ -4,26 +4,13 @@
 //! quiet), and what the demo agent shows on its terminal and in its recording.
 
 mod common;
-use common::{git, wait_for, TestEnv};
+use common::{wait_for, TestEnv};
 use spice::agent::{Agent, ExitStatus, LaunchSpec};
 use std::time::{Duration, Instant};
 
 /// A repository whose one lane, `a`, runs the built-in demo profile.
 fn setup() -> TestEnv {
-    let env = TestEnv::new();
-    for (k, v) in [("user.email", "demo@spice"), ("user.name", "demo")] {
-        git(&env.repo, &["config", k, v]);
-    }
-    git(&env.repo, &["checkout", "-q", "-b", "main"]);
-    std::fs::create_dir_all(env.repo.join("lanes")).unwrap();
-    std::fs::write(
-        env.repo.join("lanes/a.toml"),
-        "profile = \"demo\"\nphases = [\"todo\"]\n",
-    )
-    .unwrap();
-    git(&env.repo, &["add", "lanes"]);
-    git(&env.repo, &["commit", "-q", "-m", "lanes"]);
-    env
+    TestEnv::with_lanes(&[("a", "profile = \"demo\"\nphases = [\"todo\"]\n")])
 }
 
 /// A task whose demo agent waits for the operator before it starts, and the

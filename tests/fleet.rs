@@ -6,22 +6,8 @@ mod common;
 use common::{git, wait_for, TestEnv};
 
 fn setup() -> TestEnv {
-    let env = TestEnv::new();
-    for (k, v) in [("user.email", "demo@spice"), ("user.name", "demo")] {
-        git(&env.repo, &["config", k, v]);
-    }
-    git(&env.repo, &["checkout", "-q", "-b", "main"]);
-    std::fs::create_dir_all(env.repo.join("lanes")).unwrap();
-    for lane in ["a", "b"] {
-        std::fs::write(
-            env.repo.join(format!("lanes/{lane}.toml")),
-            "profile = \"demo\"\nphases = [\"todo\"]\nlease = \"5m\"\n",
-        )
-        .unwrap();
-    }
-    git(&env.repo, &["add", "lanes"]);
-    git(&env.repo, &["commit", "-q", "-m", "lanes"]);
-    env
+    let lane = "profile = \"demo\"\nphases = [\"todo\"]\nlease = \"5m\"\n";
+    TestEnv::with_lanes(&[("a", lane), ("b", lane)])
 }
 
 fn up(env: &TestEnv) -> serde_json::Value {

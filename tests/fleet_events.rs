@@ -11,20 +11,10 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 fn setup() -> TestEnv {
-    let env = TestEnv::new();
-    for (k, v) in [("user.email", "demo@spice"), ("user.name", "demo")] {
-        git(&env.repo, &["config", k, v]);
-    }
-    git(&env.repo, &["checkout", "-q", "-b", "main"]);
-    std::fs::create_dir_all(env.repo.join("lanes")).unwrap();
-    std::fs::write(
-        env.repo.join("lanes/a.toml"),
+    TestEnv::with_lanes(&[(
+        "a",
         "profile = \"demo\"\nphases = [\"todo\"]\nlease = \"5m\"\n",
-    )
-    .unwrap();
-    git(&env.repo, &["add", "lanes"]);
-    git(&env.repo, &["commit", "-q", "-m", "lanes"]);
-    env
+    )])
 }
 
 /// A task whose agent compacts its context once, and a steering item for its lane

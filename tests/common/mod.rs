@@ -191,6 +191,23 @@ pub fn wait_for<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T
 }
 
 impl TestEnv {
+    /// A repository on `main`, with a git identity, whose committed `lanes/` holds one
+    /// lane file per `(name, text)`.
+    pub fn with_lanes(lanes: &[(&str, &str)]) -> TestEnv {
+        let env = TestEnv::new();
+        for (k, v) in [("user.email", "demo@spice"), ("user.name", "demo")] {
+            git(&env.repo, &["config", k, v]);
+        }
+        git(&env.repo, &["checkout", "-q", "-b", "main"]);
+        std::fs::create_dir_all(env.repo.join("lanes")).unwrap();
+        for (name, text) in lanes {
+            std::fs::write(env.repo.join(format!("lanes/{name}.toml")), text).unwrap();
+        }
+        git(&env.repo, &["add", "lanes"]);
+        git(&env.repo, &["commit", "-q", "-m", "lanes"]);
+        env
+    }
+
     /// Every lane of `spice fleet status --json`.
     pub fn lanes(&self) -> Vec<serde_json::Value> {
         self.run(&["fleet", "status", "--json"]).json()["lanes"]
