@@ -235,6 +235,12 @@ fn regression_a_review_lane_takes_each_task_the_todo_lane_finished_on_its_first_
         .map(|i| env.add(&[&format!("Task {i}"), "--project", "demo"]))
         .collect();
     let run = common::finished(env.fleet_up(&["--until-idle", "--json"]));
+    let inbox = env.run(&["inbox", "--all", "--json"]).json();
+    assert_eq!(
+        inbox.as_array().map(Vec::len),
+        Some(0),
+        "no takeover told: {inbox}"
+    );
     for task in &tasks {
         let show = env.run(&["task", "show", task, "--json"]).json();
         assert_eq!(show["status"], "completed", "{show}\n{}", run.stdout);
@@ -270,6 +276,14 @@ fn regression_a_review_lane_takes_each_task_the_todo_lane_finished_on_its_first_
             .iter()
             .find(|l| l["detail"]["lane"] == "review")
             .unwrap());
+        // The todo lane released the task itself: its agent was not told of a
+        // takeover when the review lane claimed it at once.
+        for e in env.ledger_of(task, "exited") {
+            assert_eq!(
+                e["detail"]["how"], "stopped: its task left its hands",
+                "{show}"
+            );
+        }
         eprintln!(
             "LANES todo phase --done to the review lane's agent launched: {:.2}s",
             (review_start - done) as f64 / 1e6

@@ -338,7 +338,7 @@ impl Lane<'_> {
                 if self.activity.idle(seen) && self.opts.until_idle {
                     return Ok(());
                 }
-                self.sleep(self.opts.poll);
+                self.idle_wait(self.opts.poll);
                 continue;
             };
             self.report.claimed.push(claim.handle.clone());
@@ -427,6 +427,19 @@ impl Lane<'_> {
         ));
         self.report.error = self.row.last_error.clone();
         self.publish(false)
+    }
+
+    /// An idle lane's pause: up to `d`, or until another connection commits (a
+    /// phase completed, a task added), which may have made work for it.
+    fn idle_wait(&mut self, d: Duration) {
+        let until = Instant::now() + d;
+        let seen = self.store.data_version().ok();
+        while !self.stopping() && Instant::now() < until {
+            std::thread::sleep(TICK.min(until.saturating_duration_since(Instant::now())));
+            if self.store.data_version().ok() != seen {
+                return;
+            }
+        }
     }
 
     fn sleep(&self, d: Duration) {

@@ -375,10 +375,25 @@ impl Lane<'_> {
 
 impl Lane<'_> {
     /// Who holds the claim on `task` now, as the session `session` sees it.
+    ///
+    /// A claim held by someone else after this session released it itself (its phase
+    /// completed, and the next phase's lane claimed the task at once) is released,
+    /// not taken over: the agent is told nothing and stopped once its turn ends.
     pub(super) fn holding(&mut self, task: &str, session: &str) -> Result<Holding> {
         Ok(match self.store.claim_on(task)? {
             Some(c) if c.claimant == session => Holding::Ours,
-            Some(c) => Holding::Other(c.claimant),
+            Some(c) => {
+                let released_by_us = self
+                    .store
+                    .ledger(task)?
+                    .iter()
+                    .any(|e| e.kind == "released" && e.actor.as_deref() == Some(session));
+                if released_by_us {
+                    Holding::Released
+                } else {
+                    Holding::Other(c.claimant)
+                }
+            }
             None => Holding::Released,
         })
     }
