@@ -56,15 +56,7 @@ impl Git {
     /// worktree `at` (see the module invariants). `tag` names the saved ref.
     pub fn free_branch(&self, branch: &str, at: &Path, tag: &str) -> Result<Freed> {
         self.check_branch_name(branch)?;
-        let path = canonical(&self.repo, at);
-        let list = self.worktrees()?;
-        let Some(i) = list.iter().position(|e| e.path == path) else {
-            return Err(Error::conflict(format!(
-                "{} is not a worktree of {}",
-                path.display(),
-                self.repo.display()
-            )));
-        };
+        let (path, list, i) = self.find_worktree(at)?;
         if i == 0 {
             return Err(Error::conflict(format!(
                 "{branch} is checked out in the main work tree {}; switch it to another \

@@ -66,6 +66,21 @@ impl Git {
         Ok(list)
     }
 
+    /// The worktree at `path` (made canonical): the path, every worktree, and its
+    /// place among them (0: the main work tree); one that is none is a conflict.
+    pub(super) fn find_worktree(&self, path: &Path) -> Result<(PathBuf, Vec<Entry>, usize)> {
+        let path = canonical(&self.repo, path);
+        let list = self.worktrees()?;
+        match list.iter().position(|e| e.path == path) {
+            Some(i) => Ok((path, list, i)),
+            None => Err(Error::conflict(format!(
+                "{} is not a worktree of {}",
+                path.display(),
+                self.repo.display()
+            ))),
+        }
+    }
+
     /// Boundary 1: makes `path` a worktree on `branch`, creating the branch from
     /// `base` if it does not exist, or reuses the worktree already there (see the
     /// module invariants). Relative paths are taken from the repository.
@@ -218,15 +233,7 @@ impl Git {
     /// (untracked files included) is refused unless `force`; ignored files go with
     /// it either way. A locked worktree is always refused.
     pub fn remove_worktree(&self, path: &Path, force: bool) -> Result<()> {
-        let path = canonical(&self.repo, path);
-        let list = self.worktrees()?;
-        let Some(i) = list.iter().position(|e| e.path == path) else {
-            return Err(Error::conflict(format!(
-                "{} is not a worktree of {}",
-                path.display(),
-                self.repo.display()
-            )));
-        };
+        let (path, list, i) = self.find_worktree(path)?;
         let e = &list[i];
         let branch = e.branch.as_deref().unwrap_or("a detached HEAD");
         if i == 0 {
