@@ -65,17 +65,7 @@ impl Git {
             before: self.status_of(wt, &touched)?,
         };
         write_record(&record_path, &record)?;
-        let out = self.run_shielded(
-            wt,
-            &args![
-                "merge",
-                "--ff-only",
-                "--quiet",
-                "--no-autostash",
-                "--no-overwrite-ignore",
-                new
-            ],
-        )?;
+        let out = self.run_shielded(wt, &super::fast_forward_args(new))?;
         let head = self.head(wt)?;
         if out.ok() || head == new {
             remove_record(&record_path)?;

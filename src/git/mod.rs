@@ -55,6 +55,21 @@ macro_rules! args {
 }
 pub(crate) use args;
 
+/// `git merge` arguments that fast-forward a checkout to `target` or change nothing:
+/// git checks every path before writing any, never stashes, and never overwrites an
+/// ignored file in the way. Both moves of a checked-out branch (a task worktree
+/// behind `base`, the operator's checkout of `base`) use exactly these.
+pub(crate) fn fast_forward_args(target: &str) -> [&OsStr; 6] {
+    args![
+        "merge",
+        "--ff-only",
+        "--quiet",
+        "--no-autostash",
+        "--no-overwrite-ignore",
+        target
+    ]
+}
+
 /// One repository, and the way to run git in it and in its worktrees.
 #[derive(Debug, Clone)]
 pub struct Git {

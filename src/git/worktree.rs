@@ -198,24 +198,13 @@ impl Git {
         let head = self.head(&path)?;
         let behind = head != base_tip && self.is_ancestor(&head, base_tip)?;
         let prepared = if behind && self.is_clean(&path)? {
-            self.check(
-                &path,
-                &args![
-                    "merge",
-                    "--ff-only",
-                    "--quiet",
-                    "--no-autostash",
-                    "--no-overwrite-ignore",
-                    base_tip
-                ],
-                || {
-                    format!(
-                        "cannot fast-forward worktree {} on {branch} to {base} in {}",
-                        path.display(),
-                        self.repo.display()
-                    )
-                },
-            )?;
+            self.check(&path, &super::fast_forward_args(base_tip), || {
+                format!(
+                    "cannot fast-forward worktree {} on {branch} to {base} in {}",
+                    path.display(),
+                    self.repo.display()
+                )
+            })?;
             Prepared::FastForwarded { from: head }
         } else {
             otherwise
