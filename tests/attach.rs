@@ -4,7 +4,7 @@
 //! quiet), and what the demo agent shows on its terminal and in its recording.
 
 mod common;
-use common::{wait_for, TestEnv};
+use common::{wait_for, Supervisor, TestEnv};
 use spice::agent::{Agent, ExitStatus, LaunchSpec};
 use std::time::{Duration, Instant};
 
@@ -23,36 +23,12 @@ fn waiting_lane(env: &TestEnv) -> (String, Supervisor, serde_json::Value) {
         "--body",
         spice::demo::WAIT_MARKER,
     ]);
-    let sup = Supervisor(Some(env.fleet_up(&["--until-idle", "--json"])));
+    let sup = env.fleet_up(&["--until-idle", "--json"]);
     let lane = wait_for("the agent to wait for input", 30, || {
         let l = env.lane("a");
         (l["state"] == "waiting").then_some(l)
     });
     (task, sup, lane)
-}
-
-/// The supervisor of a test; stopped (SIGTERM) if the test fails before it ended, so a
-/// waiting agent does not keep it running after the test is gone.
-struct Supervisor(Option<std::process::Child>);
-
-impl Supervisor {
-    fn id(&self) -> u32 {
-        self.0.as_ref().map_or(0, |c| c.id())
-    }
-    /// Waits for it to end by itself and requires success.
-    fn finished(mut self) -> common::Run {
-        common::finished(self.0.take().expect("the supervisor is still running"))
-    }
-}
-
-impl Drop for Supervisor {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let pid = nix::unistd::Pid::from_raw(c.id() as i32);
-            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-            let _ = c.wait();
-        }
-    }
 }
 
 /// `spice fleet attach a` under a PTY of its own, as an operator's terminal runs it;
@@ -188,7 +164,7 @@ fn an_attached_client_sees_its_session_end_while_the_fleet_goes_on() {
             .contains("the session on lane a ended")
             .then_some(())
     });
-    let still = sup.0.as_mut().unwrap().try_wait().unwrap();
+    let still = sup.try_wait().unwrap();
     assert!(still.is_none(), "the supervisor ended first: {still:?}");
     sup.finished();
     let show = env.run(&["task", "show", &next, "--json"]).json();

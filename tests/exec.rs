@@ -5,7 +5,7 @@ mod common;
 use common::TestEnv;
 use std::io::{Read, Write};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn with_item(env: &TestEnv) -> String {
     env.run(&["steer", "lane:core", "please run the linter too"])
@@ -122,16 +122,10 @@ fn sigterm_and_sigint_reach_the_whole_process_group() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let start = Instant::now();
-        while !marker.exists() && start.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        std::thread::sleep(Duration::from_millis(100));
-        let gc: i32 = std::fs::read_to_string(&marker)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
+        // The pid is written before `exec sleep`; the group gets the signal either way.
+        let gc: i32 = common::wait_for("the grandchild's pid", 10, || {
+            std::fs::read_to_string(&marker).ok()?.trim().parse().ok()
+        });
         let st = std::process::Command::new("kill")
             .arg(format!("-{sig}"))
             .arg(child.id().to_string())
@@ -140,12 +134,18 @@ fn sigterm_and_sigint_reach_the_whole_process_group() {
         assert!(st.success());
         let out = child.wait_with_output().unwrap();
         assert_eq!(out.status.code(), Some(code), "signal {sig}");
-        std::thread::sleep(Duration::from_millis(100));
-        let alive = std::path::Path::new(&format!("/proc/{gc}")).exists()
-            && !std::fs::read_to_string(format!("/proc/{gc}/stat"))
-                .unwrap_or_default()
-                .contains(") Z");
-        assert!(!alive, "grandchild {gc} survived signal {sig}");
+        // Killed by the group signal; its parent (init, once orphaned) reaps it.
+        let alive = || {
+            std::path::Path::new(&format!("/proc/{gc}")).exists()
+                && !std::fs::read_to_string(format!("/proc/{gc}/stat"))
+                    .unwrap_or_default()
+                    .contains(") Z")
+        };
+        common::wait_for(
+            &format!("grandchild {gc} to die of signal {sig}"),
+            10,
+            || (!alive()).then_some(()),
+        );
     }
 }
 
@@ -158,15 +158,23 @@ mod libc_sig {
 fn an_item_created_mid_command_is_pushed_while_it_runs() {
     let env = TestEnv::new();
     env.run(&["task", "list"]).ok();
+    // The command says it has started, then runs until the test lets it go: an item
+    // made after `started` exists was made mid-command, and must be shown while the
+    // command still runs (it cannot end before `release` exists).
+    let started = env.dir.path().join("started");
+    let release = env.dir.path().join("release");
+    let script = format!(
+        "touch '{}'; while [ ! -e '{}' ]; do sleep 0.05; done",
+        started.display(),
+        release.display()
+    );
     let mut child = env
-        .cmd(&["exec", "--", "sleep", "4"])
+        .cmd(&["exec", "--", "sh", "-c", &script])
         .env("SPICE_LANE", "core")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    let key = with_item(&env);
     let mut stderr = child.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -180,14 +188,26 @@ fn an_item_created_mid_command_is_pushed_while_it_runs() {
             let _ = tx.send(seen.clone());
         }
     });
-    let mut during = false;
+    common::wait_for("the command to start", 10, || {
+        started.exists().then_some(())
+    });
+    let key = with_item(&env);
+    let mut shown = false;
     while let Ok(seen) = rx.recv_timeout(Duration::from_secs(10)) {
         if String::from_utf8_lossy(&seen).contains(&key) {
-            during = child.try_wait().unwrap().is_none();
+            shown = true;
             break;
         }
     }
-    assert!(during, "the item must appear while the command still runs");
+    assert!(
+        shown,
+        "the item made mid-command must be shown while it runs"
+    );
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the command was still waiting to be released"
+    );
+    std::fs::write(&release, "").unwrap();
     assert!(child.wait().unwrap().success());
 }
 

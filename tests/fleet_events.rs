@@ -185,15 +185,13 @@ fn events_reach_a_pipe_while_the_fleet_still_runs() {
         "--body",
         spice::demo::WAIT_MARKER,
     ]);
-    let mut child = env
-        .cmd(&["fleet", "up"])
-        .env("HOME", env.agent_home())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = env.supervisor(
+        env.cmd(&["fleet", "up"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped()),
+    );
     let (tx, rx) = mpsc::channel();
-    let stderr = child.stderr.take().unwrap();
+    let stderr = child.stderr().unwrap();
     let reader = std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             if tx.send(line).is_err() {

@@ -4,7 +4,7 @@
 //! programs in `fixtures/agents/`.
 
 mod common;
-use common::procs::{fleet_processes, kill9};
+use common::procs::fleet_processes;
 use common::{git, wait_for, TestEnv};
 use std::path::Path;
 
@@ -99,7 +99,7 @@ fn regression_a_supervisor_killed_twice_resumes_the_agents_own_conversation() {
         .unwrap()
         .to_string();
     for round in 1..=2 {
-        kill9(&mut sup);
+        sup.kill9();
         wait_for("every process of the killed fleet to end", 20, || {
             fleet_processes(&env).is_empty().then_some(())
         });
@@ -130,7 +130,7 @@ fn regression_a_supervisor_killed_twice_resumes_the_agents_own_conversation() {
     .unwrap();
     assert!(brief.contains(&rollout), "{brief}");
     // Let it finish this time.
-    kill9(&mut sup);
+    sup.kill9();
     wait_for("the killed fleet to end", 20, || {
         fleet_processes(&env).is_empty().then_some(())
     });
@@ -165,7 +165,7 @@ fn regression_an_agent_left_by_a_killed_supervisor_is_ended_by_the_next() {
     let (first, shim) = running(&env, "a", &[]);
     let pid = nix::unistd::Pid::from_raw(shim as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
-    kill9(&mut sup);
+    sup.kill9();
     let mut sup = env.fleet_up(&[]);
     running(&env, "a", &[first]);
     let alive = || {
@@ -179,7 +179,7 @@ fn regression_an_agent_left_by_a_killed_supervisor_is_ended_by_the_next() {
         15,
         || (!alive()).then_some(()),
     );
-    kill9(&mut sup);
+    sup.kill9();
 }
 
 #[test]
@@ -309,7 +309,7 @@ fn regression_a_rollout_never_found_before_the_kill_is_found_by_the_next_supervi
             .filter(|t| t.contains("rollout-"))
             .map(String::from)
     });
-    kill9(&mut sup);
+    sup.kill9();
     wait_for("the killed fleet to end", 20, || {
         fleet_processes(&env).is_empty().then_some(())
     });
@@ -323,7 +323,7 @@ fn regression_a_rollout_never_found_before_the_kill_is_found_by_the_next_supervi
             // A successor that resumes the wrong conversation dies and is held:
             // stop waiting and say so.
             (!env.ledger_of(&task, "held").is_empty()).then(|| {
-                kill9(&mut sup);
+                sup.kill9();
                 sup.try_wait().unwrap().unwrap()
             })
         })
@@ -391,7 +391,7 @@ fn regression_a_takeover_during_a_crash_loop_hold_ends_the_hold_not_the_lane() {
     wait_for("the lane to be idle", 20, || {
         (env.lane("a")["state"] == "idle").then_some(())
     });
-    kill9(&mut sup);
+    sup.kill9();
 }
 
 #[test]

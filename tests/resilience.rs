@@ -4,7 +4,7 @@
 //! supervisor kills against the store's integrity.
 
 mod common;
-use common::procs::{fleet_processes, kill9};
+use common::procs::fleet_processes;
 use common::{git, wait_for, TestEnv};
 use std::time::{Duration, Instant};
 
@@ -102,7 +102,7 @@ fn supervisor_killed_mid_run_leaves_no_orphans_and_the_next_one_resumes_every_cl
     for lane in ["lane:b", "lane:c"] {
         env.run(&["steer", lane, "also update the changelog"]).ok();
     }
-    kill9(&mut sup);
+    sup.kill9();
     let killed = Instant::now();
     // No agent process survives its supervisor by more than 10 s.
     let gone = wait_for("the fleet's processes to end", 10, || {
@@ -132,10 +132,7 @@ fn supervisor_killed_mid_run_leaves_no_orphans_and_the_next_one_resumes_every_cl
 
     // The next supervisor continues every claim with a successor and finishes the work.
     let restarted = Instant::now();
-    let out = env
-        .fleet_up(&["--until-idle", "--json"])
-        .wait_with_output()
-        .unwrap();
+    let out = env.fleet_up(&["--until-idle", "--json"]).wait_with_output();
     assert!(
         out.status.success(),
         "{}",
@@ -444,7 +441,7 @@ fn a_killed_agent_is_followed_by_a_successor_on_the_same_claim_and_worktree() {
         !briefing["commands"].as_array().unwrap().is_empty(),
         "{briefing}"
     );
-    let out = sup.wait_with_output().unwrap();
+    let out = sup.wait_with_output();
     assert!(out.status.success());
     let show = env.run(&["task", "show", &task, "--json"]).json();
     assert_eq!(show["phase"], "review", "{show}");
@@ -521,18 +518,20 @@ fn a_claim_taken_over_while_its_agent_works_stops_the_agent_and_the_lane_goes_on
     // The supervisor hangs; its lease lapses; the operator takes the claim over.
     let pid = nix::unistd::Pid::from_raw(sup.id() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
-    std::thread::sleep(Duration::from_secs(4));
     let fence = claim["fence"].to_string();
-    env.run(&[
-        "task",
-        "takeover",
-        &first,
-        "--stale",
-        &fence,
-        "--claimant",
-        "operator",
-    ])
-    .ok();
+    // Refused while the 3 s lease is live; taken once it lapsed.
+    wait_for("the stopped supervisor's lease to lapse", 15, || {
+        let r = env.run(&[
+            "task",
+            "takeover",
+            &first,
+            "--stale",
+            &fence,
+            "--claimant",
+            "operator",
+        ]);
+        (r.code == 0).then_some(())
+    });
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
     let resumed = Instant::now();
     let stopped = wait_for("the agent to be stopped", 30, || {
@@ -593,7 +592,7 @@ fn twenty_supervisor_kills_leave_the_store_intact() {
         let mut sup = env.fleet_up(&[]);
         // Kill at a different moment each round: mid-claim, mid-launch, mid-scan.
         std::thread::sleep(Duration::from_millis(150 + 97 * (round % 7)));
-        kill9(&mut sup);
+        sup.kill9();
         let check = env.run(&["store", "check"]);
         assert!(check.ok().starts_with("ok"), "round {round}");
     }

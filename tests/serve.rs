@@ -6,7 +6,7 @@ mod common;
 #[path = "common/console.rs"]
 mod console;
 
-use common::TestEnv;
+use common::{wait_for, TestEnv};
 use console::Server;
 use serde_json::json;
 use spice::store::{LaneRow, LaneState, Store};
@@ -322,13 +322,14 @@ fn steering_and_takeover_go_through_the_store() {
     )
     .refused(400, "ttl");
 
-    std::thread::sleep(Duration::from_millis(1100));
-    let took = srv
-        .post(
+    // Refused while the 1 s lease is live; taken once it lapsed.
+    let took = wait_for("the 1 s lease to lapse", 10, || {
+        let r = srv.post(
             "/api/takeover",
             &json!({"task": stale, "fence": stale_fence}),
-        )
-        .expect(200);
+        );
+        (r.status != 409).then(|| r.expect(200))
+    });
     assert_eq!(took["claimant"], "operator");
     assert!(took["fence"].as_i64().unwrap() > stale_fence);
     let claims = env.run(&["task", "claims", "--json"]).json();

@@ -3,6 +3,8 @@
 #![allow(dead_code)]
 
 pub mod procs;
+mod supervisor;
+pub use supervisor::Supervisor;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -190,6 +192,20 @@ pub fn wait_for<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T
     }
 }
 
+/// Checks `f` every 100 ms for `secs` seconds, failing at the first check that
+/// finds it false: for what must *not* happen within a window (a lane that must stay
+/// at rest), observed throughout rather than slept through and looked at once.
+#[track_caller]
+pub fn stays(what: &str, secs: u64, mut f: impl FnMut() -> Result<(), String>) {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while std::time::Instant::now() < end {
+        if let Err(why) = f() {
+            panic!("{what} did not hold: {why}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 impl TestEnv {
     /// A repository on `main`, with a git identity, whose committed `lanes/` holds one
     /// lane file per `(name, text)`.
@@ -231,16 +247,18 @@ impl TestEnv {
         self.dir.path().join("agent-home")
     }
 
-    /// `spice fleet up ARGS…` in the background, agents' HOME set, output captured.
-    pub fn fleet_up(&self, args: &[&str]) -> std::process::Child {
+    /// `spice fleet up ARGS…` in the background, agents' HOME set, output captured;
+    /// stopped if the test ends while it runs.
+    pub fn fleet_up(&self, args: &[&str]) -> Supervisor {
         let mut a = vec!["fleet", "up"];
         a.extend_from_slice(args);
-        self.cmd(&a)
-            .env("HOME", self.agent_home())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spice runs")
+        self.supervisor(self.cmd(&a).stdout(Stdio::piped()).stderr(Stdio::piped()))
+    }
+
+    /// Spawns `cmd` (a `fleet up` built by the test) with the agents' HOME set, as a
+    /// [`Supervisor`] that never outlives the test.
+    pub fn supervisor(&self, cmd: &mut Command) -> Supervisor {
+        Supervisor::spawn(self, cmd.env("HOME", self.agent_home()))
     }
 
     /// A task's ledger entries of one kind, oldest first.
@@ -256,10 +274,8 @@ impl TestEnv {
     }
 }
 
-/// Waits for a background command and requires that it succeeded.
+/// Waits for a supervisor to end by itself and requires that it succeeded.
 #[track_caller]
-pub fn finished(child: std::process::Child) -> Run {
-    let run = to_run(child.wait_with_output().expect("the command ends"));
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    run
+pub fn finished(sup: Supervisor) -> Run {
+    sup.finished()
 }

@@ -8,7 +8,13 @@ use std::process::Child;
 /// (the supervisor's agents and everything they started) or works in a directory
 /// under it (a command that cleared its environment, in a worktree).
 pub fn fleet_processes(env: &TestEnv) -> Vec<(u32, String)> {
-    let needle = format!("SPICE_HOME={}", env.home.display());
+    processes_of(&env.home)
+}
+
+/// Every live process that carries state directory `home` in its environment or
+/// works in a directory under it.
+pub fn processes_of(home: &std::path::Path) -> Vec<(u32, String)> {
+    let needle = format!("SPICE_HOME={}", home.display());
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
@@ -24,8 +30,7 @@ pub fn fleet_processes(env: &TestEnv) -> Vec<(u32, String)> {
             continue;
         }
         let ours = environ.split(|b| *b == 0).any(|v| v == needle.as_bytes())
-            || std::fs::read_link(format!("/proc/{pid}/cwd"))
-                .is_ok_and(|c| c.starts_with(&env.home));
+            || std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c.starts_with(home));
         if ours {
             let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
             out.push((pid, String::from_utf8_lossy(&cmd).replace('\0', " ")));

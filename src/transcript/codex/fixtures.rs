@@ -1,5 +1,6 @@
 //! The decoder on every real Codex sample under `$SPICE_TRANSCRIPTS` (the
-//! `fixtures/transcripts` dir); without it each test says so and passes. Every count
+//! `fixtures/transcripts` dir); each test is ignored unless asked for, and then fails
+//! without it. Every count
 //! asserted here was taken from the file with jq/python, not from the decoder.
 
 use super::tests::{
@@ -10,14 +11,12 @@ use crate::transcript::event::{ChangeKind, Event, EventKind, EXCERPT};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-fn fixtures() -> Option<PathBuf> {
-    match std::env::var_os("SPICE_TRANSCRIPTS") {
-        Some(d) => Some(PathBuf::from(d)),
-        None => {
-            eprintln!("skipped: SPICE_TRANSCRIPTS is not set");
-            None
-        }
-    }
+fn fixtures() -> PathBuf {
+    // Only run when asked (`--include-ignored`, as .ci/run does): then a missing
+    // directory is a failure, never a silent pass.
+    std::env::var_os("SPICE_TRANSCRIPTS")
+        .map(PathBuf::from)
+        .expect("SPICE_TRANSCRIPTS must name the real transcripts (.ci/run sets it to ../shared/fixtures/transcripts)")
 }
 
 /// Decodes `rel` under the fixtures dir: no malformed line, and the per-call-id
@@ -62,8 +61,9 @@ fn decode(dir: &Path, rel: &str) -> Vec<Event> {
 }
 
 #[test]
+#[ignore = "needs the real transcripts: SPICE_TRANSCRIPTS (set by .ci/run)"]
 fn every_codex_fixture_decodes() {
-    let Some(dir) = fixtures() else { return };
+    let dir = fixtures();
     let mut files = Vec::new();
     for sub in ["codex", "current"] {
         for entry in std::fs::read_dir(dir.join(sub)).unwrap() {
@@ -83,8 +83,9 @@ fn every_codex_fixture_decodes() {
 }
 
 #[test]
+#[ignore = "needs the real transcripts: SPICE_TRANSCRIPTS (set by .ci/run)"]
 fn legacy_bare_format() {
-    let Some(dir) = fixtures() else { return };
+    let dir = fixtures();
     let ev = decode(&dir, "codex/legacy-2025-09-bare-format.jsonl");
     let m = meta(&ev);
     assert_eq!(
@@ -184,8 +185,9 @@ fn legacy_bare_format() {
 }
 
 #[test]
+#[ignore = "needs the real transcripts: SPICE_TRANSCRIPTS (set by .ci/run)"]
 fn v0_58_shell_and_ghost_snapshot() {
-    let Some(dir) = fixtures() else { return };
+    let dir = fixtures();
     let ev = decode(&dir, "codex/v0.58.0-shell-ghost-snapshot.jsonl");
     let m = meta(&ev);
     assert_eq!(
@@ -222,8 +224,9 @@ fn v0_58_shell_and_ghost_snapshot() {
 }
 
 #[test]
+#[ignore = "needs the real transcripts: SPICE_TRANSCRIPTS (set by .ci/run)"]
 fn v0_77_shell_small() {
-    let Some(dir) = fixtures() else { return };
+    let dir = fixtures();
     let ev = decode(&dir, "codex/v0.77.0-shell-small.jsonl");
     let m = meta(&ev);
     assert_eq!(m.model.as_deref(), Some("gpt-5-1-codex-2025-11-13"));
@@ -253,8 +256,9 @@ fn v0_77_shell_small() {
 }
 
 #[test]
+#[ignore = "needs the real transcripts: SPICE_TRANSCRIPTS (set by .ci/run)"]
 fn v0_104_remote_compaction_and_unified_exec() {
-    let Some(dir) = fixtures() else { return };
+    let dir = fixtures();
     let ev = decode(
         &dir,
         "codex/v0.104.0a1-desktop-compacted-image-redacted.jsonl",
@@ -279,8 +283,9 @@ fn v0_104_remote_compaction_and_unified_exec() {
 }
 
 #[test]
+#[ignore = "needs the real transcripts: SPICE_TRANSCRIPTS (set by .ci/run)"]
 fn v0_104_unfinished_call() {
-    let Some(dir) = fixtures() else { return };
+    let dir = fixtures();
     let ev = decode(&dir, "codex/v0.104.0a1-unfinished-call-redacted.jsonl");
     let exec = calls(&ev, "exec_command");
     assert_eq!(exec.len(), 1);
@@ -290,8 +295,9 @@ fn v0_104_unfinished_call() {
 }
 
 #[test]
+#[ignore = "needs the real transcripts: SPICE_TRANSCRIPTS (set by .ci/run)"]
 fn v0_125_exec_events_and_apply_patch() {
-    let Some(dir) = fixtures() else { return };
+    let dir = fixtures();
     let ev = decode(&dir, "codex/v0.125.0-exec-events-apply-patch.jsonl");
     let m = meta(&ev);
     assert_eq!(m.version.as_deref(), Some("0.125.0"));
@@ -350,8 +356,9 @@ fn v0_125_exec_events_and_apply_patch() {
 }
 
 #[test]
+#[ignore = "needs the real transcripts: SPICE_TRANSCRIPTS (set by .ci/run)"]
 fn v0_128_desktop_without_turn_context() {
-    let Some(dir) = fixtures() else { return };
+    let dir = fixtures();
     let ev = decode(&dir, "codex/v0.128.0a1-desktop-dynamic-tools.jsonl");
     let m = meta(&ev);
     assert_eq!(m.model, None);
@@ -376,8 +383,9 @@ fn v0_128_desktop_without_turn_context() {
 }
 
 #[test]
+#[ignore = "needs the real transcripts: SPICE_TRANSCRIPTS (set by .ci/run)"]
 fn v0_135_exec() {
-    let Some(dir) = fixtures() else { return };
+    let dir = fixtures();
     let ev = decode(&dir, "codex/v0.135.0-exec-redacted.jsonl");
     assert_eq!(meta(&ev).model.as_deref(), Some("gpt-5.5"));
     assert_eq!(
@@ -406,8 +414,9 @@ fn v0_135_exec() {
 
 /// The 0.171 runs of `echo out; echo err 1>&2; exit 3` (AGENTS_OFFLINE.md, section 4).
 #[test]
+#[ignore = "needs the real transcripts: SPICE_TRANSCRIPTS (set by .ci/run)"]
 fn current_exit3_runs() {
-    let Some(dir) = fixtures() else { return };
+    let dir = fixtures();
     for (rel, cwd) in [
         (
             "current/codex-exec-command-exit3.jsonl",
@@ -452,8 +461,9 @@ fn current_exit3_runs() {
 }
 
 #[test]
+#[ignore = "needs the real transcripts: SPICE_TRANSCRIPTS (set by .ci/run)"]
 fn current_large_output() {
-    let Some(dir) = fixtures() else { return };
+    let dir = fixtures();
     let ev = decode(&dir, "current/codex-exec-command-large-output.jsonl");
     let out = ev.iter().find_map(|e| match &e.kind {
         EventKind::ToolResult {
@@ -471,8 +481,9 @@ fn current_large_output() {
 }
 
 #[test]
+#[ignore = "needs the real transcripts: SPICE_TRANSCRIPTS (set by .ci/run)"]
 fn current_resume_compaction() {
-    let Some(dir) = fixtures() else { return };
+    let dir = fixtures();
     let ev = decode(&dir, "current/codex-resume-compaction.jsonl");
     assert_eq!(
         prompts(&ev),
@@ -507,8 +518,9 @@ fn current_resume_compaction() {
 }
 
 #[test]
+#[ignore = "needs the real transcripts: SPICE_TRANSCRIPTS (set by .ci/run)"]
 fn current_say_hi() {
-    let Some(dir) = fixtures() else { return };
+    let dir = fixtures();
     let ev = decode(&dir, "current/codex-say-hi.jsonl");
     assert_eq!(prompts(&ev), ["say hi"]);
     assert_eq!(assistant_texts(&ev), ["hi from mock"]);
@@ -517,8 +529,9 @@ fn current_say_hi() {
 }
 
 #[test]
+#[ignore = "needs the real transcripts: SPICE_TRANSCRIPTS (set by .ci/run)"]
 fn current_exec_json_stdout() {
-    let Some(dir) = fixtures() else { return };
+    let dir = fixtures();
     let ev = decode(&dir, "current/codex-exec-json-stdout.jsonl");
     assert_eq!(
         meta(&ev).session_id.as_deref(),
@@ -538,8 +551,9 @@ fn current_exec_json_stdout() {
 /// The Python harness's Codex fixtures: wrapped records without session_meta or prompt
 /// events, calls without ids, Claude-style compaction summaries, a truncated tail.
 #[test]
+#[ignore = "needs the real transcripts: SPICE_TRANSCRIPTS (set by .ci/run)"]
 fn spice_reference_codex_fixtures() {
-    let Some(dir) = fixtures() else { return };
+    let dir = fixtures();
     let read = |rel: &str| decode_bytes(&std::fs::read(dir.join(rel)).unwrap());
 
     let (ev, malformed) = read("spice-reference/session/supervised_codex.jsonl");

@@ -4,8 +4,9 @@ use super::{decode, fixtures, is_injected, is_prompt};
 use crate::transcript::event::{ChangeKind, Event, EventKind};
 
 #[test]
+#[ignore = "needs the real transcripts: SPICE_TRANSCRIPTS (set by .ci/run)"]
 fn v1_0_98_inline_sidechains_and_background_shells() {
-    let Some(dir) = fixtures() else { return };
+    let dir = fixtures();
     let d = decode(&dir, "claude/v1.0.98-todo-app-inline-sidechains.jsonl");
     assert_eq!(d.bash_commands().len(), 61);
     assert_eq!(d.bash_result("ls -la types/"), (None, true));
@@ -63,8 +64,9 @@ fn v1_0_98_inline_sidechains_and_background_shells() {
 }
 
 #[test]
+#[ignore = "needs the real transcripts: SPICE_TRANSCRIPTS (set by .ci/run)"]
 fn v1_0_108_multiedit_and_rejected_task() {
-    let Some(dir) = fixtures() else { return };
+    let dir = fixtures();
     let d = decode(&dir, "claude/v1.0.108-inline-sidechain-multiedit.jsonl");
     assert_eq!(d.bash_commands().len(), 5);
     assert_eq!(d.bash_result("tree /path/to/Demo"), (None, true));
@@ -95,8 +97,9 @@ fn v1_0_108_multiedit_and_rejected_task() {
 }
 
 #[test]
+#[ignore = "needs the real transcripts: SPICE_TRANSCRIPTS (set by .ci/run)"]
 fn v2_0_64_sibling_agent_files() {
-    let Some(dir) = fixtures() else { return };
+    let dir = fixtures();
     let d = decode(
         &dir,
         "claude/v2.0.64-sibling-agent-files/4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl",
@@ -157,8 +160,9 @@ fn v2_0_64_sibling_agent_files() {
 }
 
 #[test]
+#[ignore = "needs the real transcripts: SPICE_TRANSCRIPTS (set by .ci/run)"]
 fn v2_0_76_compaction_and_thinking() {
-    let Some(dir) = fixtures() else { return };
+    let dir = fixtures();
     let d = decode(&dir, "claude/v2.0.76-compact-boundary-thinking.jsonl");
     assert_eq!(d.compactions(), [(158, Some("auto"), Some(155979))]);
     assert_eq!(d.summaries(), [159]);
@@ -183,8 +187,9 @@ fn v2_0_76_compaction_and_thinking() {
 }
 
 #[test]
+#[ignore = "needs the real transcripts: SPICE_TRANSCRIPTS (set by .ci/run)"]
 fn v2_1_4_task_links_rejection_and_turn_ends() {
-    let Some(dir) = fixtures() else { return };
+    let dir = fixtures();
     let d = decode(&dir, "claude/v2.1.4-summary-records-task-rejected.jsonl");
     assert_eq!(
         d.links(),
@@ -208,8 +213,9 @@ fn v2_1_4_task_links_rejection_and_turn_ends() {
 }
 
 #[test]
+#[ignore = "needs the real transcripts: SPICE_TRANSCRIPTS (set by .ci/run)"]
 fn v2_1_7_growth_prefix_decodes_the_same() {
-    let Some(dir) = fixtures() else { return };
+    let dir = fixtures();
     let one = decode(&dir, "claude/v2.1.7-incremental-growth/turn-1.jsonl");
     let two = decode(&dir, "claude/v2.1.7-incremental-growth/turn-2.jsonl");
     let prefix: Vec<&Event> = two.events.iter().filter(|e| e.line <= 25).collect();
@@ -243,8 +249,9 @@ fn v2_1_7_growth_prefix_decodes_the_same() {
 }
 
 #[test]
+#[ignore = "needs the real transcripts: SPICE_TRANSCRIPTS (set by .ci/run)"]
 fn v2_1_14_git_commit_and_failures() {
-    let Some(dir) = fixtures() else { return };
+    let dir = fixtures();
     let d = decode(&dir, "claude/v2.1.14-git-commit-bash-errors.jsonl");
     assert_eq!(d.bash_commands().len(), 5);
     assert_eq!(
@@ -285,8 +292,9 @@ fn v2_1_14_git_commit_and_failures() {
 }
 
 #[test]
+#[ignore = "needs the real transcripts: SPICE_TRANSCRIPTS (set by .ci/run)"]
 fn v2_1_14_port_writes_and_task() {
-    let Some(dir) = fixtures() else { return };
+    let dir = fixtures();
     let d = decode(&dir, "claude/v2.1.14-python-to-rust-port.jsonl");
     assert_eq!(d.bash_commands().len(), 16);
     assert!(d.bash_results().iter().all(|r| *r == (Some(0), false)));
@@ -307,8 +315,9 @@ fn v2_1_14_port_writes_and_task() {
 }
 
 #[test]
+#[ignore = "needs the real transcripts: SPICE_TRANSCRIPTS (set by .ci/run)"]
 fn v2_1_38_rejected_tool_and_local_command() {
-    let Some(dir) = fixtures() else { return };
+    let dir = fixtures();
     let d = decode(&dir, "claude/v2.1.38-short-rejected-tool.jsonl");
     assert_eq!(d.bash_commands(), ["mix phx.server 2>&1 | head -80"]);
     assert_eq!(
@@ -325,8 +334,9 @@ fn v2_1_38_rejected_tool_and_local_command() {
 }
 
 #[test]
+#[ignore = "needs the real transcripts: SPICE_TRANSCRIPTS (set by .ci/run)"]
 fn v2_1_38_subagent_linked_from_progress() {
-    let Some(dir) = fixtures() else { return };
+    let dir = fixtures();
     let d = decode(&dir, "claude/v2.1.38-task-subagent-progress.jsonl");
     let link = d
         .events
@@ -351,8 +361,9 @@ fn v2_1_38_subagent_linked_from_progress() {
 }
 
 #[test]
+#[ignore = "needs the real transcripts: SPICE_TRANSCRIPTS (set by .ci/run)"]
 fn v2_1_39_compaction_commits_and_subagents() {
-    let Some(dir) = fixtures() else { return };
+    let dir = fixtures();
     let base = "claude/v2.1.39-compaction-with-subagents/4d5611e5-241a-462a-8d15-5122611a9569";
     let d = decode(&dir, &format!("{base}.jsonl"));
     assert_eq!(d.bash_commands().len(), 67);
@@ -412,8 +423,9 @@ fn v2_1_39_compaction_commits_and_subagents() {
 }
 
 #[test]
+#[ignore = "needs the real transcripts: SPICE_TRANSCRIPTS (set by .ci/run)"]
 fn v2_1_152_newest_layout() {
-    let Some(dir) = fixtures() else { return };
+    let dir = fixtures();
     let d = decode(&dir, "claude/v2.1.152-sdk-cli-redacted.jsonl");
     assert_eq!(d.prompts(), ["[REDACTED_PROMPT]"]);
     assert_eq!(d.turn_ends().len(), 1);
