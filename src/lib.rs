@@ -13,6 +13,7 @@
 //! | [`alloc`] | the allocator: inherited priority, downstream release, tie-breaks |
 //! | [`git`] | worktrees and the three git boundaries: the only module that moves git |
 //! | [`land`] | completing a phase: the holder's proof, the merge into base, the store's record |
+//! | [`gate`] | measurable rules before commits and merges: caps that flex and latch, checks, hooks |
 //! | [`web`] | the operator's console (`spice serve`): routes, guards, live streams, the page |
 //! | [`cli`] | argument parsing and output; the only layer that reads env, cwd or TTY |
 //!
@@ -29,6 +30,7 @@ pub mod config;
 pub mod demo;
 pub mod error;
 pub mod fleet;
+pub mod gate;
 
 pub mod git;
 pub mod land;

@@ -4,6 +4,7 @@
 
 mod demo;
 mod fleet;
+mod gate;
 mod next;
 pub(crate) mod render;
 mod serve;
@@ -59,6 +60,10 @@ enum Command {
     /// Lanes of agents: validate their configuration.
     #[command(subcommand)]
     Fleet(fleet::FleetCmd),
+    /// Gates: measurable rules (file and routine caps, commit messages, the
+    /// repository's own checks) before every commit and before a phase merges.
+    #[command(subcommand)]
+    Gate(gate::GateCmd),
     /// The first run: a scratch repository, two lanes of the scripted demo agent, the
     /// whole loop narrated (no network, no API key).
     Demo(demo::DemoArgs),
@@ -119,6 +124,8 @@ pub fn main() -> i32 {
         // The wrapper's exit code is its command's, not spice's.
         Command::Exec(args) => steer::exec(args),
         Command::AgentShim { parent, command } => crate::agent::shim::run(parent, &command),
+        // Findings exit 1 and bad configuration 2, after printing every one.
+        Command::Gate(cmd) => Ok(gate::run(cmd)),
         command => {
             // Output into a closed pipe (`spice task list | head`) ends the command
             // quietly, as it does for other tools, instead of a panic in println!.
@@ -155,7 +162,9 @@ fn run(command: Command) -> Result<()> {
         Command::Hook { kind } => steer::hook(kind),
         Command::Demo(args) => demo::run(args),
         Command::Session(cmd) => watch::session(cmd),
-        Command::Exec(_) | Command::AgentShim { .. } => unreachable!("handled in main"),
+        Command::Exec(_) | Command::AgentShim { .. } | Command::Gate(_) => {
+            unreachable!("handled in main")
+        }
         Command::Fleet(cmd) => fleet::run(cmd, &Env::from_process()?),
         Command::Serve(args) => serve::serve(args, Env::from_process()?),
         Command::Store(cmd) => {

@@ -1,0 +1,233 @@
+//! Sticky flex: a cap's base, its flex ceiling, and the latch that holds a file that
+//! grew past its base to the base until it shrinks back.
+//!
+//! A measure at or under the base passes and clears the latch. Above the base and up
+//! to the ceiling it passes once, and latches at that size. While latched it may not
+//! grow: above the base it passes only if it is no larger than the size it latched at,
+//! and the latch ratchets down with it, so it must shrink to the base before it may
+//! grow again. (An edit that leaves a latched file no bigger passes: refusing it would
+//! block every fix to a big file that does not also split it.) Past the ceiling it
+//! fails and latches at the base. The ceiling is `base × flex`, moved by a small
+//! deterministic jitter (from the file's path and the author or task session, never
+//! below the base) so parallel agents do not all stop at the same line.
+//!
+//! Latches are shared by every worktree of a repository: one JSON file in the git
+//! common directory. A latch made by a failure is kept at once (it only tightens);
+//! latches made by passes, and clears, are written only when the whole gate run is
+//! accepted, so a commit that is refused for another reason leaves no trace.
+
+use super::config::Cap;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// What one measure did against its cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// At or under the base (clears a latch).
+    Under,
+    /// Above the base, within the ceiling, not latched: passes and latches.
+    Flexed,
+    /// Latched, above the base, and no larger than it latched at: passes, and the
+    /// latch moves down to this size.
+    Held,
+    /// Latched and larger than it latched at: fails until it is back at the base.
+    Grew,
+    /// Past the ceiling: fails and latches at the base.
+    Over,
+}
+
+impl Verdict {
+    pub fn fails(self) -> bool {
+        matches!(self, Verdict::Grew | Verdict::Over)
+    }
+}
+
+/// The ceiling for one file and actor: `base × flex × (1 ± jitter)`, never below the base.
+pub fn ceiling(cap: Cap, jitter: f64, path: &str, actor: &str) -> u64 {
+    let flexed = cap.base as f64 * cap.flex;
+    let h = xxhash_rust::xxh3::xxh3_64(format!("{path}\0{actor}").as_bytes());
+    // A fraction in [-1, 1], the same for the same path and actor on every machine.
+    let unit = (h % 20_001) as f64 / 10_000.0 - 1.0;
+    let moved = (flexed * (1.0 + jitter * unit)).floor();
+    (moved as u64).max(cap.base)
+}
+
+/// The verdict for `value` (latched at `latched`, if it is), and the limit it was
+/// held to.
+pub fn judge(value: u64, base: u64, ceiling: u64, latched: Option<u64>) -> (Verdict, u64) {
+    match latched {
+        _ if value <= base => (Verdict::Under, base),
+        Some(at) if value <= at => (Verdict::Held, at),
+        Some(at) => (Verdict::Grew, at),
+        None if value <= ceiling => (Verdict::Flexed, ceiling),
+        None => (Verdict::Over, ceiling),
+    }
+}
+
+/// One latched (rule, path).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Latch {
+    pub rule: String,
+    pub path: String,
+    /// The size it latched at: it may not grow past it (the base after a failure).
+    pub value: u64,
+    pub base: u64,
+    pub since: String,
+}
+
+/// Every latch of a repository, keyed `rule` then path.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub struct Latches {
+    #[serde(default)]
+    pub latches: BTreeMap<String, BTreeMap<String, Latch>>,
+}
+
+impl Latches {
+    pub fn file(common_dir: &Path) -> PathBuf {
+        common_dir.join("spice").join("gate-latches.json")
+    }
+
+    /// Reads the latches; a missing file is none. A corrupt file is an error (it
+    /// would otherwise silently release every latch).
+    pub fn load(common_dir: &Path) -> Result<Latches, String> {
+        let path = Latches::file(common_dir);
+        match std::fs::read(&path) {
+            Ok(b) => serde_json::from_slice(&b).map_err(|e| format!("{}: {e}", path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Latches::default()),
+            Err(e) => Err(format!("{}: {e}", path.display())),
+        }
+    }
+
+    /// Writes atomically (a temporary file renamed over the old one).
+    pub fn save(&self, common_dir: &Path) -> Result<(), String> {
+        let path = Latches::file(common_dir);
+        let dir = path.parent().expect("has a parent");
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let tmp = dir.join(format!(".gate-latches.{}.tmp", std::process::id()));
+        let text = serde_json::to_vec_pretty(self).expect("serialisable");
+        std::fs::write(&tmp, text).map_err(|e| format!("{}: {e}", tmp.display()))?;
+        std::fs::rename(&tmp, &path).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    pub fn get(&self, rule: &str, path: &str) -> Option<&Latch> {
+        self.latches.get(rule)?.get(path)
+    }
+
+    pub fn set(&mut self, latch: Latch) {
+        self.latches
+            .entry(latch.rule.clone())
+            .or_default()
+            .insert(latch.path.clone(), latch);
+    }
+
+    pub fn clear(&mut self, rule: &str, path: &str) -> bool {
+        let Some(m) = self.latches.get_mut(rule) else {
+            return false;
+        };
+        let had = m.remove(path).is_some();
+        if m.is_empty() {
+            self.latches.remove(rule);
+        }
+        had
+    }
+
+    /// A file renamed `from` → `to` carries its latches (every rule keyed by path,
+    /// routine rules keyed `path::routine` too).
+    pub fn rename(&mut self, from: &str, to: &str) {
+        for m in self.latches.values_mut() {
+            let moved: Vec<String> = m
+                .keys()
+                .filter(|k| *k == from || k.starts_with(&format!("{from}::")))
+                .cloned()
+                .collect();
+            for k in moved {
+                let mut l = m.remove(&k).expect("listed");
+                let key = format!("{to}{}", &k[from.len()..]);
+                l.path = key.clone();
+                m.insert(key, l);
+            }
+        }
+    }
+
+    pub fn all(&self) -> impl Iterator<Item = &Latch> {
+        self.latches.values().flat_map(|m| m.values())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_verdicts() {
+        assert_eq!(judge(100, 100, 150, None), (Verdict::Under, 100));
+        assert_eq!(judge(100, 100, 150, Some(120)), (Verdict::Under, 100));
+        assert_eq!(judge(120, 100, 150, None), (Verdict::Flexed, 150));
+        assert_eq!(judge(150, 100, 150, None), (Verdict::Flexed, 150));
+        assert_eq!(judge(151, 100, 150, None), (Verdict::Over, 150));
+        assert_eq!(judge(120, 100, 150, Some(120)), (Verdict::Held, 120));
+        assert_eq!(judge(110, 100, 150, Some(120)), (Verdict::Held, 120));
+        assert_eq!(judge(121, 100, 150, Some(120)), (Verdict::Grew, 120));
+        assert_eq!(judge(101, 100, 150, Some(100)), (Verdict::Grew, 100));
+        assert!(!Verdict::Flexed.fails() && !Verdict::Held.fails());
+        assert!(Verdict::Grew.fails() && Verdict::Over.fails());
+    }
+
+    #[test]
+    fn jitter_is_deterministic_bounded_and_never_below_the_base() {
+        let cap = Cap {
+            base: 1000,
+            flex: 1.5,
+        };
+        let a = ceiling(cap, 0.03, "src/a.rs", "alice@x");
+        assert_eq!(a, ceiling(cap, 0.03, "src/a.rs", "alice@x"));
+        let mut seen = std::collections::BTreeSet::new();
+        for i in 0..500 {
+            let c = ceiling(cap, 0.03, &format!("src/{i}.rs"), "s-1");
+            assert!((1455..=1545).contains(&c), "{c}");
+            seen.insert(c);
+        }
+        assert!(
+            seen.len() > 20,
+            "the jitter spreads ceilings: {}",
+            seen.len()
+        );
+        assert_eq!(ceiling(cap, 0.0, "x", "y"), 1500);
+        let tight = Cap {
+            base: 10,
+            flex: 1.0,
+        };
+        for i in 0..100 {
+            assert!(ceiling(tight, 0.1, &i.to_string(), "a") >= 10);
+        }
+    }
+
+    #[test]
+    fn latches_follow_renames_and_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut l = Latches::default();
+        for (rule, path) in [("file.lines", "a.rs"), ("routine.lines", "a.rs::f")] {
+            l.set(Latch {
+                rule: rule.into(),
+                path: path.into(),
+                value: 9,
+                base: 5,
+                since: "t".into(),
+            });
+        }
+        l.rename("a.rs", "b.rs");
+        assert!(l.get("file.lines", "b.rs").is_some());
+        assert_eq!(l.get("routine.lines", "b.rs::f").unwrap().path, "b.rs::f");
+        assert!(l.get("file.lines", "a.rs").is_none());
+        l.save(dir.path()).unwrap();
+        let back = Latches::load(dir.path()).unwrap();
+        assert_eq!(back.all().count(), 2);
+        assert!(l.clear("file.lines", "b.rs"));
+        std::fs::write(Latches::file(dir.path()), "{not json").unwrap();
+        assert!(Latches::load(dir.path())
+            .unwrap_err()
+            .contains("gate-latches.json"));
+    }
+}

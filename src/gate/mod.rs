@@ -1,0 +1,328 @@
+//! Gates: measurable rules checked before every commit and before a phase merges.
+//!
+//! A run reads the repository's `spice.toml` ([`config`]), collects the paths in scope
+//! with the content git will commit ([`scan`]), and applies every rule in a fixed
+//! order (file caps, routine caps, repository checks), collecting every finding;
+//! nothing stops at the first. Caps flex and latch ([`latch`]). A rule that could not
+//! run is reported as such, never as zero findings. Commit messages are checked by
+//! [`message`]; hooks are written by [`hooks`]. The gate needs no store and no fleet:
+//! a repository runs `spice gate install` and commits as usual.
+
+pub mod checks;
+pub mod config;
+pub mod hooks;
+pub mod latch;
+pub mod message;
+pub mod routines;
+pub mod scan;
+
+use config::{Cap, GateConfig};
+use latch::{Latch, Latches, Verdict};
+use scan::{Item, Repo, Scope};
+use serde::Serialize;
+
+/// One rule broken.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Finding {
+    pub path: String,
+    /// 1-based; the routine's first line for routine caps, 1 for file caps.
+    pub line: u64,
+    /// `file.lines`, `file.bytes`, `routine.lines`, `routine.complexity`, `check.NAME`.
+    pub rule: String,
+    /// The routine, for routine caps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub routine: Option<String>,
+    pub value: u64,
+    /// The limit it was held to (the base while latched, else the flex ceiling).
+    pub limit: u64,
+    pub base: u64,
+    pub ceiling: u64,
+    pub latched: bool,
+    /// What to do about it, one line.
+    pub message: String,
+}
+
+/// A rule that could not run (a missing program, a timeout, a parse failure).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct NotRun {
+    pub rule: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    pub why: String,
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Report {
+    pub findings: Vec<Finding>,
+    pub could_not_run: Vec<NotRun>,
+    /// Paths measured (after exclusions).
+    pub files: usize,
+    /// Paths left out: excluded by glob or attribute, or binary.
+    pub skipped: usize,
+    /// Files that flexed above their base in this run (they pass, and are now latched).
+    pub flexed: Vec<Finding>,
+}
+
+impl Report {
+    pub fn clean(&self) -> bool {
+        self.findings.is_empty() && self.could_not_run.is_empty()
+    }
+}
+
+/// What a run is told about who runs it and for what.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// The author or task session the jitter is keyed by.
+    pub actor: String,
+    /// The task's phase, for checks scoped to phases (`None`: not a task's run).
+    pub phase: Option<String>,
+    /// Write latch changes (a run that only looks does not).
+    pub record: bool,
+    /// When the run happens (latches record it).
+    pub now: crate::clock::Micros,
+}
+
+/// Runs every rule over `scope`.
+pub fn run(repo: &Repo, cfg: &GateConfig, scope: &Scope, opts: &Options) -> Result<Report, String> {
+    let items = repo.items(scope)?;
+    let mut latches = Latches::load(&repo.common_dir)?;
+    let mut report = Report::default();
+    let cached = matches!(scope, Scope::Staged);
+    let paths: Vec<String> = items.iter().map(|i| i.path.clone()).collect();
+    let marked = scan::attributed(repo, &paths, cached)?;
+    let mut pending = latches.clone();
+    let mut measured: Vec<&Item> = Vec::new();
+    for (item, marked) in items.iter().zip(marked) {
+        if let Some(from) = &item.renamed_from {
+            latches.rename(from, &item.path);
+            pending.rename(from, &item.path);
+        }
+        if marked || cfg.excluded(&item.path) || scan::looks_binary(&item.content) {
+            report.skipped += 1;
+            continue;
+        }
+        measured.push(item);
+    }
+    report.files = measured.len();
+    let mut j = Judge {
+        jitter: cfg.jitter,
+        actor: &opts.actor,
+        now: crate::when::rfc3339(opts.now),
+        report: &mut report,
+        latches: &mut latches,
+        pending: &mut pending,
+    };
+    // File caps.
+    for item in &measured {
+        let Some(rule) = cfg.file_rule(&item.path) else {
+            continue;
+        };
+        let at = At {
+            rule: "file.lines",
+            key: &item.path,
+            path: &item.path,
+            line: 1,
+            routine: None,
+        };
+        if let Some(cap) = rule.lines {
+            j.judge(&at, scan::count_lines(&item.content), cap);
+        }
+        if let Some(cap) = rule.bytes {
+            let at = At {
+                rule: "file.bytes",
+                ..at
+            };
+            j.judge(&at, item.content.len() as u64, cap);
+        }
+    }
+    // Routine caps.
+    for item in &measured {
+        let (Some(rule), Some(lang)) =
+            (cfg.routine_rule(&item.path), routines::Lang::of(&item.path))
+        else {
+            continue;
+        };
+        let found = match routines::measure(lang, &item.content) {
+            Ok(r) => r,
+            Err(why) => {
+                j.report.could_not_run.push(NotRun {
+                    rule: "routine".into(),
+                    path: Some(item.path.clone()),
+                    why,
+                });
+                continue;
+            }
+        };
+        for r in found {
+            let key = format!("{}::{}", item.path, r.name);
+            let at = At {
+                rule: "routine.lines",
+                key: &key,
+                path: &item.path,
+                line: r.line,
+                routine: Some(&r.name),
+            };
+            if let Some(cap) = rule.lines {
+                j.judge(&at, r.lines, cap);
+            }
+            if let Some(cap) = rule.complexity {
+                let at = At {
+                    rule: "routine.complexity",
+                    ..at
+                };
+                j.judge(&at, r.complexity, cap);
+            }
+        }
+    }
+    // Repository checks, given every path in scope (measured or not).
+    let scoped: Vec<String> = items.iter().map(|i| i.path.clone()).collect();
+    for check in &cfg.checks {
+        match checks::run(repo, check, &scoped, opts.phase.as_deref()) {
+            checks::Outcome::Skipped | checks::Outcome::Passed => {}
+            checks::Outcome::Failed { code, output } => report.findings.push(Finding {
+                path: String::new(),
+                line: 0,
+                rule: format!("check.{}", check.name),
+                routine: None,
+                value: code.map_or(0, |c| c as u64),
+                limit: 0,
+                base: 0,
+                ceiling: 0,
+                latched: false,
+                message: output,
+            }),
+            checks::Outcome::NotRun(why) => report.could_not_run.push(NotRun {
+                rule: format!("check.{}", check.name),
+                path: None,
+                why,
+            }),
+        }
+    }
+    if opts.record {
+        let keep = if report.clean() { &pending } else { &latches };
+        keep.save(&repo.common_dir)?;
+    }
+    Ok(report)
+}
+
+/// Where a measure was taken: its rule, its latch key, and what a finding names.
+#[derive(Clone, Copy)]
+struct At<'a> {
+    rule: &'a str,
+    /// The latch key: the path, or `path::routine`.
+    key: &'a str,
+    path: &'a str,
+    line: u64,
+    routine: Option<&'a str>,
+}
+
+/// Judges measures against caps, collecting findings and latch changes.
+struct Judge<'a> {
+    jitter: f64,
+    actor: &'a str,
+    now: String,
+    report: &'a mut Report,
+    /// What stays whatever the run's outcome (failures' latches).
+    latches: &'a mut Latches,
+    /// What the run leaves if it is accepted.
+    pending: &'a mut Latches,
+}
+
+impl Judge<'_> {
+    fn judge(&mut self, at: &At, value: u64, cap: Cap) {
+        let ceiling = latch::ceiling(cap, self.jitter, at.key, self.actor);
+        let was = self.latches.get(at.rule, at.key).map(|l| l.value);
+        let (verdict, limit) = latch::judge(value, cap.base, ceiling, was);
+        let finding = Finding {
+            path: at.path.to_string(),
+            line: at.line,
+            rule: at.rule.to_string(),
+            routine: at.routine.map(str::to_string),
+            value,
+            limit,
+            base: cap.base,
+            ceiling,
+            latched: verdict != Verdict::Under,
+            message: advice(at, verdict, value, limit, cap.base, ceiling),
+        };
+        let mark = |size: u64| Latch {
+            rule: at.rule.to_string(),
+            path: at.key.to_string(),
+            value: size,
+            base: cap.base,
+            since: self.now.clone(),
+        };
+        match verdict {
+            Verdict::Under => {
+                self.pending.clear(at.rule, at.key);
+            }
+            Verdict::Flexed | Verdict::Held => {
+                self.pending.set(mark(value));
+                self.report.flexed.push(finding);
+            }
+            Verdict::Grew => self.report.findings.push(finding),
+            Verdict::Over => {
+                // A failure's latch only tightens: kept whatever else the run finds.
+                self.latches.set(mark(cap.base));
+                self.pending.set(mark(cap.base));
+                self.report.findings.push(finding);
+            }
+        }
+    }
+}
+
+fn advice(at: &At, v: Verdict, value: u64, limit: u64, base: u64, ceiling: u64) -> String {
+    let measure = match at.rule {
+        "file.lines" => format!("{value} lines"),
+        "file.bytes" => format!("{value} bytes"),
+        "routine.lines" => format!("{value} lines in the routine"),
+        _ => format!("complexity {value}"),
+    };
+    let subject = at.routine.map_or_else(String::new, |r| format!("{r}: "));
+    match v {
+        Verdict::Under => format!("{subject}{measure}, within {base}"),
+        Verdict::Flexed => format!(
+            "{subject}{measure}, above the base {base} (flex ceiling {ceiling}): passes, and is latched: it may not grow until it is back at {base}"
+        ),
+        Verdict::Held => format!(
+            "{subject}{measure}, latched (at most {limit} until it is back at the base {base}): passes"
+        ),
+        Verdict::Grew => format!(
+            "{subject}{measure}, latched at {limit}: it may not grow until it is back at the base {base}; shrink it (split it) to {base} or less"
+        ),
+        Verdict::Over => format!(
+            "{subject}{measure}, past the flex ceiling {ceiling} (base {base}): split it to {base} or less; it is latched until then"
+        ),
+    }
+}
+
+/// One line per finding: `path:line: rule: message`.
+pub fn render_text(report: &Report) -> String {
+    let mut out = String::new();
+    for f in &report.findings {
+        if f.rule.starts_with("check.") {
+            out.push_str(&format!("{}: failed", f.rule));
+            let shown: Vec<&str> = f.message.lines().collect();
+            if shown.is_empty() {
+                out.push('\n');
+            } else {
+                out.push_str(":\n");
+                for l in shown {
+                    out.push_str(&format!("    {l}\n"));
+                }
+            }
+        } else {
+            out.push_str(&format!(
+                "{}:{}: {}: {}\n",
+                f.path, f.line, f.rule, f.message
+            ));
+        }
+    }
+    for n in &report.could_not_run {
+        match &n.path {
+            Some(p) => out.push_str(&format!("{p}: {}: could not run: {}\n", n.rule, n.why)),
+            None => out.push_str(&format!("{}: could not run: {}\n", n.rule, n.why)),
+        }
+    }
+    out
+}

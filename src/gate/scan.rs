@@ -1,0 +1,389 @@
+//! What a gate run looks at: the paths in scope and their contents, read the way git
+//! will commit them.
+//!
+//! Git runs here in the environment it was given: inside a hook that is git's own
+//! (`GIT_DIR`, and `GIT_INDEX_FILE` for `git commit -a` or `git commit PATH`, whose
+//! temporary index holds what will be committed), so unlike [`crate::git::Runner`]
+//! the environment is inherited, not cleared.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Which paths a run checks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// What the index will commit: added, copied, modified and renamed paths.
+    Staged,
+    /// Every tracked file, as it is in the working tree.
+    All,
+    /// These paths (relative to the repository's root), from the working tree.
+    Paths(Vec<String>),
+    /// What a branch changed since it left `base` (the merge base), at the branch's tip.
+    Branch { base: String, tip: String },
+}
+
+/// One path to check and its content.
+#[derive(Debug, Clone)]
+pub struct Item {
+    pub path: String,
+    /// The path it was renamed from, when git saw a rename.
+    pub renamed_from: Option<String>,
+    pub content: Vec<u8>,
+}
+
+/// The repository a run works in.
+#[derive(Debug, Clone)]
+pub struct Repo {
+    /// The working tree's root.
+    pub root: PathBuf,
+    /// The common git directory (shared by every worktree).
+    pub common_dir: PathBuf,
+}
+
+pub fn git(dir: &Path, args: &[&str]) -> Result<Vec<u8>, String> {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("LC_ALL", "C")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("git: {e}"))?;
+    if out.status.success() {
+        Ok(out.stdout)
+    } else {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let line = err
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("failed");
+        Err(format!("git {}: {}", args.join(" "), line.trim()))
+    }
+}
+
+fn text(b: Vec<u8>) -> String {
+    String::from_utf8_lossy(&b)
+        .trim_end_matches('\n')
+        .to_string()
+}
+
+impl Repo {
+    /// The repository `dir` is in.
+    pub fn find(dir: &Path) -> Result<Repo, String> {
+        let root = text(
+            git(dir, &["rev-parse", "--show-toplevel"])
+                .map_err(|_| format!("{}: not in a git repository", dir.display()))?,
+        );
+        let common = text(git(
+            dir,
+            &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+        )?);
+        Ok(Repo {
+            root: PathBuf::from(root),
+            common_dir: PathBuf::from(common),
+        })
+    }
+
+    /// The paths in `scope` and their contents.
+    pub fn items(&self, scope: &Scope) -> Result<Vec<Item>, String> {
+        match scope {
+            Scope::Staged => {
+                let diff = git(
+                    &self.root,
+                    &[
+                        "diff",
+                        "--cached",
+                        "--name-status",
+                        "-z",
+                        "-M",
+                        "--diff-filter=ACMR",
+                    ],
+                )?;
+                let changes = name_status(&diff);
+                let specs: Vec<String> = changes.iter().map(|(p, _)| format!(":{p}")).collect();
+                let blobs = self.cat(&specs)?;
+                Ok(changes
+                    .into_iter()
+                    .zip(blobs)
+                    .filter_map(|((path, from), blob)| {
+                        blob.map(|content| Item {
+                            path,
+                            renamed_from: from,
+                            content,
+                        })
+                    })
+                    .collect())
+            }
+            Scope::Branch { base, tip } => {
+                let range = format!("{base}...{tip}");
+                let diff = git(
+                    &self.root,
+                    &[
+                        "diff",
+                        "--name-status",
+                        "-z",
+                        "-M",
+                        "--diff-filter=ACMR",
+                        &range,
+                    ],
+                )?;
+                let changes = name_status(&diff);
+                let specs: Vec<String> =
+                    changes.iter().map(|(p, _)| format!("{tip}:{p}")).collect();
+                let blobs = self.cat(&specs)?;
+                Ok(changes
+                    .into_iter()
+                    .zip(blobs)
+                    .filter_map(|((path, from), blob)| {
+                        blob.map(|content| Item {
+                            path,
+                            renamed_from: from,
+                            content,
+                        })
+                    })
+                    .collect())
+            }
+            Scope::All => {
+                let listed = git(&self.root, &["ls-files", "-z"])?;
+                let paths: Vec<String> = listed
+                    .split(|b| *b == 0)
+                    .filter(|p| !p.is_empty())
+                    .map(|p| String::from_utf8_lossy(p).into_owned())
+                    .collect();
+                Ok(self.read_tree(paths))
+            }
+            Scope::Paths(paths) => Ok(self.read_tree(paths.clone())),
+        }
+    }
+
+    /// Working-tree contents; a path that is gone or is not a file is left out.
+    fn read_tree(&self, paths: Vec<String>) -> Vec<Item> {
+        paths
+            .into_iter()
+            .filter_map(|path| {
+                let full = self.root.join(&path);
+                let meta = std::fs::symlink_metadata(&full).ok()?;
+                if !meta.is_file() {
+                    return None;
+                }
+                let content = std::fs::read(&full).ok()?;
+                Some(Item {
+                    path,
+                    renamed_from: None,
+                    content,
+                })
+            })
+            .collect()
+    }
+
+    /// Blob contents for each object spec, through one `git cat-file --batch`
+    /// (`None` for one git does not have, e.g. a submodule's commit). Specs are
+    /// newline-terminated (`-Z` needs git 2.43); the rare path holding a newline is
+    /// read on its own through `git cat-file blob`.
+    fn cat(&self, specs: &[String]) -> Result<Vec<Option<Vec<u8>>>, String> {
+        let batched: Vec<&String> = specs.iter().filter(|s| !s.contains('\n')).collect();
+        let mut got = if batched.is_empty() {
+            Vec::new()
+        } else {
+            self.cat_batch(&batched)?
+        }
+        .into_iter();
+        Ok(specs
+            .iter()
+            .map(|s| {
+                if s.contains('\n') {
+                    git(&self.root, &["cat-file", "blob", s]).ok()
+                } else {
+                    got.next().flatten()
+                }
+            })
+            .collect())
+    }
+
+    fn cat_batch(&self, specs: &[&String]) -> Result<Vec<Option<Vec<u8>>>, String> {
+        let mut child = Command::new("git")
+            .args(["cat-file", "--batch"])
+            .current_dir(&self.root)
+            .env("LC_ALL", "C")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("git cat-file: {e}"))?;
+        let mut stdin = child.stdin.take().expect("piped");
+        let input: Vec<u8> = specs
+            .iter()
+            .flat_map(|s| s.bytes().chain(std::iter::once(b'\n')))
+            .collect();
+        let writer = std::thread::spawn(move || stdin.write_all(&input));
+        let mut out = Vec::new();
+        child
+            .stdout
+            .take()
+            .expect("piped")
+            .read_to_end(&mut out)
+            .map_err(|e| format!("git cat-file: {e}"))?;
+        let _ = writer.join();
+        let status = child.wait().map_err(|e| format!("git cat-file: {e}"))?;
+        if !status.success() {
+            return Err(format!("git cat-file --batch: exit {status}"));
+        }
+        parse_batch(&out, specs.len())
+    }
+}
+
+/// `git diff --name-status -z` output: (path, renamed from).
+fn name_status(raw: &[u8]) -> Vec<(String, Option<String>)> {
+    let mut fields = raw
+        .split(|b| *b == 0)
+        .map(|f| String::from_utf8_lossy(f).into_owned());
+    let mut out = Vec::new();
+    while let Some(status) = fields.next() {
+        if status.is_empty() {
+            continue;
+        }
+        if status.starts_with('R') || status.starts_with('C') {
+            let (Some(from), Some(to)) = (fields.next(), fields.next()) else {
+                break;
+            };
+            let from = status.starts_with('R').then_some(from);
+            out.push((to, from));
+        } else if let Some(path) = fields.next() {
+            out.push((path, None));
+        }
+    }
+    out
+}
+
+/// `git cat-file --batch` output: `<sha> <type> <size>\n<content>\n` per object,
+/// `<spec> missing\n` for one it lacks.
+fn parse_batch(mut raw: &[u8], n: usize) -> Result<Vec<Option<Vec<u8>>>, String> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let end = memchr::memchr(b'\n', raw).ok_or("git cat-file: truncated output")?;
+        let header = String::from_utf8_lossy(&raw[..end]).into_owned();
+        raw = &raw[end + 1..];
+        let parts: Vec<&str> = header.split(' ').collect();
+        if parts.last() == Some(&"missing") || parts.last() == Some(&"ambiguous") {
+            out.push(None);
+            continue;
+        }
+        let size: usize = parts
+            .get(2)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| format!("git cat-file: bad header {header:?}"))?;
+        if raw.len() < size + 1 {
+            return Err("git cat-file: truncated object".into());
+        }
+        let blob = parts.get(1) == Some(&"blob");
+        out.push(blob.then(|| raw[..size].to_vec()));
+        raw = &raw[size + 1..];
+    }
+    Ok(out)
+}
+
+/// Which of `paths` git's attributes mark as generated, vendored or binary
+/// (`linguist-generated`, `linguist-vendored`, `binary`, or `-diff`/`-text` as
+/// `binary` sets them), read from the index when `cached`.
+pub fn attributed(repo: &Repo, paths: &[String], cached: bool) -> Result<Vec<bool>, String> {
+    if paths.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut args = vec!["check-attr", "-z", "--stdin"];
+    if cached {
+        args.push("--cached");
+    }
+    args.extend(["linguist-generated", "linguist-vendored", "binary", "text"]);
+    let mut child = Command::new("git")
+        .args(&args)
+        .current_dir(&repo.root)
+        .env("LC_ALL", "C")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("git check-attr: {e}"))?;
+    let mut stdin = child.stdin.take().expect("piped");
+    let input: Vec<u8> = paths
+        .iter()
+        .flat_map(|s| s.bytes().chain(std::iter::once(0)))
+        .collect();
+    let writer = std::thread::spawn(move || stdin.write_all(&input));
+    let mut out = Vec::new();
+    child
+        .stdout
+        .take()
+        .expect("piped")
+        .read_to_end(&mut out)
+        .map_err(|e| format!("git check-attr: {e}"))?;
+    let _ = writer.join();
+    child.wait().map_err(|e| format!("git check-attr: {e}"))?;
+    let mut skip = std::collections::HashMap::new();
+    let fields: Vec<String> = out
+        .split(|b| *b == 0)
+        .map(|f| String::from_utf8_lossy(f).into_owned())
+        .collect();
+    for t in fields.chunks(3) {
+        if let [path, attr, value] = t {
+            let set = match attr.as_str() {
+                "linguist-generated" | "linguist-vendored" | "binary" => {
+                    value == "set" || value == "true"
+                }
+                "text" => value == "unset",
+                _ => false,
+            };
+            if set {
+                skip.insert(path.clone(), true);
+            }
+        }
+    }
+    Ok(paths.iter().map(|p| skip.contains_key(p)).collect())
+}
+
+/// Git's own rule: a NUL in the first 8000 bytes makes a file binary.
+pub fn looks_binary(content: &[u8]) -> bool {
+    memchr::memchr(0, &content[..content.len().min(8000)]).is_some()
+}
+
+/// Lines as an editor counts them: a last line without its newline still counts.
+pub fn count_lines(content: &[u8]) -> u64 {
+    let n = memchr::memchr_iter(b'\n', content).count() as u64;
+    n + u64::from(content.last().is_some_and(|b| *b != b'\n'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_bytes_and_binary() {
+        assert_eq!(count_lines(b""), 0);
+        assert_eq!(count_lines(b"a"), 1);
+        assert_eq!(count_lines(b"a\n"), 1);
+        assert_eq!(count_lines(b"a\nb"), 2);
+        assert!(looks_binary(b"ab\0c"));
+        assert!(!looks_binary("é\n".as_bytes()));
+    }
+
+    #[test]
+    fn name_status_with_renames() {
+        let raw = b"M\0a.rs\0R087\0old.rs\0new.rs\0C100\0x\0y\0A\0z\0";
+        assert_eq!(
+            name_status(raw),
+            [
+                ("a.rs".to_string(), None),
+                ("new.rs".to_string(), Some("old.rs".to_string())),
+                ("y".to_string(), None),
+                ("z".to_string(), None),
+            ]
+        );
+    }
+
+    #[test]
+    fn batch_output() {
+        let raw = b"abc blob 3\nx\ny\n:gone missing\ndef tree 0\n\n";
+        let got = parse_batch(raw, 3).unwrap();
+        assert_eq!(got, [Some(b"x\ny".to_vec()), None, None]);
+    }
+}

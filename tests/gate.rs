@@ -1,0 +1,410 @@
+//! `spice gate` through the real binary and real git: sticky-flex caps over a sequence
+//! of commits, routine caps, repository checks, commit messages, and hooks chained
+//! with hooks already there, under `core.hooksPath` and in a linked worktree. No store
+//! and no fleet: the rung is useful alone.
+
+mod common;
+use common::{git, to_run, Run, TestEnv};
+use std::path::Path;
+use std::process::Command;
+
+/// A repository with an initial commit and `spice.toml` holding `toml`.
+fn repo(toml: &str) -> TestEnv {
+    let env = TestEnv::new();
+    git(&env.repo, &["checkout", "-q", "-b", "main"]);
+    std::fs::write(env.repo.join("spice.toml"), toml).unwrap();
+    git(&env.repo, &["add", "spice.toml"]);
+    git(&env.repo, &["commit", "-q", "-m", "spice.toml"]);
+    env
+}
+
+fn lines(n: usize) -> String {
+    (0..n).map(|i| format!("line {i}\n")).collect()
+}
+
+fn write(env: &TestEnv, path: &str, text: &str) {
+    let p = env.repo.join(path);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+/// `git commit` as a user runs it, hooks and all (environment inherited, identity set).
+fn commit(dir: &Path, msg: &str) -> Run {
+    to_run(
+        Command::new("git")
+            .args(["commit", "-q", "-m", msg])
+            .current_dir(dir)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .env_remove("SPICE_TASK")
+            .env_remove("SPICE_SESSION")
+            .output()
+            .unwrap(),
+    )
+}
+
+/// `spice gate check ARGS…` in `dir`.
+fn gate(env: &TestEnv, dir: &Path, args: &[&str]) -> Run {
+    let mut a = vec!["gate", "check"];
+    a.extend_from_slice(args);
+    to_run(env.cmd(&a).current_dir(dir).output().unwrap())
+}
+
+const CAPS: &str = "[gate]\njitter = 0.0\n[gate.files]\n\"src/**\" = { lines = 10, flex = 1.5 }\n";
+
+/// The sticky-flex cases as one history of commits through the installed hook: each
+/// step stages a size for `src/a.txt` and expects the commit to pass or be refused.
+#[test]
+fn sticky_flex_over_a_history_of_commits() {
+    let env = repo(CAPS);
+    env.run(&["gate", "install"]).ok();
+    let steps: &[(usize, bool, &str)] = &[
+        (8, true, "under the base"),
+        (14, true, "between base and flex: passes, latches at 14"),
+        (15, false, "latched: may not grow, even within the ceiling"),
+        (
+            12,
+            true,
+            "latched, shrinking: passes, the latch moves down to 12",
+        ),
+        (13, false, "latched at 12: may not grow back"),
+        (10, true, "back at the base: clears the latch"),
+        (15, true, "cleared: may flex again (15 is the ceiling)"),
+        (9, true, "shrinks under the base, clears"),
+        (
+            16,
+            false,
+            "past the flex ceiling: fails, latches at the base",
+        ),
+        (
+            14,
+            false,
+            "a failure latched it at the base: within the ceiling is not enough",
+        ),
+        (10, true, "at the base: passes and clears"),
+    ];
+    for (i, (n, pass, why)) in steps.iter().enumerate() {
+        write(&env, "src/a.txt", &lines(*n));
+        git(&env.repo, &["add", "src/a.txt"]);
+        let r = commit(&env.repo, &format!("step {i}"));
+        assert_eq!(
+            r.code == 0,
+            *pass,
+            "step {i} ({n} lines, {why}): {}",
+            r.stderr
+        );
+        if !pass {
+            assert!(
+                r.stderr.contains("src/a.txt:1: file.lines:"),
+                "{}",
+                r.stderr
+            );
+            git(&env.repo, &["reset", "-q"]);
+        }
+    }
+    // The refusal says what to do, with the limit.
+    write(&env, "src/a.txt", &lines(30));
+    git(&env.repo, &["add", "src/a.txt"]);
+    let r = commit(&env.repo, "too big");
+    assert!(
+        r.stderr
+            .contains("30 lines, past the flex ceiling 15 (base 10): split it to 10 or less"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn a_rename_carries_its_latch_and_latches_are_shared_by_worktrees() {
+    let env = repo(CAPS);
+    env.run(&["gate", "install"]).ok();
+    write(&env, "src/a.txt", &lines(14));
+    git(&env.repo, &["add", "src/a.txt"]);
+    let r = commit(&env.repo, "flex");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let latches = env.run(&["gate", "latches", "--json"]).json();
+    assert_eq!(latches[0]["path"], "src/a.txt", "{latches}");
+    git(&env.repo, &["mv", "src/a.txt", "src/b.txt"]);
+    assert_eq!(commit(&env.repo, "rename").code, 0);
+    let latches = env.run(&["gate", "latches", "--json"]).json();
+    assert_eq!(latches[0]["path"], "src/b.txt", "{latches}");
+    // Another worktree of the same repository sees the latch.
+    let wt = env.dir.path().join("wt");
+    git(
+        &env.repo,
+        &["worktree", "add", "-q", "-b", "other", wt.to_str().unwrap()],
+    );
+    std::fs::write(wt.join("src/b.txt"), lines(15)).unwrap();
+    git(&wt, &["add", "src/b.txt"]);
+    let r = commit(&wt, "grow while latched");
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("15 lines, latched at 14: it may not grow until it is back at the base 10"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn a_refused_commit_leaves_no_latch_behind() {
+    // The file flexes (a pass that would latch) but a check fails: nothing is recorded.
+    let env = repo(&format!(
+        "{CAPS}[[gate.check]]\nname = \"no\"\nrun = [\"false\"]\n"
+    ));
+    env.run(&["gate", "install"]).ok();
+    write(&env, "src/a.txt", &lines(14));
+    git(&env.repo, &["add", "src/a.txt"]);
+    let r = commit(&env.repo, "flex, but the check fails");
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("check.no: failed"), "{}", r.stderr);
+    let latches = env.run(&["gate", "latches", "--json"]).json();
+    assert_eq!(latches, serde_json::json!([]));
+}
+
+#[test]
+fn check_reports_every_finding_as_text_and_json_and_is_silent_when_clean() {
+    let env = repo(
+        "[gate]\njitter = 0.0\n[gate.files]\ndefault = { lines = 5, bytes = 1000 }\n\
+         [gate.routines]\nlines = 4\ncomplexity = 2\n",
+    );
+    let clean = gate(&env, &env.repo, &["--all"]);
+    assert_eq!(
+        (clean.code, clean.stdout.as_str()),
+        (0, ""),
+        "{}",
+        clean.stderr
+    );
+    write(
+        &env,
+        "src/lib.rs",
+        "fn long(x: i32) -> i32 {\n    if x > 1 {\n        return 1;\n    }\n    if x > 2 && x < 9 {\n        return 2;\n    }\n    3\n}\n",
+    );
+    write(&env, "app.py", "def ok():\n    return 1\n");
+    write(&env, "big.md", &lines(9));
+    write(&env, "logo.png", "\u{0}\u{1}binary");
+    write(&env, "gen.txt", &lines(50));
+    write(&env, ".gitattributes", "gen.txt linguist-generated\n");
+    git(&env.repo, &["add", "-A"]);
+    let r = gate(&env, &env.repo, &["--staged"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let out: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(out.len(), 4, "{}", r.stdout);
+    assert!(
+        out.iter()
+            .any(|l| l.starts_with("big.md:1: file.lines: 9 lines, past the flex ceiling 7")),
+        "{out:?}"
+    );
+    assert!(
+        out.iter()
+            .any(|l| l.starts_with("src/lib.rs:1: file.lines:")),
+        "{out:?}"
+    );
+    assert!(
+        out.iter()
+            .any(|l| l.starts_with("src/lib.rs:1: routine.lines: long: 9 lines in the routine")),
+        "{out:?}"
+    );
+    assert!(
+        out.iter()
+            .any(|l| l.starts_with("src/lib.rs:1: routine.complexity: long: complexity 4")),
+        "{out:?}"
+    );
+    let j: serde_json::Value =
+        serde_json::from_str(&gate(&env, &env.repo, &["--staged", "--json"]).stdout).unwrap();
+    assert_eq!(j["findings"].as_array().unwrap().len(), 4, "{j}");
+    // logo.png (binary) and gen.txt (generated) are not measured.
+    assert_eq!(j["skipped"], 2, "{j}");
+    let f = &j["findings"][0];
+    for key in [
+        "path", "line", "rule", "value", "limit", "base", "ceiling", "latched",
+    ] {
+        assert!(!f[key].is_null(), "{key}: {f}");
+    }
+    // A plain check only looks: nothing latched.
+    assert_eq!(
+        env.run(&["gate", "latches", "--json"]).json(),
+        serde_json::json!([])
+    );
+}
+
+#[test]
+fn bad_configuration_is_every_problem_located_and_exit_2() {
+    let env = repo("[gate]\nflex = 0.5\n[gate.files]\n\"src/[\" = { lines = 3 }\n");
+    let r = gate(&env, &env.repo, &["--all"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    let lines: Vec<&str> = r.stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", r.stderr);
+    assert!(
+        lines[0].starts_with("spice: spice.toml:2:8: flex: 0.5"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        lines[1].starts_with("spice: spice.toml:4:1: files: bad glob"),
+        "{}",
+        r.stderr
+    );
+    std::fs::write(env.repo.join("spice.toml"), "[gate]\nfiels = 1\n").unwrap();
+    gate(&env, &env.repo, &[]).fails(2, "spice.toml:2:1: unknown field `fiels`");
+}
+
+#[test]
+fn repository_checks_fail_time_out_or_cannot_run_and_get_the_staged_paths() {
+    let env = repo(
+        "[[gate.check]]\nname = \"lint\"\nrun = [\"./lint.sh\"]\npaths = [\"src/**\"]\n\
+         [[gate.check]]\nname = \"slow\"\nrun = [\"sh\", \"-c\", \"sleep 30\"]\ntimeout = \"300ms\"\npaths = [\"slow/**\"]\n\
+         [[gate.check]]\nname = \"gone\"\nrun = [\"./missing.sh\"]\npaths = [\"gone/**\"]\n\
+         [[gate.check]]\nname = \"review-only\"\nrun = [\"false\"]\nphases = [\"review\"]\n",
+    );
+    write(
+        &env,
+        "lint.sh",
+        "#!/bin/sh\necho \"env: $SPICE_STAGED_PATHS\"\necho \"stdin: $(cat)\"\necho 'lint: bad style' >&2\nexit 4\n",
+    );
+    std::fs::set_permissions(
+        env.repo.join("lint.sh"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    write(&env, "src/a.rs", "fn a() {}\n");
+    write(&env, "slow/x", "x\n");
+    write(&env, "gone/y", "y\n");
+    git(&env.repo, &["add", "src/a.rs", "slow/x", "gone/y"]);
+    let r = gate(&env, &env.repo, &[]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stdout.contains("check.lint: failed:\n    env: src/a.rs\n    stdin: [\"src/a.rs\"]\n    lint: bad style\n"), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains("check.slow: could not run: timed out after 0.3s"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .contains("check.gone: could not run: ./missing.sh: not found"),
+        "{}",
+        r.stdout
+    );
+    assert!(!r.stdout.contains("review-only"), "{}", r.stdout);
+    let review = gate(&env, &env.repo, &["--phase", "review"]);
+    assert!(
+        review.stdout.contains("check.review-only: failed"),
+        "{}",
+        review.stdout
+    );
+}
+
+/// Hooks chain with one already there, honour `core.hooksPath`, and work in a linked
+/// worktree; uninstall puts the old hook back.
+#[test]
+fn hooks_chain_with_existing_ones_and_honour_core_hooks_path() {
+    let env = repo(CAPS);
+    // Hooks kept outside the repository, as a user's shared hooks are.
+    let hooks = env.dir.path().join("my-hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    git(
+        &env.repo,
+        &["config", "core.hooksPath", hooks.to_str().unwrap()],
+    );
+    let marker = env.dir.path().join("old-hook-ran");
+    std::fs::write(
+        hooks.join("pre-commit"),
+        format!("#!/bin/sh\necho ran >> '{}'\n", marker.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        hooks.join("pre-commit"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let installed = env.run(&["gate", "install", "--json"]).json();
+    assert_eq!(installed[0]["action"], "chained", "{installed}");
+    assert!(installed[0]["path"]
+        .as_str()
+        .unwrap()
+        .ends_with("my-hooks/pre-commit"));
+    assert_eq!(
+        env.run(&["gate", "install", "--json"]).json()[0]["action"],
+        "already"
+    );
+    write(&env, "src/a.txt", &lines(3));
+    git(&env.repo, &["add", "src/a.txt"]);
+    assert_eq!(commit(&env.repo, "small").code, 0);
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "ran\n");
+    // The same hooks run in a linked worktree.
+    let wt = env.dir.path().join("wt");
+    git(
+        &env.repo,
+        &["worktree", "add", "-q", "-b", "side", wt.to_str().unwrap()],
+    );
+    std::fs::write(wt.join("src/a.txt"), lines(40)).unwrap();
+    git(&wt, &["add", "src/a.txt"]);
+    let r = commit(&wt, "too big in a worktree");
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("src/a.txt:1: file.lines: 40 lines"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "ran\nran\n");
+    // A failing old hook stops the commit before ours runs.
+    std::fs::write(
+        hooks.join("pre-commit.spice-chained"),
+        "#!/bin/sh\necho no >&2\nexit 7\n",
+    )
+    .unwrap();
+    let r = commit(&wt, "old hook says no");
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains("no") && !r.stderr.contains("file.lines"),
+        "{}",
+        r.stderr
+    );
+    let removed = env.run(&["gate", "uninstall", "--json"]).json();
+    assert_eq!(removed[0]["action"], "restored", "{removed}");
+    assert_eq!(removed[1]["action"], "removed", "{removed}");
+    let back = std::fs::read_to_string(hooks.join("pre-commit")).unwrap();
+    assert!(back.contains("exit 7"), "{back}");
+    assert!(!hooks.join("commit-msg").exists());
+}
+
+#[test]
+fn a_tasks_commits_carry_its_trailers_and_messages_are_checked() {
+    let env = repo("[gate.commit]\nsubject = 30\nbody = 40\n");
+    env.run(&["gate", "install"]).ok();
+    write(&env, "a.txt", "a\n");
+    git(&env.repo, &["add", "a.txt"]);
+    let as_task = |msg: &str| {
+        to_run(
+            Command::new("git")
+                .args(["commit", "-q", "-m", msg])
+                .current_dir(&env.repo)
+                .env("GIT_AUTHOR_NAME", "t")
+                .env("GIT_AUTHOR_EMAIL", "t@t")
+                .env("GIT_COMMITTER_NAME", "t")
+                .env("GIT_COMMITTER_EMAIL", "t@t")
+                .env("SPICE_TASK", "demo-abc")
+                .env("SPICE_SESSION", "s-123")
+                .output()
+                .unwrap(),
+        )
+    };
+    let r = as_task("A subject far longer than thirty characters");
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr
+            .contains("commit message:1: commit.subject: the subject is 43 characters, over 30"),
+        "{}",
+        r.stderr
+    );
+    let r = as_task("Short subject");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let msg = git(&env.repo, &["log", "-1", "--format=%B"]);
+    assert_eq!(
+        msg,
+        "Short subject\n\nTask: demo-abc\nTask-Session: s-123\n\n"
+    );
+}
