@@ -217,14 +217,20 @@ fn inline_sidechain_work_counts_in_the_briefing_marked_as_the_subagents() {
     assert_eq!(b["prompts"], json!(["build the data model"]));
 }
 
-/// A 2.x session: a failed commit, a call that never got a result but was followed by
-/// more turns, and the same file edited three times.
+/// A 2.x session: the same file edited three times, a failed commit, then a call that
+/// never got a result but was followed by more turns.
 fn later_session() -> Transcript {
     let mut t = Transcript::new("2.1.14");
     let edit = |old: &str, new: &str| json!({"file_path": "/work/app/src/lib.rs", "old_string": old, "new_string": new});
     let edited = json!({"filePath": "/work/app/src/lib.rs", "oldString": "a", "newString": "b",
                         "structuredPatch": [], "userModified": false, "replaceAll": false});
-    t.prompt(false, "commit the fix")
+    t.prompt(false, "edit src/lib.rs three times, then commit")
+        .call(false, "toolu_e1", "Edit", edit("a", "b"))
+        .result(false, "toolu_e1", "The file has been updated.", false, edited.clone())
+        .call(false, "toolu_e2", "Edit", edit("b", "c"))
+        .result(false, "toolu_e2", "The file has been updated.", false, edited.clone())
+        .call(false, "toolu_e3", "Edit", edit("c", "d"))
+        .result(false, "toolu_e3", "The file has been updated.", false, edited)
         .call(false, "toolu_c1", "Bash", json!({"command": "git commit -am fix"}))
         .result(
             false,
@@ -233,16 +239,11 @@ fn later_session() -> Transcript {
             true,
             json!("Error: Exit code 128\nfatal: not a git repository (or any of the parent directories): .git"),
         )
+        // Never answered, yet the session went on: two more turns.
         .call(false, "toolu_stale", "Bash", json!({"command": "cargo build --release"}))
         .say(false, "I could not commit: this is not a repository.", Some("end_turn"))
-        .prompt(false, "then edit src/lib.rs three times")
-        .call(false, "toolu_e1", "Edit", edit("a", "b"))
-        .result(false, "toolu_e1", "The file has been updated.", false, edited.clone())
-        .call(false, "toolu_e2", "Edit", edit("b", "c"))
-        .result(false, "toolu_e2", "The file has been updated.", false, edited.clone())
-        .call(false, "toolu_e3", "Edit", edit("c", "d"))
-        .result(false, "toolu_e3", "The file has been updated.", false, edited)
-        .say(false, "Edited it three times.", Some("end_turn"));
+        .prompt(false, "fine, leave it uncommitted")
+        .say(false, "Left uncommitted.", Some("end_turn"));
     t
 }
 
@@ -265,13 +266,14 @@ fn later_turns_retire_a_stale_call_files_are_listed_once_and_failures_say_why() 
         "{md}"
     );
     let commit = &b["commands"][0];
+    assert_eq!(commit["command"], "git commit -am fix");
     assert_eq!(commit["exit_code"], 128);
     assert_eq!(
         commit["error"],
         "fatal: not a git repository (or any of the parent directories): .git"
     );
     assert!(
-        md.contains("(FAILED, exit 128, line 2)\n  > fatal: not a git repository"),
+        md.contains("(FAILED, exit 128, line 8)\n  > fatal: not a git repository"),
         "{md}"
     );
 
@@ -305,8 +307,8 @@ fn watch_shows_the_error_not_the_exit_code_prefix() {
         .stdout
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .find(|v| v["event"]["type"] == "tool_result")
-        .expect("a tool result");
+        .find(|v| v["event"]["type"] == "tool_result" && v["event"]["failed"] == true)
+        .expect("a failed tool result");
     assert_eq!(result["event"]["exit_code"], 128);
     assert!(
         result["event"]["output"]
