@@ -205,4 +205,28 @@ mod tests {
             "only spice's own colour codes: {coloured:?}"
         );
     }
+
+    /// Regression (issue #14): a failure showed its first line, whatever it was.
+    #[test]
+    fn a_failure_shows_its_error_lines_not_its_first_line() {
+        let e = Event {
+            line: 7,
+            timestamp: None,
+            subagent: None,
+            kind: EventKind::ToolResult {
+                id: "c".into(),
+                exit_code: Some(101),
+                failed: true,
+                output: "   Compiling x v0.1.0\nerror: expected `;`\n --> src/main.rs:2:5\n".into(),
+            },
+        };
+        let style = Style {
+            color: false,
+            reasoning: false,
+        };
+        assert_eq!(
+            event(&e, &style).unwrap(),
+            "L7   ✗ failed exit 101: error: expected `;`\n      --> src/main.rs:2:5"
+        );
+    }
 }
