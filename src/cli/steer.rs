@@ -4,9 +4,10 @@ use super::{render, Env};
 use crate::clock::SystemClock;
 use crate::error::{Error, Result};
 use crate::steer::{exec, grammar};
-use crate::store::{Target, TargetKind, DEFAULT_TTL};
+use crate::store::{Item, ItemState, Store, Target, TargetKind, DEFAULT_TTL};
 use crate::when;
 use clap::{Args, Subcommand, ValueEnum};
+use serde_json::{json, Value};
 use std::ffi::OsString;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -112,16 +113,38 @@ pub fn inbox(args: InboxArgs, env: &Env) -> Result<()> {
     let items = store.inbox(&targets, args.all)?;
     let now = store.now();
     if args.json {
-        render::print_json(
-            &items
-                .iter()
-                .map(|i| render::item_json(i, now))
-                .collect::<Vec<_>>(),
-        );
+        let mut docs = Vec::with_capacity(items.len());
+        for i in &items {
+            let mut v = render::item_json(i, now);
+            v["reply"] = reply(&mut store, i)?;
+            docs.push(v);
+        }
+        render::print_json(&docs);
     } else {
         render::item_table(&items, now);
     }
     Ok(())
+}
+
+/// The agent's answer to an item, as the console shows it: the ACK or NACK that
+/// retired it, else the last record for its key (an answer after it expired); `null`
+/// while the item is pending or when no answer was recorded.
+fn reply(store: &mut Store, item: &Item) -> Result<Value> {
+    if item.state == ItemState::Pending {
+        return Ok(Value::Null);
+    }
+    let acks = store.acks_for(&item.key)?;
+    let answer = acks
+        .iter()
+        .rev()
+        .find(|a| a.effect == "acked" || a.effect == "refused")
+        .or(acks.last());
+    Ok(answer.map_or(Value::Null, |a| {
+        json!({
+            "polarity": a.polarity, "body": a.body, "source": a.source,
+            "line": a.line, "at": when::rfc3339(a.at),
+        })
+    }))
 }
 
 pub fn ack(cmd: AckCmd, env: impl FnOnce() -> Result<Env>) -> Result<()> {

@@ -1,7 +1,28 @@
 //! A session briefing: what a session was asked, what it did and where it stopped,
 //! computed from its events alone, for an agent (or operator) taking over.
+//!
+//! What counts: prompts, replies, acknowledgments and token totals are the main
+//! conversation's. Work is the whole session's: commands, file changes and commits
+//! made in a subagent (1.0.x inline sidechains sit in the main file) count too, each
+//! marked with the subagent's label, because a successor must know about them as
+//! much as about its predecessor's own. Files are listed once each, with how many
+//! changes they had. A failed command keeps the first meaningful lines of its output
+//! ([`event::error_lines`]).
+//!
+//! Where it stopped: a call is unfinished only if the session did not go on after it.
+//! The session goes on when the model speaks again after some input came back (a new
+//! step), when the turn ends, when the human types or when the context is compacted;
+//! calls made in one step (parallel calls) are all still open until then. A call
+//! that never got a result but was followed by more of the session is history, not
+//! something a successor should re-check.
 
-use super::event::{Agent, ChangeKind, Event, EventKind, SessionMeta};
+mod markdown;
+#[cfg(test)]
+mod tests;
+
+pub use markdown::markdown;
+
+use super::event::{self, Agent, ChangeKind, Event, EventKind, SessionMeta};
 use crate::steer::grammar::{self, Polarity};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -15,20 +36,35 @@ pub struct Command {
     pub failed: bool,
     /// False while no result was seen (the call may still run, or the session stopped).
     pub finished: bool,
+    /// A failed command: the first meaningful lines of its output, `\n`-separated.
+    pub error: Option<String>,
+    /// The subagent that ran it; `None` for the main conversation.
+    pub subagent: Option<String>,
     pub line: u64,
 }
 
+/// One file the session changed, however many times.
 #[derive(Debug, Clone, Serialize)]
 pub struct FileChanged {
     pub path: String,
+    /// The net change: deleted or moved if the last change was so, added if the
+    /// first was, else updated.
     pub change: ChangeKind,
+    /// How many changes the file had.
+    pub changes: usize,
+    /// How many of them subagents made, and which subagents (labels, first seen first).
+    pub by_subagents: usize,
+    pub subagents: Vec<String>,
+    /// The first and the last change's line.
     pub line: u64,
+    pub last_line: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct CommitMade {
     pub sha: Option<String>,
     pub message: Option<String>,
+    pub subagent: Option<String>,
     pub line: u64,
 }
 
@@ -90,8 +126,63 @@ pub struct Briefing {
     pub malformed_lines: u64,
 }
 
-/// Builds the briefing of the main conversation in `events` (subagent events count
-/// toward nothing but the subagent list).
+impl Briefing {
+    /// The description of the subagent labelled `label`, if it was linked.
+    pub fn subagent_description(&self, label: &str) -> Option<&str> {
+        self.subagents
+            .iter()
+            .find(|s| s.agent_id == label)
+            .and_then(|s| s.description.as_deref())
+    }
+}
+
+/// The main conversation's calls still open: made in the current step and not
+/// answered (see the module notes).
+#[derive(Default)]
+struct Open {
+    calls: Vec<(String, UnfinishedCall)>,
+    /// Input (a result, a prompt, injected text) came back since the model last spoke.
+    input_since_output: bool,
+}
+
+impl Open {
+    fn observe(&mut self, kind: &EventKind, line: u64) {
+        match kind {
+            EventKind::AssistantText { .. }
+            | EventKind::Reasoning { .. }
+            | EventKind::ToolCall { .. } => {
+                if std::mem::take(&mut self.input_since_output) {
+                    self.calls.clear();
+                }
+                if let EventKind::ToolCall {
+                    id, name, command, ..
+                } = kind
+                {
+                    let call = UnfinishedCall {
+                        name: name.clone(),
+                        command: command.clone(),
+                        line,
+                    };
+                    self.calls.push((id.clone(), call));
+                }
+            }
+            EventKind::ToolResult { id, .. } => {
+                self.calls.retain(|(open, _)| open != id);
+                self.input_since_output = true;
+            }
+            EventKind::InjectedContext { .. } | EventKind::CompactionSummary { .. } => {
+                self.input_since_output = true;
+            }
+            EventKind::UserPrompt { .. } | EventKind::TurnEnd | EventKind::Compaction { .. } => {
+                self.calls.clear();
+                self.input_since_output = false;
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Builds the briefing of `events` (see the module notes for what counts).
 pub fn brief(path: &str, events: &[Event], malformed: u64) -> Briefing {
     let mut meta = SessionMeta::default();
     let mut b = Briefing {
@@ -115,28 +206,75 @@ pub fn brief(path: &str, events: &[Event], malformed: u64) -> Briefing {
         malformed_lines: malformed,
     };
     let mut by_call: HashMap<String, usize> = HashMap::new();
-    let mut calls: Vec<(String, String, Option<String>, u64)> = Vec::new();
-    let mut answered: std::collections::HashSet<String> = Default::default();
+    let mut by_path: HashMap<String, usize> = HashMap::new();
+    let mut open = Open::default();
     let mut usage: BTreeMap<String, Tokens> = BTreeMap::new();
     let mut cumulative: Option<Tokens> = None;
     for e in events {
-        if let EventKind::SubagentLink {
-            agent_id,
-            description,
-            ..
-        } = &e.kind
-        {
-            if !b.subagents.iter().any(|s| &s.agent_id == agent_id) {
-                b.subagents.push(Subagent {
-                    agent_id: agent_id.clone(),
-                    description: description.clone(),
+        match &e.kind {
+            EventKind::SubagentLink {
+                agent_id,
+                description,
+                ..
+            } => {
+                if !b.subagents.iter().any(|s| &s.agent_id == agent_id) {
+                    b.subagents.push(Subagent {
+                        agent_id: agent_id.clone(),
+                        description: description.clone(),
+                    });
+                }
+                continue;
+            }
+            EventKind::ToolCall {
+                id,
+                command: Some(c),
+                cwd,
+                ..
+            } => {
+                // Ids are per file: a subagent's call id never names a main one.
+                by_call.insert(id.clone(), b.commands.len());
+                b.commands.push(Command {
+                    command: c.clone(),
+                    cwd: cwd.clone(),
+                    exit_code: None,
+                    failed: false,
+                    finished: false,
+                    error: None,
+                    subagent: e.subagent.clone(),
+                    line: e.line,
                 });
             }
-            continue;
+            EventKind::ToolResult {
+                id,
+                exit_code,
+                failed,
+                output,
+            } => {
+                if let Some(&i) = by_call.get(id) {
+                    let c = &mut b.commands[i];
+                    c.exit_code = exit_code.or(c.exit_code);
+                    c.failed |= *failed;
+                    c.finished = true;
+                    if *failed {
+                        c.error = event::error_lines(output);
+                    }
+                }
+            }
+            EventKind::FileChange { path, change, .. } => {
+                file_changed(&mut b.files_changed, &mut by_path, path, change, e);
+            }
+            EventKind::Commit { sha, message, .. } => b.commits.push(CommitMade {
+                sha: sha.clone(),
+                message: message.clone(),
+                subagent: e.subagent.clone(),
+                line: e.line,
+            }),
+            _ => {}
         }
         if e.subagent.is_some() {
             continue;
         }
+        open.observe(&e.kind, e.line);
         match &e.kind {
             EventKind::SessionMeta(m) => merge(&mut meta, m),
             EventKind::UserPrompt { text } => b.prompts.push(text.clone()),
@@ -153,50 +291,6 @@ pub fn brief(path: &str, events: &[Event], malformed: u64) -> Briefing {
                     }
                 }
             }
-            EventKind::ToolCall {
-                id,
-                name,
-                command,
-                cwd,
-                ..
-            } => {
-                calls.push((id.clone(), name.clone(), command.clone(), e.line));
-                if let Some(c) = command {
-                    by_call.insert(id.clone(), b.commands.len());
-                    b.commands.push(Command {
-                        command: c.clone(),
-                        cwd: cwd.clone(),
-                        exit_code: None,
-                        failed: false,
-                        finished: false,
-                        line: e.line,
-                    });
-                }
-            }
-            EventKind::ToolResult {
-                id,
-                exit_code,
-                failed,
-                ..
-            } => {
-                answered.insert(id.clone());
-                if let Some(&i) = by_call.get(id) {
-                    let c = &mut b.commands[i];
-                    c.exit_code = exit_code.or(c.exit_code);
-                    c.failed |= *failed;
-                    c.finished = true;
-                }
-            }
-            EventKind::FileChange { path, change, .. } => b.files_changed.push(FileChanged {
-                path: path.clone(),
-                change: change.clone(),
-                line: e.line,
-            }),
-            EventKind::Commit { sha, message, .. } => b.commits.push(CommitMade {
-                sha: sha.clone(),
-                message: message.clone(),
-                line: e.line,
-            }),
             EventKind::Compaction {
                 trigger,
                 pre_tokens,
@@ -242,16 +336,7 @@ pub fn brief(path: &str, events: &[Event], malformed: u64) -> Briefing {
             cache_creation: a.cache_creation + t.cache_creation,
         })
     });
-    // Only the last call can be the one the session stopped in.
-    b.unfinished_call =
-        calls
-            .last()
-            .filter(|(id, ..)| !answered.contains(id))
-            .map(|(_, name, command, line)| UnfinishedCall {
-                name: name.clone(),
-                command: command.clone(),
-                line: *line,
-            });
+    b.unfinished_call = open.calls.pop().map(|(_, call)| call);
     b.agent = meta.agent;
     b.session_id = meta.session_id;
     b.cwd = meta.cwd;
@@ -259,6 +344,45 @@ pub fn brief(path: &str, events: &[Event], malformed: u64) -> Briefing {
     b.version = meta.version;
     b.git_branch = meta.git_branch;
     b
+}
+
+/// Adds one change to the file's entry, creating it at the file's first change.
+fn file_changed(
+    files: &mut Vec<FileChanged>,
+    by_path: &mut HashMap<String, usize>,
+    path: &str,
+    change: &ChangeKind,
+    e: &Event,
+) {
+    let i = *by_path.entry(path.to_string()).or_insert_with(|| {
+        files.push(FileChanged {
+            path: path.to_string(),
+            change: change.clone(),
+            changes: 0,
+            by_subagents: 0,
+            subagents: vec![],
+            line: e.line,
+            last_line: e.line,
+        });
+        files.len() - 1
+    });
+    let f = &mut files[i];
+    f.changes += 1;
+    f.last_line = e.line;
+    f.change = match (&f.change, change) {
+        (_, ChangeKind::Delete | ChangeKind::Move { .. }) => change.clone(),
+        // Added in this session and changed since: still a new file.
+        (ChangeKind::Add, _) if f.changes > 1 => ChangeKind::Add,
+        // Deleted or moved away, then written again.
+        (ChangeKind::Delete | ChangeKind::Move { .. }, _) => change.clone(),
+        (prev, _) => prev.clone(),
+    };
+    if let Some(label) = &e.subagent {
+        f.by_subagents += 1;
+        if !f.subagents.contains(label) {
+            f.subagents.push(label.clone());
+        }
+    }
 }
 
 fn merge(into: &mut SessionMeta, m: &SessionMeta) {
@@ -275,160 +399,4 @@ fn merge(into: &mut SessionMeta, m: &SessionMeta) {
     take!(cwd);
     take!(model);
     take!(git_branch);
-}
-
-/// The briefing as Markdown to paste into an agent.
-pub fn markdown(b: &Briefing) -> String {
-    use std::fmt::Write;
-    let mut s = String::new();
-    let agent = match b.agent {
-        Some(Agent::Claude) => "Claude Code",
-        Some(Agent::Codex) => "Codex",
-        None => "unknown agent",
-    };
-    let _ = writeln!(
-        s,
-        "# Briefing: {agent} session {}",
-        b.session_id.as_deref().unwrap_or("?")
-    );
-    let _ = writeln!(s);
-    let _ = writeln!(s, "- transcript: `{}`", b.path);
-    for (k, v) in [
-        ("cwd", &b.cwd),
-        ("model", &b.model),
-        ("version", &b.version),
-        ("branch", &b.git_branch),
-    ] {
-        if let Some(v) = v {
-            let _ = writeln!(s, "- {k}: `{v}`");
-        }
-    }
-    let _ = writeln!(s, "\n## What it was asked\n");
-    if b.prompts.is_empty() {
-        let _ = writeln!(s, "(no prompt recorded)");
-    }
-    for p in &b.prompts {
-        let _ = writeln!(s, "- {}", one_line(p, 300));
-    }
-    let _ = writeln!(
-        s,
-        "\n## Commands ({}, {} failed)\n",
-        b.commands.len(),
-        b.commands.iter().filter(|c| c.failed).count()
-    );
-    for c in &b.commands {
-        let status = match (c.finished, c.exit_code, c.failed) {
-            (false, ..) => "no result".to_string(),
-            (_, Some(code), true) => format!("FAILED, exit {code}"),
-            (_, None, true) => "FAILED".to_string(),
-            (_, Some(code), false) => format!("exit {code}"),
-            (_, None, false) => "ok".to_string(),
-        };
-        let _ = writeln!(
-            s,
-            "- `{}` ({status}, line {})",
-            one_line(&c.command, 200),
-            c.line
-        );
-    }
-    if !b.files_changed.is_empty() {
-        let _ = writeln!(s, "\n## Files changed\n");
-        for f in &b.files_changed {
-            let kind = match &f.change {
-                ChangeKind::Add => "added".to_string(),
-                ChangeKind::Update => "updated".to_string(),
-                ChangeKind::Delete => "deleted".to_string(),
-                ChangeKind::Move { to } => format!("moved to `{to}`"),
-            };
-            let _ = writeln!(s, "- `{}` {kind}", f.path);
-        }
-    }
-    if !b.commits.is_empty() {
-        let _ = writeln!(s, "\n## Commits\n");
-        for c in &b.commits {
-            let _ = writeln!(
-                s,
-                "- {} {}",
-                c.sha.as_deref().unwrap_or("(sha not shown)"),
-                c.message.as_deref().unwrap_or("")
-            );
-        }
-    }
-    if !b.compactions.is_empty() {
-        let _ = writeln!(s, "\n## Compactions\n");
-        for c in &b.compactions {
-            let _ = writeln!(
-                s,
-                "- line {} ({}{})",
-                c.line,
-                c.trigger.as_deref().unwrap_or("compaction"),
-                c.pre_tokens
-                    .map(|t| format!(", {t} tokens before"))
-                    .unwrap_or_default()
-            );
-        }
-    }
-    if !b.subagents.is_empty() {
-        let _ = writeln!(s, "\n## Subagents\n");
-        for a in &b.subagents {
-            let _ = writeln!(
-                s,
-                "- {} {}",
-                a.agent_id,
-                a.description.as_deref().unwrap_or("")
-            );
-        }
-    }
-    if !b.acks.is_empty() {
-        let _ = writeln!(s, "\n## Steering answered\n");
-        for a in &b.acks {
-            let pol = if a.polarity == Polarity::Ack {
-                "ACK"
-            } else {
-                "NACK"
-            };
-            let _ = writeln!(
-                s,
-                "- {pol} {} (line {}): {}",
-                a.key,
-                a.line,
-                one_line(a.body.as_deref().unwrap_or(""), 200)
-            );
-        }
-    }
-    let _ = writeln!(s, "\n## Where it stopped\n");
-    if let Some(u) = &b.unfinished_call {
-        let _ = writeln!(
-            s,
-            "- an unfinished `{}` call at line {}{}",
-            u.name,
-            u.line,
-            u.command
-                .as_deref()
-                .map(|c| format!(": `{}`", one_line(c, 200)))
-                .unwrap_or_default()
-        );
-    }
-    match &b.last_assistant_text {
-        Some(t) => {
-            let _ = writeln!(s, "- last reply:\n\n{}", quote(t, 1500));
-        }
-        None => {
-            let _ = writeln!(s, "- no assistant reply recorded");
-        }
-    }
-    s
-}
-
-fn one_line(s: &str, max: usize) -> String {
-    let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    super::event::excerpt(&flat, max)
-}
-
-fn quote(s: &str, max: usize) -> String {
-    super::event::excerpt(s, max)
-        .lines()
-        .map(|l| format!("> {l}"))
-        .collect::<Vec<_>>()
-        .join("\n")
 }

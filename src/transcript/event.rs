@@ -160,6 +160,65 @@ pub fn excerpt(s: &str, max: usize) -> String {
     format!("{}…", &s[..end])
 }
 
+/// How many lines [`error_lines`] keeps, and how long each may be (bytes).
+pub const ERROR_LINES: usize = 3;
+const ERROR_LINE_MAX: usize = 200;
+
+/// Why a failed call failed, for a reader in a hurry: at most [`ERROR_LINES`] lines
+/// of `output` (a result's output, the decoder having removed the agent's own
+/// envelope such as an exit-code header), `\n`-separated, each trimmed and cut.
+/// Blank lines, lines without a letter or digit and banners (`==== FAILURES ====`)
+/// say nothing and are skipped; the lines start at the first that reads as an error
+/// (`error`, `fatal`, `failed`, `denied`, `not found`…), else at the first line that
+/// says something, so compiler progress or a traceback's frames do not crowd out the
+/// message. `None` when nothing is left.
+pub fn error_lines(output: &str) -> Option<String> {
+    let meaningful: Vec<&str> = output
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.chars().any(char::is_alphanumeric) && !is_banner(l))
+        .collect();
+    let start = meaningful
+        .iter()
+        .position(|l| reads_as_error(l))
+        .unwrap_or(0);
+    let lines: Vec<String> = meaningful
+        .iter()
+        .skip(start)
+        .take(ERROR_LINES)
+        .map(|l| excerpt(l, ERROR_LINE_MAX))
+        .collect();
+    (!lines.is_empty()).then(|| lines.join("\n"))
+}
+
+/// `=== title ===`, `--- x ---`, `___ test ___`: decoration around a few words.
+fn is_banner(line: &str) -> bool {
+    let rule = |mut cs: std::str::Chars| -> bool {
+        let Some(c) = cs.next() else { return false };
+        c.is_ascii_punctuation() && cs.take(2).filter(|d| *d == c).count() == 2
+    };
+    rule(line.chars()) && rule(line.chars().rev().collect::<String>().chars())
+}
+
+fn reads_as_error(line: &str) -> bool {
+    const WORDS: [&str; 12] = [
+        "error",
+        "fatal",
+        "failed",
+        "failure",
+        "exception",
+        "panicked",
+        "denied",
+        "cannot ",
+        "could not",
+        "no such",
+        "not found",
+        "refused",
+    ];
+    let lower = line.to_lowercase();
+    WORDS.iter().any(|w| lower.contains(w))
+}
+
 /// A stateful line decoder for one transcript file.
 pub trait Decoder {
     /// Decodes one line (without its newline) numbered `line` (1-based), appending
@@ -263,5 +322,27 @@ mod tests {
             Some((None, Some("wip".into())))
         );
         assert_eq!(excerpt("héllo", 2), "h…");
+    }
+
+    #[test]
+    fn error_lines_skip_noise_and_start_at_the_error() {
+        assert_eq!(
+            error_lines("On branch main\n\nnothing to commit, working tree clean\n").as_deref(),
+            Some("On branch main\nnothing to commit, working tree clean")
+        );
+        let cargo = "   Compiling x v0.1.0\nerror[E0425]: cannot find value `y`\n --> src/main.rs:2:5\n  |\n2 |     y\n  |     ^ not found\n";
+        assert_eq!(
+            error_lines(cargo).as_deref(),
+            Some("error[E0425]: cannot find value `y`\n--> src/main.rs:2:5\n2 |     y")
+        );
+        let pytest = "====== test session starts ======\nplatform linux\ncollected 1 item\n\n===== FAILURES =====\n____ test_x ____\nE  assert 1 == 2\nt.py:3: AssertionError\n===== 1 failed in 0.01s =====";
+        assert_eq!(
+            error_lines(pytest).as_deref(),
+            Some("t.py:3: AssertionError")
+        );
+        assert_eq!(error_lines(""), None);
+        assert_eq!(error_lines("\n  \n----\n"), None);
+        let long = format!("error: {}", "x".repeat(500));
+        assert!(error_lines(&long).unwrap().len() <= ERROR_LINE_MAX + '…'.len_utf8());
     }
 }

@@ -1,7 +1,9 @@
 //! The human view of events: one or a few lines each, sanitised for the terminal,
-//! coloured when asked. Reasoning is left out unless requested.
+//! coloured when asked. Reasoning is left out unless requested. A failed result
+//! shows why: the first meaningful lines of its output ([`error_lines`]), not the
+//! first line whatever it is.
 
-use super::event::{ChangeKind, Event, EventKind};
+use super::event::{error_lines, ChangeKind, Event, EventKind};
 use super::sanitize::for_terminal;
 
 pub struct Style {
@@ -91,10 +93,11 @@ fn plain(e: &Event, style: &Style) -> Option<(&'static str, String)> {
             ..
         } => {
             let code = exit_code.map(|c| format!(" exit {c}")).unwrap_or_default();
-            (
-                RED,
-                format!("  ✗ failed{code}: {}", first_line(output, 200)),
-            )
+            // Why it failed, the first line beside the mark, the others under it.
+            let why = error_lines(output)
+                .map(|e| format!(": {}", e.replace('\n', "\n      ")))
+                .unwrap_or_default();
+            (RED, format!("  ✗ failed{code}{why}"))
         }
         EventKind::ToolResult {
             exit_code, output, ..
@@ -200,6 +203,30 @@ mod tests {
             coloured.matches('\x1b').count(),
             4,
             "only spice's own colour codes: {coloured:?}"
+        );
+    }
+
+    /// Regression (issue #14): a failure showed its first line, whatever it was.
+    #[test]
+    fn a_failure_shows_its_error_lines_not_its_first_line() {
+        let e = Event {
+            line: 7,
+            timestamp: None,
+            subagent: None,
+            kind: EventKind::ToolResult {
+                id: "c".into(),
+                exit_code: Some(101),
+                failed: true,
+                output: "   Compiling x v0.1.0\nerror: expected `;`\n --> src/main.rs:2:5\n".into(),
+            },
+        };
+        let style = Style {
+            color: false,
+            reasoning: false,
+        };
+        assert_eq!(
+            event(&e, &style).unwrap(),
+            "L7   ✗ failed exit 101: error: expected `;`\n      --> src/main.rs:2:5"
         );
     }
 }

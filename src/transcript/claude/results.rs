@@ -3,6 +3,10 @@
 //! subagent link). Effects wait for the result so that a failed or rejected edit or
 //! commit is not counted.
 //!
+//! Output: a failure's text without the harness's envelope (the `Exit code N` line,
+//! `<tool_use_error>` tags), so it starts with what the command or tool said, as a
+//! Codex output does once its header is read; the exit code is kept apart.
+//!
 //! Exit codes: a failed result's `Exit code N` prefix (2.x); `exitCode` of a 1.0.x
 //! `BashOutput` or a 2.x `TaskOutput`; and 0 for a successful `Bash` result only from
 //! 2.1 on, when its structured result is present, not interrupted, not backgrounded
@@ -44,13 +48,18 @@ impl ClaudeDecoder {
             reported.or_else(|| (name == Some("Bash") && self.clean_exit(rec, tur)).then_some(0))
         };
         let failed = is_error || exit_code.is_some_and(|c| c != 0);
+        let shown = if is_error {
+            speaker::failure_body(&output)
+        } else {
+            &output
+        };
         origin.push(
             out,
             EventKind::ToolResult {
                 id: id.clone(),
                 exit_code,
                 failed,
-                output: event::excerpt(&output, EXCERPT),
+                output: event::excerpt(shown, EXCERPT),
             },
         );
         if let Some(call) = call {

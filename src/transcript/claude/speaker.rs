@@ -132,6 +132,20 @@ pub(super) fn exit_code_prefix(content: &str) -> Option<i32> {
     rest[..end].trim_end().parse().ok()
 }
 
+/// A failed result's own text: without the `Exit code N` line (2.x Bash) or the
+/// `<tool_use_error>` tags around a tool's refusal.
+pub(super) fn failure_body(content: &str) -> &str {
+    let body = match exit_code_prefix(content) {
+        Some(_) => content.split_once('\n').map_or("", |(_, rest)| rest),
+        None => content,
+    };
+    let trimmed = body.trim();
+    trimmed
+        .strip_prefix("<tool_use_error>")
+        .and_then(|b| b.strip_suffix("</tool_use_error>"))
+        .unwrap_or(body)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,5 +194,20 @@ mod tests {
         assert_eq!(exit_code_prefix("Exit code 128"), Some(128));
         assert_eq!(exit_code_prefix("Exit code x\n"), None);
         assert_eq!(exit_code_prefix("ls: cannot access"), None);
+    }
+
+    #[test]
+    fn failure_body_drops_the_envelope() {
+        assert_eq!(
+            failure_body("Exit code 1\nOn branch main\n"),
+            "On branch main\n"
+        );
+        assert_eq!(failure_body("Exit code 2"), "");
+        assert_eq!(
+            failure_body("<tool_use_error>File has not been read yet.</tool_use_error>"),
+            "File has not been read yet."
+        );
+        assert_eq!(failure_body("ls: x: No such file"), "ls: x: No such file");
+        assert_eq!(failure_body("Exit code x\nout"), "Exit code x\nout");
     }
 }
