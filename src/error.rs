@@ -10,6 +10,7 @@
 //! | 2 | bad input: arguments, config, ids, JSON, cycles; nothing was written |
 //! | 3 | conflict: the claim is held by someone else, a fence is stale, a task is not ready |
 //! | 4 | the store is unusable: corrupt, or written by a newer spice |
+//! | 5 | a gate refused: its findings are printed, one a line, before the summary |
 //! | 126, 127 | `spice exec`: the command cannot run / was not found (as shells do) |
 //!
 //! `spice exec` otherwise exits with its command's code, or 128+N after signal N.
@@ -43,6 +44,10 @@ pub enum Error {
     },
     #[error("{0}")]
     Other(String),
+    /// A check refused the operation: its summary, and the findings, one a line
+    /// (printed before the summary; the one case of an error longer than a line).
+    #[error("{0}")]
+    Refused(String, Vec<String>),
     /// Ends the process with this exact code (the wrapper's 126/127 for a command that
     /// cannot run, as shells do).
     #[error("{1}")]
@@ -61,6 +66,7 @@ impl Error {
             Error::Input(_) => 2,
             Error::Conflict(_) => 3,
             Error::Store(_) => 4,
+            Error::Refused(..) => 5,
             Error::Exit(code, _) => *code,
             Error::Sqlite { source, .. } if is_corruption(source) => 4,
             _ => 1,

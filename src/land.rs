@@ -11,7 +11,12 @@
 //!    caller's fence, or under the current one for a claimant that named none, which
 //!    is then pinned; the lease is extended so it cannot lapse, and be taken over,
 //!    during the merge. A refused holder has merged nothing and pushed nothing;
-//! 4. the branch is merged into `base` ([`Merging::complete_phase`]);
+//! 4. the gate runs over what the branch changed since it left `base`, under the
+//!    rules `base` carries ([`crate::gate::phase`]); findings refuse the merge (the
+//!    agent sees them; its claim and lease stay) and are recorded in the task's
+//!    ledger (`gate_refused`), as are bypasses (`gate_bypass`: commits that never
+//!    passed the pre-commit gate, a `[gate]` the branch changed);
+//!    then the branch is merged into `base` ([`Merging::complete_phase`]);
 //! 5. the phase is completed under that same fence, releasing the claim;
 //! 6. `base` is pushed where the lane says, still under the lock, so the remote sees
 //!    `base` move in the order it moved here.
@@ -114,7 +119,8 @@ pub fn complete_phase(store: &mut Store, req: &PhaseDone<'_>) -> Result<Landed> 
             proof.worktree.as_deref().unwrap_or("none")
         )));
     }
-    let (merge, base, push) = merge(&lock, &proof, wt, req)?;
+    let phase_now = store.task(req.task)?.phase;
+    let (merge, base, push) = merge(store, &lock, &proof, wt, req, &phase_now)?;
     let pinned = Holder::fenced(&holder.claimant, proof.fence);
     let phase = store
         .complete_phase(req.task, Some(&pinned))
@@ -143,10 +149,12 @@ fn main_work_tree(wt: &Path, runner: &Runner) -> Result<Git> {
 /// Step 4: merges the task branch checked out at `wt` into the lane's `base`.
 /// Returns the merge, `base`, and the remote to push it to.
 fn merge(
+    store: &mut Store,
     lock: &Merging<'_>,
     claim: &Claim,
     wt: &Path,
     req: &PhaseDone<'_>,
+    phase: &str,
 ) -> Result<(Merge, String, Option<String>)> {
     let git = lock.git();
     let branch = git.launch_check(wt)?.branch.ok_or_else(|| {
@@ -163,8 +171,65 @@ fn merge(
             .branch
             .unwrap_or_else(|| "main".into()),
     };
+    gate(store, claim, wt, &base, &branch, phase)?;
     let merge = lock.complete_phase(wt, &branch, &base)?;
     Ok((merge, base, push))
+}
+
+/// Step 4's gate: refuses the merge when the branch's changes break a rule.
+fn gate(
+    store: &mut Store,
+    claim: &Claim,
+    wt: &Path,
+    base: &str,
+    branch: &str,
+    phase: &str,
+) -> Result<()> {
+    let opts = crate::gate::Options {
+        actor: claim.claimant.clone(),
+        phase: Some(phase.to_string()),
+        record: false,
+        now: claim.renewed_at,
+    };
+    let checked = crate::gate::phase::check(wt, base, branch, &opts).map_err(|e| {
+        Error::Other(format!(
+            "the gate could not check {branch} against {base}: {e}; nothing was merged"
+        ))
+    })?;
+    for b in &checked.bypasses {
+        store.note(
+            &claim.task_id,
+            "gate_bypass",
+            &claim.claimant,
+            serde_json::to_value(b).expect("serialisable"),
+        )?;
+    }
+    if checked.report.clean() {
+        return Ok(());
+    }
+    store.note(
+        &claim.task_id,
+        "gate_refused",
+        &claim.claimant,
+        serde_json::json!({
+            "base": base,
+            "branch": branch,
+            "findings": checked.report.findings,
+            "could_not_run": checked.report.could_not_run,
+        }),
+    )?;
+    let lines: Vec<String> = crate::gate::render_text(&checked.report)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let n = checked.report.findings.len() + checked.report.could_not_run.len();
+    Err(Error::Refused(
+        format!(
+            "the gate refused to merge {branch} into {base} ({n} finding(s)); nothing was \
+             merged: fix them, commit, and complete the phase again"
+        ),
+        lines,
+    ))
 }
 
 /// The lane's `base` and `push` for the claim (see the module doc).
@@ -211,6 +276,7 @@ fn after_merge(e: Error, m: &Merge) -> Error {
             source,
         },
         Error::Exit(code, s) => Error::Exit(code, landed + &s),
+        Error::Refused(s, lines) => Error::Refused(landed + &s, lines),
     }
 }
 

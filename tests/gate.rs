@@ -408,3 +408,132 @@ fn a_tasks_commits_carry_its_trailers_and_messages_are_checked() {
         "Short subject\n\nTask: demo-abc\nTask-Session: s-123\n\n"
     );
 }
+
+/// A task claimed with a worktree on `spice/p-task`, off `main` whose `spice.toml`
+/// holds `toml`, with the gate's hooks installed.
+fn task_in_worktree(toml: &str) -> (TestEnv, String, std::path::PathBuf) {
+    let env = repo(toml);
+    env.run(&["gate", "install"]).ok();
+    let task = env.add(&["Gated work", "--project", "p"]);
+    let wt = env.dir.path().join("wt");
+    let wt_s = wt.to_str().unwrap();
+    git(
+        &env.repo,
+        &["worktree", "add", "-q", "-b", "spice/p-task", wt_s, "main"],
+    );
+    env.run(&[
+        "task",
+        "claim",
+        &task,
+        "--claimant",
+        "s1",
+        "--worktree",
+        wt_s,
+        "--lease",
+        "10m",
+    ])
+    .ok();
+    (env, task, wt)
+}
+
+fn phase_done(env: &TestEnv, task: &str) -> Run {
+    env.run(&["task", "phase", task, "--done", "--claimant", "s1"])
+}
+
+fn ledger_kinds(env: &TestEnv, task: &str) -> Vec<String> {
+    env.run(&["task", "ledger", task, "--json"])
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The gate before a phase lands: refused with the findings (nothing merged, the
+/// claim kept), accepted once the branch is fixed.
+#[test]
+fn a_phase_completion_is_refused_by_the_gate_and_accepted_after_the_fix() {
+    let (env, task, wt) = task_in_worktree(CAPS);
+    let main_before = git(&env.repo, &["rev-parse", "main"]);
+    std::fs::create_dir_all(wt.join("src")).unwrap();
+    std::fs::write(wt.join("src/a.txt"), lines(30)).unwrap();
+    git(&wt, &["add", "src/a.txt"]);
+    // Committed past the hook, as an agent with --no-verify would.
+    git(&wt, &["commit", "-q", "--no-verify", "-m", "too big"]);
+    let r = phase_done(&env, &task);
+    assert_eq!(r.code, 5, "{}", r.stderr);
+    let lines_out: Vec<&str> = r.stderr.lines().collect();
+    assert!(
+        lines_out[0].starts_with("src/a.txt:1: file.lines: 30 lines, past the flex ceiling 15"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        lines_out.last().unwrap().contains(
+            "the gate refused to merge spice/p-task into main (1 finding(s)); nothing was merged"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(
+        git(&env.repo, &["rev-parse", "main"]),
+        main_before,
+        "nothing merged"
+    );
+    let show = env.run(&["task", "show", &task, "--json"]).json();
+    assert_eq!(show["phase"], "todo", "{show}");
+    assert_eq!(show["claim"]["claimant"], "s1", "the claim is kept: {show}");
+    let kinds = ledger_kinds(&env, &task);
+    assert!(kinds.contains(&"gate_refused".to_string()), "{kinds:?}");
+    assert!(
+        kinds.contains(&"gate_bypass".to_string()),
+        "the --no-verify commit: {kinds:?}"
+    );
+    // The fix, committed through the hook.
+    std::fs::write(wt.join("src/a.txt"), lines(9)).unwrap();
+    git(&wt, &["add", "src/a.txt"]);
+    let c = commit(&wt, "split it");
+    assert_eq!(c.code, 0, "{}", c.stderr);
+    let r = phase_done(&env, &task);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let show = env.run(&["task", "show", &task, "--json"]).json();
+    assert_ne!(show["phase"], "todo", "{show}");
+    assert_ne!(
+        git(&env.repo, &["rev-parse", "main"]),
+        main_before,
+        "merged"
+    );
+}
+
+/// A branch cannot loosen its own gate: the rules are base's, and the change is
+/// recorded as a bypass.
+#[test]
+fn a_branch_that_loosens_its_gate_is_checked_under_bases_rules() {
+    let (env, task, wt) = task_in_worktree(CAPS);
+    std::fs::write(wt.join("spice.toml"), "[gate]\n").unwrap();
+    std::fs::create_dir_all(wt.join("src")).unwrap();
+    std::fs::write(wt.join("src/a.txt"), lines(30)).unwrap();
+    git(&wt, &["add", "spice.toml", "src/a.txt"]);
+    let c = commit(&wt, "no more caps");
+    assert_eq!(
+        c.code, 0,
+        "the branch's own hook runs its own rules: {}",
+        c.stderr
+    );
+    let r = phase_done(&env, &task);
+    assert_eq!(r.code, 5, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("src/a.txt:1: file.lines: 30 lines"),
+        "{}",
+        r.stderr
+    );
+    let ledger = env.run(&["task", "ledger", &task, "--json"]).json();
+    let bypass = ledger
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "gate_bypass")
+        .unwrap_or_else(|| panic!("{ledger}"));
+    assert_eq!(bypass["detail"]["kind"], "config", "{bypass}");
+}

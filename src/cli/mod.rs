@@ -144,6 +144,11 @@ pub fn main() -> i32 {
     match result {
         Ok(code) => code,
         Err(e) => {
+            if let Error::Refused(_, lines) = &e {
+                for l in lines {
+                    eprintln!("{l}");
+                }
+            }
             eprintln!("spice: {}", one_line(&e.to_string()));
             e.exit_code()
         }

@@ -13,6 +13,7 @@ pub mod config;
 pub mod hooks;
 pub mod latch;
 pub mod message;
+pub mod phase;
 pub mod routines;
 pub mod scan;
 

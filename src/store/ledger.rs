@@ -44,8 +44,9 @@ pub(super) fn append(
 /// (with how), steering typed into an idle agent, a compaction seen in its
 /// transcript, a lane held after repeated quick deaths, a worktree that could not be
 /// prepared yet (`worktree_wait`), a branch passed on from an earlier worktree
-/// (`handoff`).
-pub const SUPERVISOR_KINDS: [&str; 8] = [
+/// (`handoff`), a phase's merge the gate refused (`gate_refused`), a way round the
+/// gate seen on a task's branch (`gate_bypass`).
+pub const SUPERVISOR_KINDS: [&str; 10] = [
     "launched",
     "conversation",
     "exited",
@@ -54,6 +55,8 @@ pub const SUPERVISOR_KINDS: [&str; 8] = [
     "held",
     "worktree_wait",
     "handoff",
+    "gate_refused",
+    "gate_bypass",
 ];
 
 impl Store {

@@ -1,0 +1,136 @@
+//! The gate before a phase lands: every rule over what the task branch changed since
+//! it left `base`, under the rules `base` carries (a branch cannot loosen its own
+//! gate), and the bypasses seen on the way: commits that never went through the
+//! pre-commit gate (`--no-verify`, or rewritten by a rebase), and a `[gate]` the
+//! branch changed.
+
+use super::config::{self, GateConfig};
+use super::scan::{git, Repo, Scope};
+use super::{hooks, Options, Report};
+use std::io::Write;
+use std::path::Path;
+
+/// A way round the gate seen on a task branch.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Bypass {
+    /// `unverified` (a commit whose tree the pre-commit gate never passed) or
+    /// `config` (the branch changed `spice.toml`'s `[gate]`).
+    pub kind: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PhaseGate {
+    pub report: Report,
+    pub bypasses: Vec<Bypass>,
+}
+
+/// Where the pre-commit gate records the trees it passed (one hex id a line).
+fn verified_file(common_dir: &Path) -> std::path::PathBuf {
+    common_dir.join("spice").join("gate-verified")
+}
+
+/// Called by the pre-commit hook after a clean run: the tree about to be committed
+/// passed the gate.
+pub fn record_verified(repo: &Repo) -> Result<(), String> {
+    let tree = git(&repo.root, &["write-tree"])?;
+    let tree = String::from_utf8_lossy(&tree).trim().to_string();
+    let path = verified_file(&repo.common_dir);
+    std::fs::create_dir_all(path.parent().expect("has a parent"))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    writeln!(f, "{tree}").map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// `rev:spice.toml`'s text, `None` when it has none.
+fn config_at(repo: &Repo, rev: &str) -> Option<String> {
+    git(&repo.root, &["show", &format!("{rev}:{}", config::FILE)])
+        .ok()
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
+fn gate_section(text: Option<&str>) -> Option<toml::Value> {
+    let v: toml::Table = toml::from_str(text?).ok()?;
+    v.get("gate").cloned()
+}
+
+/// The gate over `branch`'s changes since it left `base`, in the worktree `wt`.
+pub fn check(wt: &Path, base: &str, branch: &str, opts: &Options) -> Result<PhaseGate, String> {
+    let repo = Repo::find(wt)?;
+    let base_text = config_at(&repo, base);
+    let shown = format!("{} (at {base})", config::FILE);
+    let cfg = match &base_text {
+        Some(t) => config::parse(Path::new(&shown), t).map_err(|errs| {
+            let all: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+            all.join("; ")
+        })?,
+        None => GateConfig::empty(),
+    };
+    let opts = Options {
+        record: false,
+        ..opts.clone()
+    };
+    let report = super::run(
+        &repo,
+        &cfg,
+        &Scope::Branch {
+            base: base.to_string(),
+            tip: branch.to_string(),
+        },
+        &opts,
+    )?;
+    let mut bypasses = Vec::new();
+    let branch_text = config_at(&repo, branch);
+    if gate_section(base_text.as_deref()) != gate_section(branch_text.as_deref()) {
+        bypasses.push(Bypass {
+            kind: "config".into(),
+            commit: None,
+            detail: format!(
+                "the branch changed {}'s [gate]; it was checked under {base}'s",
+                config::FILE
+            ),
+        });
+    }
+    // Only a repository whose hooks run the gate records what it verified.
+    let pre_commit = hooks::dir(&repo)?.join("pre-commit");
+    let installed = std::fs::read_to_string(pre_commit).is_ok_and(|t| t.contains(hooks::MARK));
+    if installed {
+        let verified: std::collections::HashSet<String> =
+            std::fs::read_to_string(verified_file(&repo.common_dir))
+                .unwrap_or_default()
+                .lines()
+                .map(str::to_string)
+                .collect();
+        let log = git(
+            &repo.root,
+            &[
+                "log",
+                "--no-merges",
+                "--format=%H %T",
+                &format!("{base}..{branch}"),
+            ],
+        )?;
+        for line in String::from_utf8_lossy(&log).lines() {
+            let Some((commit, tree)) = line.split_once(' ') else {
+                continue;
+            };
+            if !verified.contains(tree) {
+                bypasses.push(Bypass {
+                    kind: "unverified".into(),
+                    commit: Some(commit.to_string()),
+                    detail: format!(
+                        "commit {} never passed the pre-commit gate (committed with --no-verify, or rewritten)",
+                        &commit[..commit.len().min(12)]
+                    ),
+                });
+            }
+        }
+    }
+    Ok(PhaseGate { report, bypasses })
+}
