@@ -401,7 +401,10 @@ fn regression_until_idle_fails_when_a_lane_stopped_on_an_error() {
     // A bare repository passes `fleet check`, but with no `base` the lane reads the
     // branch from a work tree it does not have, and stops on that error.
     let not_a_repo = env.dir.path().join("bare.git");
-    git(env.dir.path(), &["init", "-q", "--bare", not_a_repo.to_str().unwrap()]);
+    git(
+        env.dir.path(),
+        &["init", "-q", "--bare", not_a_repo.to_str().unwrap()],
+    );
     write_lane(
         &env,
         "a",

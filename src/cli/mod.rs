@@ -56,7 +56,8 @@ enum Command {
     /// The state store itself.
     #[command(subcommand)]
     Store(StoreCmd),
-    /// Lanes of agents: validate their configuration.
+    /// Lanes of agents: check their configuration, run them (up), see them (status),
+    /// stop them (down), lift a crash-loop hold, attach to an agent's terminal.
     #[command(subcommand)]
     Fleet(fleet::FleetCmd),
     /// The first run: a scratch repository, two lanes of the scripted demo agent, the

@@ -125,6 +125,9 @@ pub enum TaskCmd {
         project: Option<String>,
         /// The phases in order; none prints the current flow.
         phases: Vec<String>,
+        /// The flow as `{"project": …, "phases": […]}`.
+        #[arg(long)]
+        json: bool,
     },
     /// Complete the current phase (--done) or move a task to PHASE.
     Phase {
@@ -382,7 +385,11 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
         TaskCmd::Dep { id, on, remove } => {
             s.change_deps(&id, &on, &remove)?;
         }
-        TaskCmd::Flow { project, phases } => {
+        TaskCmd::Flow {
+            project,
+            phases,
+            json,
+        } => {
             if !phases.is_empty() {
                 let phases: Vec<String> = phases
                     .iter()
@@ -391,7 +398,12 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
                     .collect();
                 s.set_flow(project.as_deref(), &phases)?;
             }
-            println!("{}", s.flow(project.as_deref())?.join(" → "));
+            let flow = s.flow(project.as_deref())?;
+            if json {
+                render::print_json(&serde_json::json!({"project": project, "phases": flow}));
+            } else {
+                println!("{}", flow.join(" → "));
+            }
         }
         TaskCmd::Phase {
             id,
