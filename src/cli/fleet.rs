@@ -119,11 +119,12 @@ pub(super) fn load(env: &Env) -> Result<(PathBuf, FleetConfig)> {
 fn status(env: &Env, json: bool) -> Result<()> {
     let (_, fleet) = load(env)?;
     let supervisor = crate::fleet::running(&env.state_dir).map(|(pid, _)| pid);
-    let doc = crate::fleet::status::status(&mut env.open()?, Some(&fleet.lanes), supervisor)?;
+    let mut store = env.open()?;
+    let doc = crate::fleet::status::status(&mut store, Some(&fleet.lanes), supervisor)?;
     if json {
         render::print_json(&doc);
     } else {
-        render::fleet_status_table(&doc);
+        render::fleet_status_table(&doc, &store.short_ids()?);
     }
     Ok(())
 }

@@ -389,11 +389,16 @@ pub fn parse_target(env: &Env, text: &str) -> Result<Target> {
 }
 
 /// The target of a new steering item (`spice steer`, the console's steer): as
-/// [`parse_target`] reads it, except that a lane must be one a lane file defines,
+/// [`parse_target`] reads it, a session by a unique prefix of one the store knows
+/// ([`crate::store::Store::resolve_session`]), and a lane only if a lane file defines it,
 /// as the bare form requires, unless `force`: nothing would ever deliver an item for
 /// any other, and it would expire unseen.
 pub fn steer_target(env: &Env, text: &str, force: bool) -> Result<Target> {
-    let target = parse_target(env, text)?;
+    let mut target = parse_target(env, text)?;
+    if target.kind == TargetKind::Session {
+        // As a listing shows it: a unique prefix of a session the store knows.
+        target.name = env.open()?.resolve_session(&target.name)?;
+    }
     if target.kind != TargetKind::Lane || force {
         return Ok(target);
     }

@@ -323,10 +323,19 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
                 tag,
             })?;
             let claims = s.claims()?;
+            let short = s.short_ids()?;
             if json {
-                render::print_json(&tasks.iter().map(render::task_json).collect::<Vec<_>>());
+                let docs: Vec<_> = tasks
+                    .iter()
+                    .map(|t| {
+                        let mut v = render::task_json(t);
+                        v["short"] = short.id(&t.id).into();
+                        v
+                    })
+                    .collect();
+                render::print_json(&docs);
             } else {
-                render::task_table(&tasks, &claims, s.now());
+                render::task_table(&tasks, &claims, s.now(), &short);
             }
         }
         TaskCmd::Show { id, json } => {
@@ -503,10 +512,19 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
                 .into_iter()
                 .filter(|c| !stale || !c.is_live(now))
                 .collect();
+            let short = s.short_ids()?;
             if json {
-                render::print_json(&claims.iter().map(render::claim_json).collect::<Vec<_>>());
+                let docs: Vec<_> = claims
+                    .iter()
+                    .map(|c| {
+                        let mut v = render::claim_json(c);
+                        v["short"] = short.id(&c.task_id).into();
+                        v
+                    })
+                    .collect();
+                render::print_json(&docs);
             } else {
-                render::claim_table(&claims, now);
+                render::claim_table(&claims, now, &short);
             }
         }
         TaskCmd::Ledger { id, json } => {
