@@ -22,7 +22,12 @@ fn the_demo_agent_answers_steering_commits_and_completes_its_phase() {
     ])
     .ok();
     let key = env
-        .run(&["steer", "lane:core", "also mention the test plan"])
+        .run(&[
+            "steer",
+            "--force",
+            "lane:core",
+            "also mention the test plan",
+        ])
         .ok()
         .trim()
         .to_string();

@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 fn with_item(env: &TestEnv) -> String {
-    env.run(&["steer", "lane:core", "please run the linter too"])
+    env.run(&["steer", "--force", "lane:core", "please run the linter too"])
         .ok()
         .trim()
         .to_string()

@@ -398,8 +398,13 @@ fn regression_a_takeover_during_a_crash_loop_hold_ends_the_hold_not_the_lane() {
 fn regression_until_idle_fails_when_a_lane_stopped_on_an_error() {
     // Before: `fleet up --until-idle` exited 0 though every lane had errored.
     let env = repo();
-    let not_a_repo = env.dir.path().join("plain-dir");
-    std::fs::create_dir_all(&not_a_repo).unwrap();
+    // A bare repository passes `fleet check`, but with no `base` the lane reads the
+    // branch from a work tree it does not have, and stops on that error.
+    let not_a_repo = env.dir.path().join("bare.git");
+    git(
+        env.dir.path(),
+        &["init", "-q", "--bare", not_a_repo.to_str().unwrap()],
+    );
     write_lane(
         &env,
         "a",

@@ -78,7 +78,7 @@ fn supervisor_killed_mid_run_leaves_no_orphans_and_the_next_one_resumes_every_cl
         .collect();
     // An item for a lane that never runs stays pending throughout.
     let parked = env
-        .run(&["steer", "lane:z", "never delivered"])
+        .run(&["steer", "--force", "lane:z", "never delivered"])
         .ok()
         .trim()
         .to_string();

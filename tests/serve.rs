@@ -699,7 +699,8 @@ fn fleet_status_and_the_console_count_a_lanes_pending_steering_alike() {
         "session:sess-old",
         "lane:b",
     ] {
-        env.run(&["steer", target, "mind the tests"]).ok();
+        env.run(&["steer", "--force", target, "mind the tests"])
+            .ok();
     }
     let spelled = spice::store::Target {
         kind: spice::store::TargetKind::Worktree,

@@ -5,7 +5,11 @@ mod common;
 use common::TestEnv;
 
 fn steer(env: &TestEnv, target: &str, msg: &str) -> String {
-    let key = env.run(&["steer", target, msg]).ok().trim().to_string();
+    let key = env
+        .run(&["steer", "--force", target, msg])
+        .ok()
+        .trim()
+        .to_string();
     assert!(spice::stamp::is_stamp(&key), "{key}");
     key
 }
@@ -92,7 +96,14 @@ fn nack_with_a_reason_refuses_and_without_one_stays_pending() {
 fn items_expire_distinctly_and_showing_is_counted_not_consumed() {
     let env = TestEnv::new();
     let short = env
-        .run(&["steer", "lane:core", "--ttl", "1ms", "soon stale"])
+        .run(&[
+            "steer",
+            "--force",
+            "lane:core",
+            "--ttl",
+            "1ms",
+            "soon stale",
+        ])
         .ok()
         .trim()
         .to_string();

@@ -100,7 +100,11 @@ pub(super) fn load(env: &Env) -> Result<(PathBuf, FleetConfig)> {
     let repo = env.repo_top.clone().ok_or_else(|| {
         Error::input("spice fleet needs a git work tree (lanes live in its lanes/ directory)")
     })?;
-    let fleet = fleet::load(&repo, &repo.join("lanes"), &repo.join("profiles"), &which).map_err(
+    let probes = fleet::Probes {
+        which: &which,
+        remotes: &remotes,
+    };
+    let fleet = fleet::load(&repo, &repo.join("lanes"), &repo.join("profiles"), &probes).map_err(
         |mut errors| {
             let last = errors.pop().expect("an Err holds at least one problem");
             for e in &errors {
@@ -115,11 +119,12 @@ pub(super) fn load(env: &Env) -> Result<(PathBuf, FleetConfig)> {
 fn status(env: &Env, json: bool) -> Result<()> {
     let (_, fleet) = load(env)?;
     let supervisor = crate::fleet::running(&env.state_dir).map(|(pid, _)| pid);
-    let doc = crate::fleet::status::status(&mut env.open()?, Some(&fleet.lanes), supervisor)?;
+    let mut store = env.open()?;
+    let doc = crate::fleet::status::status(&mut store, Some(&fleet.lanes), supervisor)?;
     if json {
         render::print_json(&doc);
     } else {
-        render::fleet_status_table(&doc);
+        render::fleet_status_table(&doc, &store.short_ids()?);
     }
     Ok(())
 }
@@ -383,6 +388,26 @@ fn which(program: &str) -> Option<PathBuf> {
         .filter(|d| !d.as_os_str().is_empty())
         .map(|d| d.join(program))
         .find(|p| executable(p))
+}
+
+/// The remotes of the repository whose top is `dir`, asked of git as a lane will
+/// open it (`git::Git::open`: the top of a work tree, or a bare repository).
+fn remotes(dir: &Path) -> std::result::Result<Vec<String>, String> {
+    if !dir.exists() {
+        return Err("no such directory".into());
+    }
+    if !dir.is_dir() {
+        return Err("not a directory".into());
+    }
+    let runner = crate::git::Runner::new(std::env::vars_os());
+    let git = crate::git::Git::open(dir, runner.clone()).map_err(|e| e.to_string())?;
+    let out = runner
+        .run(git.repo(), &["remote"])
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    if !out.ok() {
+        return Err(out.first_line());
+    }
+    Ok(out.stdout.lines().map(str::to_string).collect())
 }
 
 fn executable(p: &Path) -> bool {

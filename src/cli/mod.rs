@@ -57,7 +57,8 @@ enum Command {
     /// The state store itself.
     #[command(subcommand)]
     Store(StoreCmd),
-    /// Lanes of agents: validate their configuration.
+    /// Lanes of agents: check their configuration, run them (up), see them (status),
+    /// stop them (down), lift a crash-loop hold, attach to an agent's terminal.
     #[command(subcommand)]
     Fleet(fleet::FleetCmd),
     /// Gates: measurable rules (file and routine caps, commit messages, the

@@ -96,7 +96,12 @@ pub fn run(s: &mut Store, env: &Env, args: NextArgs) -> Result<()> {
             .collect();
         render::print_json(&v);
     } else {
-        render::candidate_table(&snap.tasks, &ranking[..ranking.len().min(args.limit)]);
+        let short = s.short_ids()?;
+        render::candidate_table(
+            &snap.tasks,
+            &ranking[..ranking.len().min(args.limit)],
+            &short,
+        );
     }
     if args.explain {
         let why = match ranking.as_slice() {

@@ -1,14 +1,16 @@
 //! Output: JSON documents for scripts, plain tables for people.
 //!
 //! JSON field names follow Taskwarrior where they overlap (`description` for the
-//! title); times are RFC 3339 in UTC.
+//! title); times are RFC 3339 in UTC. Tables name tasks by their shortest unique
+//! prefix ([`ShortIds`], as `PROJECT-prefix`), which every command takes back; JSON
+//! keeps the whole id (and adds it as `short` in listings).
 
 use crate::alloc::Candidate;
 use crate::clock::Micros;
 use crate::fleet::events::LaneEvent;
 use crate::fleet::status::FleetStatus;
 use crate::steer::grammar::Directive;
-use crate::store::{Claim, Effect, Item, LedgerEntry, Outcome};
+use crate::store::{Claim, Effect, Item, LedgerEntry, Outcome, ShortIds};
 use crate::task::{priority_str, Task};
 use crate::transcript::sanitize;
 use crate::when;
@@ -120,7 +122,15 @@ fn cell(s: &str, n: usize) -> String {
     }
 }
 
-pub fn task_table(tasks: &[Task], claims: &[Claim], now: Micros) {
+/// `handle` (`PROJECT-id`, or the id alone) of task `id`, with the id shortened.
+fn short_handle(short: &ShortIds, handle: &str, id: &str) -> String {
+    match handle.strip_suffix(id) {
+        Some(project) => format!("{project}{}", short.id(id)),
+        None => handle.to_string(),
+    }
+}
+
+pub fn task_table(tasks: &[Task], claims: &[Claim], now: Micros, short: &ShortIds) {
     if tasks.is_empty() {
         println!("no tasks");
         return;
@@ -139,7 +149,7 @@ pub fn task_table(tasks: &[Task], claims: &[Claim], now: Micros) {
         };
         println!(
             "{:<24} {:<3} {:<10} {:<9} {:<14} {}",
-            cell(&t.handle(), 24),
+            cell(&short.handle(&t.id, t.project.as_deref()), 24),
             priority_str(t.priority),
             cell(&t.phase, 10),
             t.status.as_str(),
@@ -149,7 +159,7 @@ pub fn task_table(tasks: &[Task], claims: &[Claim], now: Micros) {
     }
 }
 
-pub fn candidate_table(tasks: &[Task], ranking: &[Candidate]) {
+pub fn candidate_table(tasks: &[Task], ranking: &[Candidate], short: &ShortIds) {
     if ranking.is_empty() {
         println!("nothing ready");
         return;
@@ -163,7 +173,7 @@ pub fn candidate_table(tasks: &[Task], ranking: &[Candidate]) {
         println!(
             "{:<4} {:<24} {:<3} {:<4} {:>8} {:>7.1} {}",
             i + 1,
-            cell(&t.handle(), 24),
+            cell(&short.handle(&t.id, t.project.as_deref()), 24),
             priority_str(t.priority),
             priority_str(c.inherited_priority),
             c.releases,
@@ -173,7 +183,7 @@ pub fn candidate_table(tasks: &[Task], ranking: &[Candidate]) {
     }
 }
 
-pub fn claim_table(claims: &[Claim], now: Micros) {
+pub fn claim_table(claims: &[Claim], now: Micros, short: &ShortIds) {
     if claims.is_empty() {
         println!("no claims");
         return;
@@ -190,7 +200,7 @@ pub fn claim_table(claims: &[Claim], now: Micros) {
         };
         println!(
             "{:<24} {:<20} {:>6} {:<12} {}",
-            cell(&c.handle, 24),
+            cell(&short_handle(short, &c.handle, &c.task_id), 24),
             cell(&c.claimant, 20),
             c.fence,
             lease,
@@ -331,7 +341,7 @@ pub fn outcome_line(o: &Outcome) -> String {
 }
 
 /// `fleet status` for people: one line per lane, drawn from the JSON document.
-pub fn fleet_status_table(doc: &FleetStatus) {
+pub fn fleet_status_table(doc: &FleetStatus, short: &ShortIds) {
     match doc.supervisor_pid {
         Some(pid) => println!("supervisor running (pid {pid})"),
         None => println!("no supervisor running"),
@@ -349,7 +359,9 @@ pub fn fleet_status_table(doc: &FleetStatus) {
             .map(|c| {
                 format!(
                     "{} (session {}, lease {}s)",
-                    c.task, c.session, c.lease_left_seconds
+                    short_handle(short, &c.task, &c.id),
+                    c.session,
+                    c.lease_left_seconds
                 )
             })
             .collect::<Vec<_>>()

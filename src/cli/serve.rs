@@ -101,7 +101,7 @@ pub fn serve(args: ServeArgs, env: Env) -> Result<()> {
         state_dir: env.state_dir.clone(),
         clock: Arc::new(SystemClock),
         guard,
-        parse_target: Box::new(move |t| super::steer::parse_target(&env, t)),
+        parse_target: Box::new(move |t| super::steer::steer_target(&env, t, false)),
         poll: Duration::from_millis(100),
     };
     {

@@ -26,6 +26,10 @@ pub struct SteerArgs {
     /// How long the item waits for an answer before it expires.
     #[arg(long, value_parser = duration)]
     ttl: Option<Duration>,
+    /// Steer a lane no lanes/NAME.toml defines (yet): the item waits for a lane of
+    /// that name, and expires unseen if none runs.
+    #[arg(long)]
+    force: bool,
     #[arg(long)]
     json: bool,
 }
@@ -93,7 +97,7 @@ pub fn steer(args: SteerArgs, env: &Env) -> Result<()> {
     } else {
         args.message.join(" ")
     };
-    let target = parse_target(env, &args.target)?;
+    let target = steer_target(env, &args.target, args.force)?;
     let mut store = env.open()?;
     let item = store.steer(&target, &text, args.ttl.unwrap_or(DEFAULT_TTL))?;
     if args.json {
@@ -405,6 +409,35 @@ pub fn parse_target(env: &Env, text: &str) -> Result<Target> {
         "unknown target '{text}': not a lane (no lanes/{text}.toml), a directory or a session id; \
          write lane:{text}, worktree:PATH or session:ID to be explicit"
     )))
+}
+
+/// The target of a new steering item (`spice steer`, the console's steer): as
+/// [`parse_target`] reads it, a session by a unique prefix of one the store knows
+/// ([`crate::store::Store::resolve_session`]), and a lane only if a lane file defines it,
+/// as the bare form requires, unless `force`: nothing would ever deliver an item for
+/// any other, and it would expire unseen.
+pub fn steer_target(env: &Env, text: &str, force: bool) -> Result<Target> {
+    let mut target = parse_target(env, text)?;
+    if target.kind == TargetKind::Session {
+        // As a listing shows it: a unique prefix of a session the store knows.
+        target.name = env.open()?.resolve_session(&target.name)?;
+    }
+    if target.kind != TargetKind::Lane || force {
+        return Ok(target);
+    }
+    let name = &target.name;
+    match env.lanes_dir() {
+        Ok(dir) if dir.join(format!("{name}.toml")).is_file() => Ok(target),
+        Ok(dir) => Err(Error::input(format!(
+            "unknown lane '{name}': no {} defines it, so nothing would deliver the item \
+             and it would expire unseen (`spice steer --force` steers it anyway)",
+            dir.join(format!("{name}.toml")).display()
+        ))),
+        Err(_) => Err(Error::input(format!(
+            "cannot tell whether lane '{name}' exists: not inside a git repository \
+             (lanes live in its lanes/ directory); `spice steer --force` steers it anyway"
+        ))),
+    }
 }
 
 /// A worktree target is the canonical top of the git work tree holding `path`.

@@ -125,6 +125,9 @@ pub enum TaskCmd {
         project: Option<String>,
         /// The phases in order; none prints the current flow.
         phases: Vec<String>,
+        /// The flow as `{"project": …, "phases": […]}`.
+        #[arg(long)]
+        json: bool,
     },
     /// Complete the current phase (--done) or move a task to PHASE.
     Phase {
@@ -320,10 +323,19 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
                 tag,
             })?;
             let claims = s.claims()?;
+            let short = s.short_ids()?;
             if json {
-                render::print_json(&tasks.iter().map(render::task_json).collect::<Vec<_>>());
+                let docs: Vec<_> = tasks
+                    .iter()
+                    .map(|t| {
+                        let mut v = render::task_json(t);
+                        v["short"] = short.id(&t.id).into();
+                        v
+                    })
+                    .collect();
+                render::print_json(&docs);
             } else {
-                render::task_table(&tasks, &claims, s.now());
+                render::task_table(&tasks, &claims, s.now(), &short);
             }
         }
         TaskCmd::Show { id, json } => {
@@ -382,7 +394,11 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
         TaskCmd::Dep { id, on, remove } => {
             s.change_deps(&id, &on, &remove)?;
         }
-        TaskCmd::Flow { project, phases } => {
+        TaskCmd::Flow {
+            project,
+            phases,
+            json,
+        } => {
             if !phases.is_empty() {
                 let phases: Vec<String> = phases
                     .iter()
@@ -391,7 +407,12 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
                     .collect();
                 s.set_flow(project.as_deref(), &phases)?;
             }
-            println!("{}", s.flow(project.as_deref())?.join(" → "));
+            let flow = s.flow(project.as_deref())?;
+            if json {
+                render::print_json(&serde_json::json!({"project": project, "phases": flow}));
+            } else {
+                println!("{}", flow.join(" → "));
+            }
         }
         TaskCmd::Phase {
             id,
@@ -491,10 +512,19 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
                 .into_iter()
                 .filter(|c| !stale || !c.is_live(now))
                 .collect();
+            let short = s.short_ids()?;
             if json {
-                render::print_json(&claims.iter().map(render::claim_json).collect::<Vec<_>>());
+                let docs: Vec<_> = claims
+                    .iter()
+                    .map(|c| {
+                        let mut v = render::claim_json(c);
+                        v["short"] = short.id(&c.task_id).into();
+                        v
+                    })
+                    .collect();
+                render::print_json(&docs);
             } else {
-                render::claim_table(&claims, now);
+                render::claim_table(&claims, now, &short);
             }
         }
         TaskCmd::Ledger { id, json } => {

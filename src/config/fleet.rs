@@ -15,7 +15,10 @@
 //! - a lane may not be named like a steering target kind or a session id
 //!   ([`super::lane::reserved_lane_name`]);
 //! - a lane's `profile` must exist; a profile file with errors is reported once, not
-//!   again for each lane using it.
+//!   again for each lane using it;
+//! - a lane's `repo` (relative to the fleet's repository) must be the top of a git
+//!   repository, and its `push`, unless a URL, one of that repository's remotes (of
+//!   the fleet's repository when the lane names no `repo`).
 //!
 //! A missing agent binary is not a configuration error: it makes that one lane
 //! unavailable ([`LaneConfig::program`] is `Err`), and the other lanes still run.
@@ -55,6 +58,18 @@ pub struct LaneConfig {
     pub program: Result<PathBuf, ConfigError>,
 }
 
+/// What [`load`] asks of the machine, answered by the caller: the library searches no
+/// `PATH` and runs no git itself.
+pub struct Probes<'a> {
+    /// Resolves a program as written in `command[0]` or `resume[0]`: a bare name
+    /// (search `PATH`), an absolute path (check it), or the literal `{spice}`, which the
+    /// caller answers with the running spice binary.
+    pub which: &'a dyn Fn(&str) -> Option<PathBuf>,
+    /// The remotes of the git repository whose top (or bare directory) is the path, or
+    /// why it is not one, in a line.
+    pub remotes: &'a dyn Fn(&Path) -> Result<Vec<String>, String>,
+}
+
 impl FleetConfig {
     /// Lanes whose agent program is missing, with the reason.
     pub fn unavailable(&self) -> impl Iterator<Item = (&LaneConfig, &ConfigError)> {
@@ -65,17 +80,16 @@ impl FleetConfig {
 }
 
 /// Reads `lanes_dir/*.toml` and `profiles_dir/*.toml` (either may be missing) and
-/// resolves each lane. `repo` is what error paths are shown relative to.
-///
-/// `which` resolves a program as written in `command[0]` or `resume[0]`: a bare name
-/// (search `PATH`), an absolute path (check it), or the literal `{spice}`, which the
-/// caller answers with the running spice binary. The library never reads `PATH` itself.
+/// resolves each lane. `repo` is the fleet's repository: lanes' relative `repo` paths
+/// start there, and error paths are shown relative to it.
 pub fn load(
     repo: &Path,
     lanes_dir: &Path,
     profiles_dir: &Path,
-    which: &dyn Fn(&str) -> Option<PathBuf>,
+    probes: &Probes<'_>,
 ) -> Result<FleetConfig, Vec<ConfigError>> {
+    let which = probes.which;
+    let mut remotes = BTreeMap::new();
     let mut errors = Vec::new();
     let shown = |p: &Path| p.strip_prefix(repo).unwrap_or(p).to_path_buf();
 
@@ -151,9 +165,29 @@ pub fn load(
             Ok(v) => v,
             Err(e) => {
                 errors.extend(e);
+                // A file that decodes has only bad values: its repository is still
+                // checked, so every problem shows at once.
+                if let Ok(lane) = toml::from_str::<Lane>(&text) {
+                    errors.extend(check_repository(
+                        &file,
+                        &text,
+                        &lane,
+                        repo,
+                        probes,
+                        &mut remotes,
+                    ));
+                }
                 continue;
             }
         };
+        errors.extend(check_repository(
+            &file,
+            &text,
+            &lane,
+            repo,
+            probes,
+            &mut remotes,
+        ));
         let wanted = lane.profile.get_ref();
         let Some(profile) = profiles.get(wanted.as_str()) else {
             if !broken.contains(wanted) {
@@ -206,6 +240,63 @@ pub fn load(
         errors.sort_by(|a, b| (&a.file, a.line, a.col).cmp(&(&b.file, b.line, b.col)));
         Err(errors)
     }
+}
+
+/// A lane's `repo` against the machine, and its `push` against that repository's
+/// remotes. `known` keeps each repository's answer, so it is asked once per run.
+fn check_repository(
+    file: &Path,
+    text: &str,
+    lane: &Lane,
+    fleet_repo: &Path,
+    probes: &Probes<'_>,
+    known: &mut BTreeMap<PathBuf, Result<Vec<String>, String>>,
+) -> Vec<ConfigError> {
+    let spans = lane::spans(text);
+    let dir = match &lane.repo {
+        Some(r) => fleet_repo.join(r),
+        None => fleet_repo.to_path_buf(),
+    };
+    let answer = known
+        .entry(dir.clone())
+        .or_insert_with(|| (probes.remotes)(&dir));
+    let mut errors = Vec::new();
+    match (answer, &lane.repo) {
+        (Err(why), Some(r)) => errors.push(ConfigError::at(
+            file,
+            text,
+            spans.repo.unwrap_or(0),
+            format!("field 'repo': '{}': {why}", r.display()),
+        )),
+        (Ok(names), _) => {
+            let push = lane
+                .push
+                .as_deref()
+                .filter(|p| lane::push_problem(p).is_none());
+            if let Some(p) = push.filter(|p| !lane::push_is_url(p) && !names.iter().any(|n| n == p))
+            {
+                let which = match &lane.repo {
+                    Some(r) => format!("the lane's repository '{}'", r.display()),
+                    None => "the repository".to_string(),
+                };
+                let has = if names.is_empty() {
+                    "it has none".to_string()
+                } else {
+                    format!("its remotes: {}", names.join(", "))
+                };
+                errors.push(ConfigError::at(
+                    file,
+                    text,
+                    spans.push.unwrap_or(0),
+                    format!("field 'push': '{p}' is not a remote of {which} ({has}); name one, or a URL"),
+                ));
+            }
+        }
+        // The fleet's own repository could not be asked: `fleet` runs in it, so that
+        // is reported where it is opened, not as this lane's problem.
+        (Err(_), None) => {}
+    }
+    errors
 }
 
 fn missing_reason(profile: &Profile, index: usize, written: &str) -> String {
@@ -292,7 +383,18 @@ mod tests {
                 .contains(&name)
                 .then(|| PathBuf::from("/bin").join(name))
         };
-        load(repo, &repo.join("lanes"), &repo.join("profiles"), &which)
+        let remotes = |dir: &Path| -> Result<Vec<String>, String> {
+            if dir.join(".git").exists() {
+                Ok(vec!["origin".to_string()])
+            } else {
+                Err(format!("{} has no .git", dir.display()))
+            }
+        };
+        let probes = Probes {
+            which: &which,
+            remotes: &remotes,
+        };
+        load(repo, &repo.join("lanes"), &repo.join("profiles"), &probes)
             .map_err(|e| e.iter().map(|e| e.to_string()).collect())
     }
 
@@ -346,6 +448,34 @@ mod tests {
                 "lanes/a.toml:1:11: unknown profile 'nope' (known: claude, claude-headless, codex, codex-headless, demo)",
                 "lanes/b.toml:2:9: field 'lease': invalid duration 'x': expected number at 0 (try 30s, 15m, 2h)",
                 "profiles/broken.toml:1:11: 'command' must not be empty: its first element is the program",
+            ]
+        );
+    }
+
+    #[test]
+    fn repo_and_push_are_checked_against_the_repository() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(t.path().join(".git")).unwrap();
+        std::fs::create_dir_all(t.path().join("other/.git")).unwrap();
+        let lane = |name: &str, rest: &str| {
+            write(
+                t.path(),
+                &format!("lanes/{name}.toml"),
+                &format!("profile = \"demo\"\n{rest}"),
+            )
+        };
+        lane("a", "repo = \"/nonexistent\"\npush = \"origin\"\n");
+        lane("b", "push = \"upstream\"\n");
+        lane("c", "repo = \"other\"\npush = \"origin\"\n");
+        lane("d", "push = \"git@example.com:spice.git\"\n");
+        lane("e", "push = \"https://example.com/spice.git\"\n");
+        lane("f", "repo = \"other\"\n");
+        let errs = run(t.path(), &["{spice}"]).unwrap_err();
+        assert_eq!(
+            errs,
+            [
+                "lanes/a.toml:2:8: field 'repo': '/nonexistent': /nonexistent has no .git",
+                "lanes/b.toml:2:8: field 'push': 'upstream' is not a remote of the repository (its remotes: origin); name one, or a URL",
             ]
         );
     }

@@ -3,7 +3,11 @@
 //! Parsing is strict (unknown keys, wrong types and bad values are errors located
 //! `file:line:col`). The checks here look at one file only; rules across files (the
 //! profile exists, no two lanes differ only in case) belong to [`super::fleet`].
-//! Invariant: a [`Timing`] returned from [`check`] always has `renew < lease`.
+//! Invariant: a [`Timing`] returned from [`check`] always has `renew < lease`; a lane
+//! returned from it has a `base` git accepts as a branch name, a `push` that cannot
+//! read as an option, and `projects` and `phases` that tasks can carry (so can match).
+//! Whether `repo` is a repository and `push` one of its remotes needs git: that is
+//! [`super::fleet`]'s, located with [`spans`].
 
 use super::{check_env, ConfigError};
 use crate::error::{Error, Result};
@@ -43,7 +47,8 @@ pub struct Lane {
     /// The model passed to the agent through the profile's `{model}` placeholder.
     pub model: Option<String>,
     /// The remote `base` is pushed to after each merge at phase completion; nothing
-    /// is pushed without it.
+    /// is pushed without it. A remote of the lane's repository or a URL
+    /// ([`push_is_url`]), never anything starting with `-`.
     pub push: Option<String>,
     #[serde(default = "yes")]
     pub enabled: bool,
@@ -108,6 +113,120 @@ pub fn reserved_lane_name(name: &str) -> Option<String> {
     } else {
         None
     }
+}
+
+/// Where the values of a lane file checked against its repository are: byte offsets of
+/// `repo` and `push`, when present.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Spans {
+    pub repo: Option<usize>,
+    pub push: Option<usize>,
+}
+
+/// The located fields of a lane file, read a second time beside [`Lane`] (which keeps
+/// plain values for its users); unknown keys are [`Lane`]'s to refuse.
+#[derive(Deserialize)]
+struct Located {
+    repo: Option<Spanned<PathBuf>>,
+    base: Option<Spanned<String>>,
+    push: Option<Spanned<String>>,
+    #[serde(default)]
+    projects: Vec<Spanned<String>>,
+    #[serde(default)]
+    phases: Vec<Spanned<String>>,
+}
+
+/// The offsets of `repo` and `push` in a lane file that [`check`] accepted.
+pub fn spans(text: &str) -> Spans {
+    match toml::from_str::<Located>(text) {
+        Ok(l) => Spans {
+            repo: l.repo.map(|r| r.span().start),
+            push: l.push.map(|p| p.span().start),
+        },
+        Err(_) => Spans::default(),
+    }
+}
+
+/// True if `push` is a URL git pushes to (`scheme://…`, or scp-style `host:path` with
+/// no `/` before the `:`) rather than the name of a remote.
+pub fn push_is_url(push: &str) -> bool {
+    if push.contains("://") {
+        return true;
+    }
+    match push.find(':') {
+        Some(colon) => colon > 0 && !push[..colon].contains('/'),
+        None => false,
+    }
+}
+
+/// Why `push` can be neither a remote nor a URL, whatever the repository holds.
+pub fn push_problem(push: &str) -> Option<&'static str> {
+    if push.is_empty() {
+        Some("is empty")
+    } else if push.starts_with('-') {
+        Some("starts with '-': git would read it as an option, not a remote")
+    } else if push.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        Some("contains a space or a control character")
+    } else {
+        None
+    }
+}
+
+/// `base`, `push`, `projects` and `phases`: what can be said without the repository.
+fn check_values(path: &Path, text: &str) -> Vec<ConfigError> {
+    let Ok(l) = toml::from_str::<Located>(text) else {
+        return Vec::new();
+    };
+    let mut errors = Vec::new();
+    let mut at = |v: &Spanned<String>, reason: String| {
+        errors.push(ConfigError::at(path, text, v.span().start, reason));
+    };
+    if let Some(base) = &l.base {
+        if let Err(why) = crate::git::check_branch_name(base.get_ref()) {
+            at(
+                base,
+                format!(
+                    "field 'base': '{}' is not a valid branch name: {why}",
+                    base.get_ref()
+                ),
+            );
+        }
+    }
+    if let Some(push) = &l.push {
+        let p = push.get_ref();
+        if let Some(why) = push_problem(p) {
+            at(
+                push,
+                format!(
+                    "field 'push': '{p}' {why}; name a remote of the lane's repository or a URL"
+                ),
+            );
+        }
+    }
+    for (field, kind, names) in [
+        ("projects", "project", &l.projects),
+        ("phases", "phase", &l.phases),
+    ] {
+        for name in names {
+            if let Err(why) = crate::task::check_name(kind, name.get_ref()) {
+                at(
+                    name,
+                    format!("field '{field}': {why}, so no task can ever match it"),
+                );
+            }
+        }
+    }
+    if let Some(repo) = &l.repo {
+        if repo.get_ref().as_os_str().is_empty() {
+            errors.push(ConfigError::at(
+                path,
+                text,
+                repo.span().start,
+                "field 'repo': is empty; leave it out for the repository `fleet up` runs in",
+            ));
+        }
+    }
+    errors
 }
 
 /// Reads `dir/NAME.toml`; the first problem found is the error.
@@ -182,6 +301,7 @@ pub fn check(path: &Path, text: &str) -> std::result::Result<(Lane, Timing), Vec
         (Some(r), _) => r,
         (None, _) => lease / 3,
     };
+    errors.extend(check_values(path, text));
     if errors.is_empty() {
         Ok((
             lane,
@@ -282,6 +402,38 @@ mod tests {
         assert_eq!(lines.len(), 2, "{lines:?}");
         assert!(lines[0].starts_with("l.toml:5:1: invalid environment variable name 'A B'"));
         assert!(lines[1].starts_with("l.toml:3:9: field 'lease'"));
+    }
+
+    #[test]
+    fn values_that_can_never_work_are_located() {
+        let text = "profile = \"demo\"\nbase = \"../../etc\"\npush = \"--upload-pack=touch /tmp/x\"\nprojects = [\"app\", \"my app\"]\nphases = [\"to,do\"]\nrepo = \"\"\n";
+        let errs: Vec<String> = check(Path::new("l.toml"), text)
+            .unwrap_err()
+            .iter()
+            .map(|e| e.to_string())
+            .collect();
+        assert_eq!(
+            errs,
+            [
+                "l.toml:2:8: field 'base': '../../etc' is not a valid branch name: it contains '..'",
+                "l.toml:3:8: field 'push': '--upload-pack=touch /tmp/x' starts with '-': git would read it as an option, not a remote; name a remote of the lane's repository or a URL",
+                "l.toml:4:20: field 'projects': invalid project 'my app': must be 1-128 characters without spaces or commas, so no task can ever match it",
+                "l.toml:5:11: field 'phases': invalid phase 'to,do': must be 1-128 characters without spaces or commas, so no task can ever match it",
+                "l.toml:6:8: field 'repo': is empty; leave it out for the repository `fleet up` runs in",
+            ]
+        );
+        let ok =
+            "profile = \"demo\"\nbase = \"release/1.x\"\npush = \"origin\"\nprojects = [\"app\"]\n";
+        assert!(check(Path::new("l.toml"), ok).is_ok());
+        assert_eq!(
+            spans(ok),
+            Spans {
+                repo: None,
+                push: Some(ok.find("\"origin").unwrap())
+            }
+        );
+        assert!(push_is_url("https://h/x.git") && push_is_url("git@h:x.git"));
+        assert!(!push_is_url("origin") && !push_is_url("./a:b") && !push_is_url(":x"));
     }
 
     #[test]

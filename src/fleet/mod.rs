@@ -101,31 +101,72 @@ pub fn lock(state_dir: &std::path::Path) -> Result<Lock> {
     Ok(Lock { _file: locked })
 }
 
-/// The running supervisor for `state_dir` as (pid, start time), if one holds the lock.
+/// The running supervisor for `state_dir` as (pid, start time), if one holds the lock
+/// and has written its pid.
 pub fn running(state_dir: &std::path::Path) -> Option<(u32, u64)> {
+    match probe(state_dir) {
+        Probe::Running(pid, start) => Some((pid, start)),
+        Probe::Starting | Probe::None => None,
+    }
+}
+
+/// What holds a state directory's supervisor lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probe {
+    /// Nobody: no supervisor runs.
+    None,
+    /// A supervisor holds the lock but has not written its pid yet (it empties the
+    /// file, then writes): there is nothing to signal yet.
+    Starting,
+    /// The holder's pid and start time.
+    Running(u32, u64),
+}
+
+/// Looks at the supervisor lock of `state_dir` without taking it.
+pub fn probe(state_dir: &std::path::Path) -> Probe {
     let path = state_dir.join("supervisor.pid");
-    let file = std::fs::OpenOptions::new()
+    let Ok(file) = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open(&path)
-        .ok()?;
+    else {
+        return Probe::None;
+    };
     match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockSharedNonblock) {
-        Ok(_) => None, // nobody holds it; dropping releases our probe at once
+        Ok(_) => Probe::None, // nobody holds it; dropping releases our probe at once
         Err(_) => {
-            let text = std::fs::read_to_string(&path).ok()?;
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
             let mut parts = text.split_whitespace();
-            let pid = parts.next()?.parse().ok()?;
-            Some((pid, parts.next().and_then(|s| s.parse().ok()).unwrap_or(0)))
+            match parts.next().and_then(|p| p.parse().ok()) {
+                Some(pid) => {
+                    Probe::Running(pid, parts.next().and_then(|s| s.parse().ok()).unwrap_or(0))
+                }
+                None => Probe::Starting,
+            }
         }
     }
 }
 
 /// Asks the running supervisor to stop (SIGTERM: it stops each agent's process group
 /// with a grace period, then SIGKILL; claims stay leased for successors) and waits up
-/// to `wait` for its lock to be free. Returns the pid it stopped, if any.
+/// to `wait` for its lock to be free. Returns the pid it stopped, if any. A supervisor
+/// that holds the lock but has not written its pid yet is waited for, within `wait`
+/// too: stopping nothing and saying so would leave it running.
 pub fn down(state_dir: &std::path::Path, wait: Duration) -> Result<Option<u32>> {
-    let Some((pid, start)) = running(state_dir) else {
-        return Ok(None);
+    let deadline = std::time::Instant::now() + wait;
+    let (pid, start) = loop {
+        match probe(state_dir) {
+            Probe::None => return Ok(None),
+            Probe::Running(pid, start) => break (pid, start),
+            Probe::Starting if std::time::Instant::now() > deadline => {
+                return Err(Error::Other(format!(
+                    "a supervisor is starting ({} is locked but holds no pid yet after {}s); nothing signalled: run `spice fleet down` again",
+                    state_dir.join("supervisor.pid").display(),
+                    wait.as_secs()
+                )));
+            }
+            Probe::Starting => std::thread::sleep(Duration::from_millis(20)),
+        }
     };
     if !crate::agent::signal_if_same(pid, start, nix::sys::signal::Signal::SIGTERM)? {
         return Err(Error::Other(format!(

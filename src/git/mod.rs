@@ -40,7 +40,7 @@ pub use handoff::{BranchHolder, Freed};
 pub use lock::Merging;
 pub use merge::{Merge, MergeKind};
 pub use merge_commit::MergeMethod;
-pub use refname::{task_branch, PREFIX};
+pub use refname::{check_branch_name, task_branch, PREFIX};
 pub use run::{Output, Runner, PASSED};
 pub use status::LaunchState;
 pub use worktree::{Prepared, Worktree};

@@ -1,4 +1,5 @@
-//! Branch names for tasks.
+//! Branch names: the rules of `git check-ref-format --branch`, checked without running
+//! git ([`check_branch_name`], for configuration), and the branches of tasks.
 //!
 //! Invariant: [`task_branch`] always returns a valid ref name (`git check-ref-format
 //! --branch` accepts it) of the form `spice/<one component>`, and two different
@@ -13,6 +14,43 @@ pub const PREFIX: &str = "spice/";
 
 /// Longest component kept before the hash, well under file-name limits for loose refs.
 const MAX_LEN: usize = 80;
+
+/// Why `name` is not a branch name git accepts (`git check-ref-format --branch`), or
+/// `Ok`. The rules, in git's words: no component starts with `.` or ends with `.lock`;
+/// no `..`, `@{`, `//`, control characters, spaces, `~^:?*[\\`; no leading or trailing
+/// `/`, no trailing `.`; not `HEAD`, and, as a branch, no leading `-`. Beyond git: not
+/// `@`, which every revision argument reads as HEAD.
+pub fn check_branch_name(name: &str) -> Result<(), String> {
+    let why = if name.is_empty() {
+        "it is empty"
+    } else if name.starts_with('-') {
+        "it starts with '-' (it would read as an option)"
+    } else if name == "@" || name == "HEAD" {
+        "it reads as HEAD"
+    } else if name.starts_with('/') || name.ends_with('/') {
+        "it starts or ends with '/'"
+    } else if name.ends_with('.') {
+        "it ends with '.'"
+    } else if name.contains("//") {
+        "it contains '//'"
+    } else if name.contains("..") {
+        "it contains '..'"
+    } else if name.contains("@{") {
+        "it contains '@{'"
+    } else if let Some(c) = name
+        .chars()
+        .find(|&c| c.is_ascii_control() || " ~^:?*[\\".contains(c))
+    {
+        return Err(format!("it contains {c:?}"));
+    } else if name.split('/').any(|c| c.starts_with('.')) {
+        "a component starts with '.'"
+    } else if name.split('/').any(|c| c.ends_with(".lock")) {
+        "a component ends with '.lock'"
+    } else {
+        return Ok(());
+    };
+    Err(why.to_string())
+}
 
 /// The branch a task's worktree is on: `spice/<handle>`, sanitised.
 ///
@@ -48,6 +86,76 @@ pub fn task_branch(handle: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The rules agree with git itself, on names that break each rule and on near
+    /// misses that do not.
+    #[test]
+    fn branch_names_follow_git() {
+        let names = [
+            "main",
+            "dev/x",
+            "feature/a.b",
+            "v1.0",
+            "a-b_c",
+            "ünï",
+            "a@b",
+            "@x",
+            "x.lock2",
+            "a.lockx/b",
+            "",
+            "-x",
+            "@",
+            "HEAD",
+            "/a",
+            "a/",
+            "a.",
+            "a//b",
+            "a..b",
+            "../../etc",
+            "a@{b",
+            "a b",
+            "a~1",
+            "a^",
+            "a:b",
+            "a?",
+            "a*",
+            "a[b",
+            "a\\b",
+            "a\tb",
+            "a\u{7f}",
+            ".a",
+            "a/.b",
+            "a.lock",
+            "a/b.lock",
+            "a/b.lock/c",
+        ];
+        let git = |args: &[&str]| {
+            std::process::Command::new("git")
+                .args(args)
+                .output()
+                .expect("git runs")
+                .status
+                .success()
+        };
+        // `--branch` itself expands `@` to the current branch, so the ref rules are
+        // asked of `refs/heads/NAME`; the two rules only `--branch` adds are checked
+        // against it apart. `@` is a ref git allows, refused here: in every revision
+        // argument it means HEAD.
+        assert!(!git(&["check-ref-format", "--branch", "-x"]));
+        assert!(!git(&["check-ref-format", "--branch", "HEAD"]));
+        for name in names {
+            let ok = git(&["check-ref-format", &format!("refs/heads/{name}")])
+                && !name.starts_with('-')
+                && name != "HEAD"
+                && name != "@";
+            assert_eq!(
+                check_branch_name(name).is_ok(),
+                ok,
+                "{name:?}: {:?}",
+                check_branch_name(name)
+            );
+        }
+    }
 
     #[test]
     fn ordinary_handles_pass_through() {

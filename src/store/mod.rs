@@ -31,6 +31,7 @@ pub use import::ImportReport;
 pub use inbox::{AckRecord, Effect, Item, ItemState, Outcome, DEFAULT_TTL};
 pub use lanes::{LaneRow, LaneState};
 pub use ledger::LedgerEntry;
+pub use resolve::ShortIds;
 pub use snapshot::Snapshot;
 pub use target::{agent_targets, Target, TargetKind};
 pub use tasks::{ListFilter, PhaseOutcome, TaskUpdate};

@@ -3,10 +3,142 @@
 //!
 //! Stamps are case-sensitive (`B` and `b` are different digits), so prefix lookups
 //! are index range scans on the binary-collated id, never `LIKE`.
+//!
+//! The other way round, [`ShortIds`] is what listings show: the shortest prefix of each
+//! id that no other task's id starts with, so what a person copies from a listing is
+//! what [`resolve`] accepts. A task is never removed, so a prefix shown once can only
+//! become ambiguous (and be refused, naming the matches), never name another task.
+//! Sessions are resolved by prefix too ([`Store::resolve_session`]), among the sessions
+//! the store knows.
 
+use super::Store;
 use crate::error::{Error, Result, SqlContext};
 use crate::stamp;
 use rusqlite::{params, OptionalExtension, Transaction};
+use std::collections::HashMap;
+
+/// The fewest characters a short id has, so ids keep their look while a store is
+/// small (one task would otherwise be `d`).
+pub const MIN_SHORT: usize = 4;
+
+/// The shortest unique prefix of every task id (at least [`MIN_SHORT`] characters).
+#[derive(Debug, Clone, Default)]
+pub struct ShortIds {
+    short: HashMap<String, usize>,
+}
+
+impl ShortIds {
+    /// From every task id, in any order.
+    pub fn new(mut ids: Vec<String>) -> ShortIds {
+        ids.sort_unstable();
+        let common =
+            |a: &str, b: &str| a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+        let mut short = HashMap::with_capacity(ids.len());
+        for (i, id) in ids.iter().enumerate() {
+            let before = i.checked_sub(1).map_or(0, |j| common(id, &ids[j]));
+            let after = ids.get(i + 1).map_or(0, |next| common(id, next));
+            let need = (before.max(after) + 1).max(MIN_SHORT);
+            // A prefix is typed as a stamp prefix: within the stamp, never into a
+            // collision suffix (`X` and `X-2` are told apart only whole).
+            let len = if stamp::is_stamp(id) && need <= stamp::WIDTH {
+                need
+            } else {
+                id.len()
+            };
+            short.insert(id.clone(), len);
+        }
+        ShortIds { short }
+    }
+
+    /// The shortest unique prefix of `id`; the id itself if it is not a task's.
+    pub fn id<'a>(&self, id: &'a str) -> &'a str {
+        match self.short.get(id) {
+            Some(&n) => &id[..n],
+            None => id,
+        }
+    }
+
+    /// `PROJECT-prefix` (or the prefix alone), which [`resolve`] takes as the handle.
+    pub fn handle(&self, id: &str, project: Option<&str>) -> String {
+        match project {
+            Some(p) => format!("{p}-{}", self.id(id)),
+            None => self.id(id).to_string(),
+        }
+    }
+}
+
+impl Store {
+    /// The shortest unique prefix of every task id, for listings.
+    pub fn short_ids(&mut self) -> Result<ShortIds> {
+        self.read("reading task ids", |tx, _| {
+            let mut st = tx.prepare_cached("SELECT id FROM tasks")?;
+            let ids = st
+                .query_map([], |r| r.get::<_, String>(0))?
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            Ok(ShortIds::new(ids))
+        })
+    }
+
+    /// A session as typed: a session the store knows (a claimant, a lane's session or
+    /// one in its lineage, an actor of the ledger) is itself; a prefix of at least
+    /// [`MIN_SHORT`] characters of exactly one known session id (a uuid or a stamp, as
+    /// spice makes them; names a person chose are never completed) is that session; a
+    /// prefix of several is refused naming them; anything else is kept as typed (a
+    /// session the store has not seen yet).
+    pub fn resolve_session(&mut self, typed: &str) -> Result<String> {
+        if typed.chars().count() < MIN_SHORT {
+            return Ok(typed.to_string());
+        }
+        self.read("looking up a session", |tx, _| {
+            let upper = format!("{typed}\u{10ffff}");
+            let mut found: Vec<String> = Vec::new();
+            let mut add = |s: String| {
+                if s.starts_with(typed) && !found.contains(&s) {
+                    found.push(s);
+                }
+            };
+            for sql in [
+                "SELECT DISTINCT claimant FROM claims WHERE claimant >= ?1 AND claimant < ?2",
+                "SELECT DISTINCT actor FROM ledger WHERE actor >= ?1 AND actor < ?2",
+                "SELECT session FROM lanes WHERE session >= ?1 AND session < ?2",
+            ] {
+                let mut st = tx.prepare_cached(sql)?;
+                let rows = st.query_map(params![typed, upper], |r| r.get::<_, String>(0))?;
+                for s in rows {
+                    add(s?);
+                }
+            }
+            let mut st = tx.prepare_cached("SELECT lineage FROM lanes")?;
+            let rows = st.query_map([], |r| r.get::<_, String>(0))?;
+            for l in rows {
+                for s in serde_json::from_str::<Vec<String>>(&l?).unwrap_or_default() {
+                    add(s);
+                }
+            }
+            if found.iter().any(|s| s == typed) {
+                return Ok(typed.to_string());
+            }
+            found.retain(|s| crate::task::looks_like_uuid(s) || stamp::is_stamp(s));
+            match found.len() {
+                0 => Ok(typed.to_string()),
+                1 => Ok(found.remove(0)),
+                n => {
+                    found.sort();
+                    let shown: Vec<&str> = found.iter().take(SHOWN).map(String::as_str).collect();
+                    let more = if n > SHOWN {
+                        format!(" and {} more", n - SHOWN)
+                    } else {
+                        String::new()
+                    };
+                    Err(Error::input(format!(
+                        "ambiguous session '{typed}': matches {}{more}; type more characters",
+                        shown.join(", ")
+                    )))
+                }
+            }
+        })
+    }
+}
 
 /// How many matches an ambiguity message lists.
 const SHOWN: usize = 4;
@@ -106,4 +238,63 @@ fn prefix_matches(
         .ctx(|| format!("failed to look up task {prefix}"))?;
     rows.collect::<std::result::Result<Vec<_>, _>>()
         .ctx(|| format!("failed to look up task {prefix}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_ids_are_the_shortest_unique_prefixes() {
+        let ids = [
+            "dbB4k7Xq2",
+            "dbB4k7Xq3",
+            "dbB4m0000",
+            "dc0000000",
+            "dc0000000-2",
+            "zz0000000",
+        ];
+        let short = ShortIds::new(ids.iter().map(|s| s.to_string()).collect());
+        let got: Vec<&str> = ids.iter().map(|id| short.id(id)).collect();
+        assert_eq!(
+            got,
+            [
+                "dbB4k7Xq2",
+                "dbB4k7Xq3",
+                "dbB4m",
+                "dc0000000",
+                "dc0000000-2",
+                "zz00"
+            ]
+        );
+        assert_eq!(short.handle("dbB4m0000", Some("app")), "app-dbB4m");
+        assert_eq!(short.handle("zz0000000", None), "zz00");
+        assert_eq!(short.id("not-a-task"), "not-a-task");
+    }
+
+    /// What a listing shows is what resolve takes back, bare and as a handle, even
+    /// for ids minted in one burst that share all but their last digits.
+    #[test]
+    fn every_short_id_resolves_to_its_task() {
+        let clock = std::sync::Arc::new(crate::clock::ManualClock::new(1_795_000_000_000_000));
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open_dir(dir.path(), clock).unwrap();
+        let mut ids = Vec::new();
+        for i in 0..40 {
+            let t = crate::task::NewTask {
+                title: format!("t{i}"),
+                project: Some(if i % 2 == 0 { "app" } else { "web" }.into()),
+                ..Default::default()
+            };
+            ids.push(store.add_task(t, &[]).unwrap());
+        }
+        let short = store.short_ids().unwrap();
+        for t in &ids {
+            let s = short.id(&t.id);
+            assert!(t.id.starts_with(s), "{s}");
+            assert_eq!(store.resolve(s).unwrap(), t.id, "{s}");
+            let h = short.handle(&t.id, t.project.as_deref());
+            assert_eq!(store.resolve(&h).unwrap(), t.id, "{h}");
+        }
+    }
 }
