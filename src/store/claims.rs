@@ -134,8 +134,11 @@ fn next_fence(tx: &Transaction<'_>) -> Result<i64> {
     )?)
 }
 
-fn lease_end(now: Micros, lease: Duration) -> Micros {
-    now.saturating_add(when::micros(lease))
+/// The deadline of a lease taken at `now`; a lease past [`when::MAX_DURATION`] is
+/// refused (it would overflow the timestamp), whichever caller built it.
+fn lease_end(now: Micros, lease: Duration) -> Result<Micros> {
+    when::check_duration(lease).map_err(|e| Error::input(format!("lease: {e}")))?;
+    Ok(now.saturating_add(when::micros(lease)))
 }
 
 /// Describes a claim for an error message: holder, fence, and when its lease ends.
@@ -219,7 +222,7 @@ fn not_ready(tx: &Transaction<'_>, id: &str, now: Micros) -> Result<Option<Strin
 
 fn insert_claim(tx: &Transaction<'_>, id: &str, req: &ClaimRequest, now: Micros) -> Result<Claim> {
     let fence = next_fence(tx)?;
-    let until = lease_end(now, req.lease);
+    let until = lease_end(now, req.lease)?;
     tx.prepare_cached(
         "INSERT INTO claims (task_id, claimant, lane, worktree, fence, lease_until, claimed_at, renewed_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
@@ -321,7 +324,7 @@ impl Store {
                 )));
             }
             check_holder(tx, &id, Some(holder), now, "renew")?;
-            let until = claim.lease_until.max(lease_end(now, lease));
+            let until = claim.lease_until.max(lease_end(now, lease)?);
             match successor {
                 Some(s) if s != claimant => {
                     let (project, phase) = cell_of(tx, &id)?;
@@ -371,7 +374,7 @@ impl Store {
             check_holder(tx, &id, Some(holder), now, verb)?;
             let claim = claim_of(tx, &id)?
                 .ok_or_else(|| Error::Other(format!("claim on {id} vanished")))?;
-            let until = claim.lease_until.max(lease_end(now, lease));
+            let until = claim.lease_until.max(lease_end(now, lease)?);
             tx.execute(
                 "UPDATE claims SET lease_until = ?2, renewed_at = ?3 WHERE task_id = ?1",
                 params![id, until, now],
@@ -434,7 +437,7 @@ impl Store {
                 )));
             }
             let fence = next_fence(tx)?;
-            let until = lease_end(now, t.lease);
+            let until = lease_end(now, t.lease)?;
             // The work stays where it is: worktree and lane carry over unless named.
             let worktree = t.worktree.clone().or(claim.worktree.clone());
             let lane = t.lane.clone().or(claim.lane.clone());
