@@ -8,6 +8,7 @@ mod next;
 pub(crate) mod render;
 mod serve;
 mod steer;
+mod store;
 mod task;
 mod watch;
 
@@ -55,7 +56,7 @@ enum Command {
     Session(watch::SessionCmd),
     /// The state store itself.
     #[command(subcommand)]
-    Store(StoreCmd),
+    Store(store::StoreCmd),
     /// Lanes of agents: validate their configuration.
     #[command(subcommand)]
     Fleet(fleet::FleetCmd),
@@ -99,14 +100,6 @@ struct DemoArgs {
     /// After each turn, wait for a message typed into the terminal.
     #[arg(long)]
     interactive: bool,
-}
-
-#[derive(Debug, Subcommand)]
-enum StoreCmd {
-    /// Print the state directory and database in use.
-    Path,
-    /// Run SQLite's integrity check on the database.
-    Check,
 }
 
 /// Runs the command line and returns the process exit code.
@@ -158,21 +151,7 @@ fn run(command: Command) -> Result<()> {
         Command::Exec(_) | Command::AgentShim { .. } => unreachable!("handled in main"),
         Command::Fleet(cmd) => fleet::run(cmd, &Env::from_process()?),
         Command::Serve(args) => serve::serve(args, Env::from_process()?),
-        Command::Store(cmd) => {
-            let env = Env::from_process()?;
-            let store = env.open()?;
-            match cmd {
-                StoreCmd::Path => {
-                    println!("{}", store.path().display());
-                    Ok(())
-                }
-                StoreCmd::Check => {
-                    store.integrity_check()?;
-                    println!("ok: {}", store.path().display());
-                    Ok(())
-                }
-            }
-        }
+        Command::Store(cmd) => store::run(cmd, &Env::from_process()?),
     }
 }
 
