@@ -148,30 +148,17 @@ fn restore_refuses_a_sound_store_without_force_and_any_store_in_use() {
     env.add(&["a task"]);
     env.run(&["store", "restore"])
         .fails(2, "passes its integrity check");
-    // Another process with the database open, as `fleet up` or `serve` would have it.
-    let mut holder = std::process::Command::new("sqlite3")
-        .arg(env.db())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("needs the sqlite3 shell");
-    {
-        use std::io::{BufRead, Write};
-        let stdin = holder.stdin.as_mut().unwrap();
-        writeln!(stdin, "SELECT 'open' FROM tasks LIMIT 1;").unwrap();
-        stdin.flush().unwrap();
-        let mut line = String::new();
-        std::io::BufReader::new(holder.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(line.trim(), "open");
-    }
+    // A connection held open by this process (another process to spice), as `fleet up`
+    // or `serve` would hold one, idle between reads.
+    let holder = rusqlite::Connection::open(env.db()).unwrap();
+    holder
+        .query_row("SELECT count(*) FROM tasks", [], |r| r.get::<_, i64>(0))
+        .unwrap();
     let err = env
         .run(&["store", "restore", "--force"])
         .fails(3, "is in use by process");
-    assert!(err.contains(&holder.id().to_string()), "{err}");
-    drop(holder.stdin.take());
-    holder.wait().unwrap();
+    assert!(err.contains(&std::process::id().to_string()), "{err}");
+    drop(holder);
 
     let out = env.run(&["store", "restore", "--force"]).ok().to_string();
     assert!(out.contains("kept as"), "{out}");

@@ -62,7 +62,8 @@ pub struct Store {
     conn: Connection,
     clock: Arc<dyn Clock>,
     path: PathBuf,
-    /// Why this connection cannot write, when it cannot (read-only, disk full).
+    /// Why this connection cannot write, when it cannot: `read-only (…)` or
+    /// `the disk is full (…)`, as the refusal of a write says after the file name.
     read_only: Option<String>,
     /// When this connection next looks at the file's soundness and its backups
     /// (`Micros::MIN` until its first write).
@@ -92,8 +93,8 @@ impl Store {
         })
     }
 
-    /// Why writes to this store are refused (read-only file system or directory, full
-    /// disk), or `None` when it can be written.
+    /// Why writes to this store are refused (`read-only (…)`, `the disk is full (…)`),
+    /// or `None` when it can be written.
     pub fn read_only(&self) -> Option<&str> {
         self.read_only.as_deref()
     }
@@ -122,7 +123,7 @@ impl Store {
     ) -> Result<T> {
         if let Some(why) = &self.read_only {
             return Err(Error::Other(format!(
-                "{}: read-only ({why}); nothing was written ({what})",
+                "{}: {why}; nothing was written ({what})",
                 self.path.display()
             )));
         }

@@ -68,7 +68,7 @@ fn open_read_write(path: &Path) -> Result<Connection> {
 pub(super) fn open_read_only(path: &Path, why: &str) -> Result<Connection> {
     if !path.exists() {
         return Err(Error::Other(format!(
-            "{}: read-only ({why}): it does not exist and cannot be created",
+            "{}: {why}: it does not exist and cannot be created",
             path.display()
         )));
     }
@@ -77,7 +77,7 @@ pub(super) fn open_read_only(path: &Path, why: &str) -> Result<Connection> {
     let version = schema::refuse_foreign(&conn, path)?;
     if version < schema::VERSION {
         return Err(Error::Other(format!(
-            "{}: read-only ({why}) and at schema version {version}, older than this spice's {}: it cannot be upgraded until it can be written",
+            "{}: {why}, and at schema version {version}, older than this spice's {}: it cannot be upgraded until it can be written",
             path.display(),
             schema::VERSION
         )));
@@ -93,11 +93,8 @@ pub(super) fn open_read_only_for_check(path: &Path, backup: bool) -> rusqlite::R
         return immutable_conn(path);
     }
     match read_only_conn(path) {
-        Err(e)
-            if e.sqlite_error_code() == Some(ErrorCode::CannotOpen) && !wal_file(path).exists() =>
-        {
-            immutable_conn(path)
-        }
+        // Nothing beside it can be created (read-only directory, full disk).
+        Err(e) if wal_is_empty(path) && !crate::error::is_corruption(&e) => immutable_conn(path),
         other => other,
     }
 }
@@ -137,6 +134,12 @@ fn uri_path(path: &Path) -> String {
     out
 }
 
+/// True when `path` has no `-wal` with content: nothing is committed beyond the main
+/// file (a failed open may leave an empty one behind).
+fn wal_is_empty(path: &Path) -> bool {
+    std::fs::metadata(wal_file(path)).map_or(true, |m| m.len() == 0)
+}
+
 pub(super) fn wal_file(path: &Path) -> PathBuf {
     let mut p = path.as_os_str().to_owned();
     p.push("-wal");
@@ -149,7 +152,7 @@ fn unwritable(path: &Path) -> Option<String> {
     let dir = directory(path);
     if let Err(e) = access(dir, AccessFlags::W_OK) {
         return Some(format!(
-            "its directory {} is not writable: {}",
+            "read-only (its directory {} is not writable: {})",
             dir.display(),
             std::io::Error::from(e)
         ));
@@ -157,7 +160,7 @@ fn unwritable(path: &Path) -> Option<String> {
     match access(path, AccessFlags::W_OK) {
         Err(nix::errno::Errno::ENOENT) | Ok(()) => None,
         Err(e) => Some(format!(
-            "the file is not writable: {}",
+            "read-only (the file is not writable: {})",
             std::io::Error::from(e)
         )),
     }
@@ -175,7 +178,8 @@ pub(super) fn disk_full(path: &Path) -> Option<String> {
     let dir = directory(path);
     let st = nix::sys::statvfs::statvfs(dir).ok()?;
     let free = st.blocks_available() as u64 * st.fragment_size() as u64;
-    (free < FULL_BELOW).then(|| format!("the disk is full: {free} bytes free in {}", dir.display()))
+    (free < FULL_BELOW)
+        .then(|| format!("the disk is full ({free} bytes free in {})", dir.display()))
 }
 
 fn io_failure(e: &Error) -> bool {
@@ -209,8 +213,8 @@ pub(super) fn explain(path: &Path, read_only: Option<&str>, e: Error) -> Error {
             "{file} is corrupt ({source}): refusing to use it; `spice store check` says what is damaged and how to restore it"
         )),
         Some(ErrorCode::ReadOnly) => Error::Other(format!(
-            "{file}: read-only ({}): {context}; nothing was written",
-            read_only.map_or_else(|| source.to_string(), str::to_string)
+            "{file}: {}: {context}; nothing was written",
+            read_only.map_or_else(|| format!("read-only ({source})"), str::to_string)
         )),
         Some(ErrorCode::SystemIoFailure | ErrorCode::DiskFull) => match disk_full(path) {
             Some(full) => Error::Other(format!(
@@ -241,7 +245,7 @@ mod tests {
         let p = Path::new("/state/spice.db");
         let e = explain(
             p,
-            Some("its directory /state is not writable"),
+            Some("read-only (its directory /state is not writable)"),
             sqlite(rusqlite::ffi::SQLITE_READONLY),
         );
         assert_eq!(
