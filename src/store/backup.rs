@@ -331,3 +331,98 @@ fn sync(path: &Path) -> Result<()> {
 fn io(context: String, source: std::io::Error) -> Error {
     Error::Io { context, source }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::{Clock, ManualClock};
+    use std::sync::Arc;
+
+    fn add(store: &mut Store, title: &str) {
+        let t = crate::task::NewTask {
+            title: title.into(),
+            ..Default::default()
+        };
+        store.add_task(t, &[]).unwrap();
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut n: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        n.sort();
+        n
+    }
+
+    #[test]
+    fn a_long_lived_writer_backs_up_hourly_and_keeps_a_bounded_number() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(1_790_000_000_000_000));
+        let mut store = Store::open_dir(dir.path(), clock.clone()).unwrap();
+        add(&mut store, "first");
+        let backups = dir.path().join(BACKUP_DIR);
+        assert_eq!(names(&backups).len(), 1, "the first write takes one");
+        clock.advance(BACKUP_EVERY / 2);
+        add(&mut store, "within the hour");
+        assert_eq!(names(&backups).len(), 1);
+        for i in 0..BACKUPS_KEPT + 5 {
+            clock.advance(BACKUP_EVERY);
+            add(&mut store, &format!("hour {i}"));
+        }
+        let kept = names(&backups);
+        assert_eq!(kept.len(), BACKUPS_KEPT, "{kept:?}");
+        assert!(
+            kept.iter()
+                .all(|n| n.starts_with("spice-") && n.ends_with(".db")),
+            "no temporary file left: {kept:?}"
+        );
+        let newest = &list_backups(dir.path()).unwrap()[0];
+        assert_eq!(newest.taken, clock.now() / 1_000_000 * 1_000_000);
+        // The newest backup holds the write that took it.
+        let copy =
+            Connection::open_with_flags(&newest.path, OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+        let n: i64 = copy
+            .query_row("SELECT count(*) FROM tasks", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 2 + BACKUPS_KEPT as i64 + 5);
+    }
+
+    #[test]
+    fn a_store_whose_file_was_damaged_is_neither_written_nor_backed_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(1_790_000_000_000_000));
+        let mut store = Store::open_dir(dir.path(), clock.clone()).unwrap();
+        for i in 0..300 {
+            add(
+                &mut store,
+                &format!("task number {i} with a longer title to fill pages"),
+            );
+        }
+        drop(store);
+        let db = dir.path().join(crate::store::DB_FILE);
+        let mut bytes = std::fs::read(&db).unwrap();
+        let (start, end) = (bytes.len() / 2 / 4096 * 4096, bytes.len() - 4096);
+        bytes[start..end].fill(0xA5);
+        std::fs::write(&db, &bytes).unwrap();
+        clock.advance(BACKUP_EVERY * 2);
+        let mut store = Store::open_dir(dir.path(), clock.clone()).unwrap();
+        let e = store
+            .steer(
+                &crate::store::Target {
+                    kind: crate::store::TargetKind::Lane,
+                    name: "core".into(),
+                },
+                "hello",
+                BACKUP_EVERY,
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("corrupt"), "{e}");
+        assert_eq!(
+            names(&dir.path().join(BACKUP_DIR)).len(),
+            1,
+            "only the sound one"
+        );
+        assert_eq!(std::fs::read(&db).unwrap(), bytes);
+    }
+}
