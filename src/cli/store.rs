@@ -86,8 +86,10 @@ fn check(env: &Env, json: bool) -> Result<()> {
             .schema_version
             .map(|v| format!(" (schema version {v})"))
             .unwrap_or_default();
+        // "ok: PATH" first, as scripts have read it.
         println!(
-            "{}: {}{version}",
+            "{}: {} is {}{version}",
+            if report.ok { "ok" } else { "problem" },
             report.db.display(),
             report.found.verdict.text()
         );
