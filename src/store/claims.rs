@@ -534,3 +534,45 @@ fn check_claimant(c: &str) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use std::sync::Arc;
+
+    /// Regression (#14): a lease past the timestamp range saturated to `i64::MAX`, which
+    /// reads as 1970; the store refuses it whichever caller built it.
+    #[test]
+    fn a_lease_beyond_the_maximum_is_refused_by_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(1_790_000_000_000_000));
+        let mut store = Store::open_dir(dir.path(), clock).unwrap();
+        let t = store
+            .add_task(
+                crate::task::NewTask {
+                    title: "t".into(),
+                    ..Default::default()
+                },
+                &[],
+            )
+            .unwrap();
+        let req = |lease| ClaimRequest {
+            claimant: "me".into(),
+            lane: None,
+            worktree: None,
+            lease,
+        };
+        let too_long = when::MAX_DURATION + Duration::from_secs(1);
+        let e = store.claim(&t.id, &req(too_long)).unwrap_err();
+        assert_eq!(e.exit_code(), 2, "{e}");
+        assert!(e.to_string().starts_with("lease: "), "{e}");
+        assert!(
+            e.to_string()
+                .contains("exceeds the maximum duration of 10 years"),
+            "{e}"
+        );
+        let c = store.claim(&t.id, &req(when::MAX_DURATION)).unwrap();
+        assert!(c.lease_until > store.now());
+    }
+}
