@@ -2,7 +2,11 @@
 //!
 //! Everything inside spice is microseconds since the Unix epoch (UTC). Input accepts
 //! Taskwarrior's compact form (`20261101T120000Z`), RFC 3339, and a plain date
-//! (`2026-12-01`, taken as midnight UTC). Durations use humantime (`90s`, `15m`, `2h30m`).
+//! (`2026-12-01`, taken as midnight UTC). Durations use humantime (`90s`, `15m`, `2h30m`)
+//! and are at most [`MAX_DURATION`] (10 years): every duration field (`--lease`, `--ttl`,
+//! lane-file `lease`/`renew`/`start_timeout`, the console's `ttl`/`lease`) goes through
+//! [`parse_duration`], so a typo such as `300000y` is refused instead of overflowing
+//! into a lease "until 1970".
 
 use crate::clock::Micros;
 use chrono::{DateTime, NaiveDate, NaiveDateTime, TimeZone, Utc};
@@ -47,17 +51,37 @@ fn to_datetime(micros: Micros) -> DateTime<Utc> {
     DateTime::from_timestamp_micros(micros).unwrap_or_default()
 }
 
-/// Parses a positive duration (`30s`, `15m`, `2h 30m`, `1d`).
+/// The longest duration any field accepts: 10 years (of 365.25 days, as humantime
+/// counts them). Far beyond any sensible lease or TTL, and far inside the range of a
+/// microsecond timestamp, so `now + duration` can never overflow.
+pub const MAX_DURATION: std::time::Duration = std::time::Duration::from_secs(10 * 31_557_600);
+
+/// The maximum as people read it, for error messages and help.
+pub const MAX_DURATION_TEXT: &str = "10 years";
+
+/// Parses a positive duration (`30s`, `15m`, `2h 30m`, `1d`) of at most [`MAX_DURATION`].
 pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    let d = humantime::parse_duration(text.trim())
-        .map_err(|e| format!("invalid duration '{}': {e} (try 30s, 15m, 2h)", text.trim()))?;
+    let t = text.trim();
+    let d = humantime::parse_duration(t)
+        .map_err(|e| format!("invalid duration '{t}': {e} (try 30s, 15m, 2h)"))?;
     if d.is_zero() {
-        return Err(format!(
-            "invalid duration '{}': must be positive",
-            text.trim()
-        ));
+        return Err(format!("invalid duration '{t}': must be positive"));
     }
+    check_duration(d).map_err(|_| too_long(t))?;
     Ok(d)
+}
+
+/// Refuses a duration longer than [`MAX_DURATION`], for durations that reach the
+/// library without being parsed from text (the store checks leases and TTLs with it).
+pub fn check_duration(d: std::time::Duration) -> Result<(), String> {
+    if d > MAX_DURATION {
+        return Err(too_long(&format!("{}s", d.as_secs())));
+    }
+    Ok(())
+}
+
+fn too_long(text: &str) -> String {
+    format!("{text} exceeds the maximum duration of {MAX_DURATION_TEXT}")
 }
 
 /// A duration in microseconds, saturating.
@@ -112,6 +136,25 @@ mod tests {
         assert!(parse_duration("0s").is_err());
         assert!(parse_duration("soon").unwrap_err().contains("soon"));
         assert_eq!(span(-45_000_000), "-45s");
+        assert_eq!(parse_duration("10y").unwrap(), MAX_DURATION);
+        assert!(check_duration(MAX_DURATION).is_ok());
         assert_eq!(span(3 * 3_600_000_000 + 12 * 60_000_000), "3h12m");
+    }
+
+    /// Regression (#14): `300000y` overflowed a microsecond timestamp, and the lease
+    /// it made read "until 1970-01-01".
+    #[test]
+    fn absurd_durations_are_refused_against_the_documented_maximum() {
+        for text in ["300000y", "10y 1s", "3653d"] {
+            let e = parse_duration(text).unwrap_err();
+            assert_eq!(
+                e,
+                format!("{text} exceeds the maximum duration of 10 years"),
+                "{text}"
+            );
+        }
+        assert!(check_duration(MAX_DURATION + std::time::Duration::from_secs(1)).is_err());
+        // The maximum added to any plausible clock still fits a timestamp.
+        assert!(crate::clock::Micros::MAX - micros(MAX_DURATION) > 4_102_444_800_000_000);
     }
 }

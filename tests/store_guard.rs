@@ -105,3 +105,69 @@ fn a_second_store_in_one_process_keeps_the_first_ones_commits_visible() {
     );
     drop(second);
 }
+
+fn side_files(env: &TestEnv) -> Vec<String> {
+    std::fs::read_dir(&env.home)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "spice.db")
+        .collect()
+}
+
+/// Regression (#14): the journal mode was switched to WAL before the schema check, so a
+/// refused foreign file had its header (bytes 18-19) rewritten.
+#[test]
+fn a_foreign_sqlite_database_is_refused_without_writing_a_byte() {
+    let env = TestEnv::new();
+    std::fs::create_dir_all(&env.home).unwrap();
+    let db = rusqlite::Connection::open(env.db()).unwrap();
+    db.execute_batch("CREATE TABLE recipes (name TEXT); INSERT INTO recipes VALUES ('soup');")
+        .unwrap();
+    drop(db);
+    let before = std::fs::read(env.db()).unwrap();
+    env.run(&["task", "list"]).fails(4, "not spice's");
+    env.run(&["task", "add", "x"]).fails(4, "not spice's");
+    env.run(&["store", "check"]).fails(4, "not spice's");
+    assert_eq!(
+        std::fs::read(env.db()).unwrap(),
+        before,
+        "not a byte written"
+    );
+    assert_eq!(
+        side_files(&env),
+        Vec::<String>::new(),
+        "nothing created beside it"
+    );
+}
+
+/// Regression (#14): the same, for a database a newer spice left in rollback mode.
+#[test]
+fn a_database_from_a_newer_spice_is_refused_without_writing_a_byte() {
+    let env = TestEnv::new();
+    env.add(&["keep me"]);
+    let db = rusqlite::Connection::open(env.db()).unwrap();
+    db.pragma_update(None, "user_version", 99).unwrap();
+    db.query_row("PRAGMA journal_mode = DELETE", [], |_| Ok(()))
+        .unwrap();
+    drop(db);
+    let _ = std::fs::remove_dir_all(env.home.join("backups"));
+    let before = std::fs::read(env.db()).unwrap();
+    env.run(&["task", "list"])
+        .fails(4, "schema version 99, written by a newer spice");
+    env.run(&["task", "add", "x"]).fails(4, "newer spice");
+    let unchanged = std::fs::read(env.db()).unwrap() == before;
+    assert!(unchanged, "not a byte written by task list or task add");
+    let r = env.run(&["store", "check", "--json"]);
+    assert_eq!(r.code, 4);
+    assert!(r.stdout.contains("\"verdict\":\"newer\""), "{}", r.stdout);
+    assert_eq!(
+        std::fs::read(env.db()).unwrap(),
+        before,
+        "not a byte written"
+    );
+    assert_eq!(
+        side_files(&env),
+        Vec::<String>::new(),
+        "nothing created beside it"
+    );
+}

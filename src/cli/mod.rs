@@ -9,6 +9,7 @@ mod next;
 pub(crate) mod render;
 mod serve;
 mod steer;
+mod store;
 mod task;
 mod watch;
 
@@ -56,7 +57,7 @@ enum Command {
     Session(watch::SessionCmd),
     /// The state store itself.
     #[command(subcommand)]
-    Store(StoreCmd),
+    Store(store::StoreCmd),
     /// Lanes of agents: check their configuration, run them (up), see them (status),
     /// stop them (down), lift a crash-loop hold, attach to an agent's terminal.
     #[command(subcommand)]
@@ -105,14 +106,6 @@ struct DemoArgs {
     /// After each turn, wait for a message typed into the terminal.
     #[arg(long)]
     interactive: bool,
-}
-
-#[derive(Debug, Subcommand)]
-enum StoreCmd {
-    /// Print the state directory and database in use.
-    Path,
-    /// Run SQLite's integrity check on the database.
-    Check,
 }
 
 /// Runs the command line and returns the process exit code.
@@ -173,21 +166,7 @@ fn run(command: Command) -> Result<()> {
         }
         Command::Fleet(cmd) => fleet::run(cmd, &Env::from_process()?),
         Command::Serve(args) => serve::serve(args, Env::from_process()?),
-        Command::Store(cmd) => {
-            let env = Env::from_process()?;
-            let store = env.open()?;
-            match cmd {
-                StoreCmd::Path => {
-                    println!("{}", store.path().display());
-                    Ok(())
-                }
-                StoreCmd::Check => {
-                    store.integrity_check()?;
-                    println!("ok: {}", store.path().display());
-                    Ok(())
-                }
-            }
-        }
+        Command::Store(cmd) => store::run(cmd, &Env::from_process()?),
     }
 }
 

@@ -134,8 +134,11 @@ fn next_fence(tx: &Transaction<'_>) -> Result<i64> {
     )?)
 }
 
-fn lease_end(now: Micros, lease: Duration) -> Micros {
-    now.saturating_add(when::micros(lease))
+/// The deadline of a lease taken at `now`; a lease past [`when::MAX_DURATION`] is
+/// refused (it would overflow the timestamp), whichever caller built it.
+fn lease_end(now: Micros, lease: Duration) -> Result<Micros> {
+    when::check_duration(lease).map_err(|e| Error::input(format!("lease: {e}")))?;
+    Ok(now.saturating_add(when::micros(lease)))
 }
 
 /// Describes a claim for an error message: holder, fence, and when its lease ends.
@@ -219,7 +222,7 @@ fn not_ready(tx: &Transaction<'_>, id: &str, now: Micros) -> Result<Option<Strin
 
 fn insert_claim(tx: &Transaction<'_>, id: &str, req: &ClaimRequest, now: Micros) -> Result<Claim> {
     let fence = next_fence(tx)?;
-    let until = lease_end(now, req.lease);
+    let until = lease_end(now, req.lease)?;
     tx.prepare_cached(
         "INSERT INTO claims (task_id, claimant, lane, worktree, fence, lease_until, claimed_at, renewed_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
@@ -321,7 +324,7 @@ impl Store {
                 )));
             }
             check_holder(tx, &id, Some(holder), now, "renew")?;
-            let until = claim.lease_until.max(lease_end(now, lease));
+            let until = claim.lease_until.max(lease_end(now, lease)?);
             match successor {
                 Some(s) if s != claimant => {
                     let (project, phase) = cell_of(tx, &id)?;
@@ -371,7 +374,7 @@ impl Store {
             check_holder(tx, &id, Some(holder), now, verb)?;
             let claim = claim_of(tx, &id)?
                 .ok_or_else(|| Error::Other(format!("claim on {id} vanished")))?;
-            let until = claim.lease_until.max(lease_end(now, lease));
+            let until = claim.lease_until.max(lease_end(now, lease)?);
             tx.execute(
                 "UPDATE claims SET lease_until = ?2, renewed_at = ?3 WHERE task_id = ?1",
                 params![id, until, now],
@@ -434,7 +437,7 @@ impl Store {
                 )));
             }
             let fence = next_fence(tx)?;
-            let until = lease_end(now, t.lease);
+            let until = lease_end(now, t.lease)?;
             // The work stays where it is: worktree and lane carry over unless named.
             let worktree = t.worktree.clone().or(claim.worktree.clone());
             let lane = t.lane.clone().or(claim.lane.clone());
@@ -530,4 +533,46 @@ fn check_claimant(c: &str) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use std::sync::Arc;
+
+    /// Regression (#14): a lease past the timestamp range saturated to `i64::MAX`, which
+    /// reads as 1970; the store refuses it whichever caller built it.
+    #[test]
+    fn a_lease_beyond_the_maximum_is_refused_by_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(1_790_000_000_000_000));
+        let mut store = Store::open_dir(dir.path(), clock).unwrap();
+        let t = store
+            .add_task(
+                crate::task::NewTask {
+                    title: "t".into(),
+                    ..Default::default()
+                },
+                &[],
+            )
+            .unwrap();
+        let req = |lease| ClaimRequest {
+            claimant: "me".into(),
+            lane: None,
+            worktree: None,
+            lease,
+        };
+        let too_long = when::MAX_DURATION + Duration::from_secs(1);
+        let e = store.claim(&t.id, &req(too_long)).unwrap_err();
+        assert_eq!(e.exit_code(), 2, "{e}");
+        assert!(e.to_string().starts_with("lease: "), "{e}");
+        assert!(
+            e.to_string()
+                .contains("exceeds the maximum duration of 10 years"),
+            "{e}"
+        );
+        let c = store.claim(&t.id, &req(when::MAX_DURATION)).unwrap();
+        assert!(c.lease_until > store.now());
+    }
 }

@@ -12,12 +12,20 @@
 //!   recreated or "repaired".
 //! - WAL journal, `synchronous=FULL` (a committed claim survives a machine crash),
 //!   `busy_timeout` so concurrent claimers queue instead of failing.
+//! - A corrupt store takes no writes: each connection's first write runs SQLite's
+//!   `quick_check` (the full `integrity_check` when a backup is due) and refuses on a
+//!   damaged file, whichever command writes first ([`backup`]).
+//! - A store that cannot be written (read-only directory or file, full disk) still
+//!   serves reads; its writes are refused naming the file and the reason ([`open`]).
 
+mod backup;
+mod check;
 mod claims;
 mod import;
 mod inbox;
 mod lanes;
 mod ledger;
+mod open;
 mod phases;
 mod resolve;
 mod schema;
@@ -26,6 +34,8 @@ mod target;
 mod tasks;
 mod watch;
 
+pub use backup::{list_backups, restore, Backup, Restored, BACKUPS_KEPT, BACKUP_DIR, BACKUP_EVERY};
+pub use check::{check, CheckReport, Verdict};
 pub use claims::{Claim, ClaimRequest, Holder, Takeover, DEFAULT_LEASE};
 pub use import::ImportReport;
 pub use inbox::{AckRecord, Effect, Item, ItemState, Outcome, DEFAULT_TTL};
@@ -38,7 +48,7 @@ pub use tasks::{ListFilter, PhaseOutcome, TaskUpdate};
 
 use crate::clock::{Clock, Micros};
 use crate::error::{Error, Result, SqlContext};
-use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+use rusqlite::{Connection, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,12 +57,18 @@ use std::time::Duration;
 pub const DB_FILE: &str = "spice.db";
 
 /// How long a writer waits for the lock before giving up.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub struct Store {
     conn: Connection,
     clock: Arc<dyn Clock>,
     path: PathBuf,
+    /// Why this connection cannot write, when it cannot: `read-only (…)` or
+    /// `the disk is full (…)`, as the refusal of a write says after the file name.
+    read_only: Option<String>,
+    /// When this connection next looks at the file's soundness and its backups
+    /// (`Micros::MIN` until its first write).
+    next_guard: Micros,
 }
 
 impl Store {
@@ -65,30 +81,23 @@ impl Store {
         Store::open(&state_dir.join(DB_FILE), clock)
     }
 
-    /// Opens the database at `path`, creating and migrating it as needed.
+    /// Opens the database at `path`, creating and migrating it as needed; read-only
+    /// (see [`Store::read_only`]) when it cannot be written.
     pub fn open(path: &Path, clock: Arc<dyn Clock>) -> Result<Store> {
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(path, flags).map_err(|e| open_error(path, e))?;
-        conn.busy_timeout(BUSY_TIMEOUT)
-            .map_err(|e| open_error(path, e))?;
-        conn.execute_batch("PRAGMA foreign_keys = ON; PRAGMA synchronous = FULL;")
-            .map_err(|e| open_error(path, e))?;
-        let mode: String = conn
-            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
-            .map_err(|e| open_error(path, e))?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0))
-                .map_err(|e| open_error(path, e))?;
-        }
-        let mut store = Store {
+        let (conn, read_only) = open::open(path)?;
+        Ok(Store {
             conn,
             clock,
             path: path.to_path_buf(),
-        };
-        schema::migrate(&mut store.conn, path)?;
-        Ok(store)
+            read_only,
+            next_guard: Micros::MIN,
+        })
+    }
+
+    /// Why writes to this store are refused (`read-only (…)`, `the disk is full (…)`),
+    /// or `None` when it can be written.
+    pub fn read_only(&self) -> Option<&str> {
+        self.read_only.as_deref()
     }
 
     /// How long a write waits for another writer's lock. Interactive paths that must
@@ -113,17 +122,41 @@ impl Store {
         what: &str,
         f: impl FnOnce(&Transaction<'_>, Micros) -> Result<T>,
     ) -> Result<T> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .ctx(|| format!("failed to start {what}"))?;
-        // After the lock: a writer that waited for it must not stamp the past.
-        let now = self.clock.now();
-        let out = f(&tx, now).map_err(|e| corrupt(&self.path, e))?;
-        tx.commit()
-            .ctx(|| format!("failed to commit {what}"))
-            .map_err(|e| corrupt(&self.path, e))?;
-        Ok(out)
+        if let Some(why) = &self.read_only {
+            return Err(Error::Other(format!(
+                "{}: {why}; nothing was written ({what})",
+                self.path.display()
+            )));
+        }
+        let before = self.clock.now();
+        let backup_due = before >= self.next_guard && self.guard(before)?;
+        let (path, read_only) = (&self.path, self.read_only.as_deref());
+        let written = (|| {
+            let tx = self
+                .conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .ctx(|| format!("failed to start {what}"))?;
+            // After the lock: a writer that waited for it must not stamp the past.
+            let now = self.clock.now();
+            let out = f(&tx, now)?;
+            tx.commit().ctx(|| format!("failed to commit {what}"))?;
+            Ok(out)
+        })()
+        .map_err(|e| open::explain(path, read_only, e));
+        match written {
+            Ok(out) if backup_due => {
+                self.take_backup(self.clock.now());
+                Ok(out)
+            }
+            Ok(out) => Ok(out),
+            Err(e) => {
+                if backup_due {
+                    // The backup waits for a write that commits.
+                    self.next_guard = before;
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Runs `f` in a read transaction, so it sees one consistent snapshot.
@@ -133,66 +166,17 @@ impl Store {
         f: impl FnOnce(&Transaction<'_>, Micros) -> Result<T>,
     ) -> Result<T> {
         let now = self.clock.now();
+        let (path, read_only) = (&self.path, self.read_only.as_deref());
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Deferred)
-            .ctx(|| format!("failed to start {what}"))?;
-        f(&tx, now).map_err(|e| corrupt(&self.path, e))
+            .ctx(|| format!("failed to start {what}"))
+            .map_err(|e| open::explain(path, read_only, e))?;
+        f(&tx, now).map_err(|e| open::explain(path, read_only, e))
     }
 
     /// `PRAGMA integrity_check`: `Ok(())` or the problems SQLite found.
     pub fn integrity_check(&self) -> Result<()> {
-        let rows: Vec<String> = (|| {
-            let mut stmt = self.conn.prepare("PRAGMA integrity_check")?;
-            let rows = stmt.query_map([], |r| r.get(0))?;
-            rows.collect::<std::result::Result<_, _>>()
-        })()
-        .map_err(|e| corrupt(&self.path, e.into()))?;
-        if rows == ["ok"] {
-            Ok(())
-        } else {
-            Err(Error::Store(format!(
-                "{} failed its integrity check: {}",
-                self.path.display(),
-                rows.join("; ")
-            )))
-        }
-    }
-}
-
-/// Turns SQLite's "malformed" errors into a refusal that names the file.
-fn corrupt(path: &Path, e: Error) -> Error {
-    match e {
-        Error::Sqlite { source, .. } if crate::error::is_corruption(&source) => Error::Store(format!(
-            "{} is corrupt ({source}): refusing to use or replace it; inspect it with `spice store check`",
-            path.display()
-        )),
-        other => other,
-    }
-}
-
-/// SQLite itself tells a foreign or damaged file apart on first read, without writing
-/// to it. (An earlier version read the header with a plain `open`/`close` first; in a
-/// process that already had a connection, that `close` dropped SQLite's POSIX locks on
-/// the file, so another process could checkpoint and reset the WAL under it, and that
-/// connection's later commits were lost to everyone else. Never open the database
-/// file outside SQLite.)
-fn open_error(path: &Path, e: rusqlite::Error) -> Error {
-    if e.sqlite_error_code() == Some(rusqlite::ErrorCode::NotADatabase) {
-        return Error::Store(format!(
-            "{} is not a SQLite database (corrupt or foreign file): refusing to use or replace it",
-            path.display()
-        ));
-    }
-    if crate::error::is_corruption(&e) {
-        Error::Store(format!(
-            "{} is corrupt ({e}): refusing to use or replace it",
-            path.display()
-        ))
-    } else {
-        Error::Sqlite {
-            context: format!("failed to open {}", path.display()),
-            source: e,
-        }
+        check::integrity(&self.conn, &self.path, "integrity_check")
     }
 }

@@ -137,13 +137,40 @@ const MIGRATIONS: &[&str] = &[
     "#,
 ];
 
+/// Reads the schema version and refuses a database from a newer spice or another
+/// program, without writing anything; returns the version.
+pub fn refuse_foreign(conn: &Connection, path: &Path) -> Result<i64> {
+    let version = user_version(conn, path)?;
+    check_not_newer(version, path)?;
+    if version == 0 {
+        check_no_tables(conn, path)?;
+    }
+    Ok(version)
+}
+
+fn check_no_tables(conn: &Connection, path: &Path) -> Result<()> {
+    let tables: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_schema WHERE type = 'table'",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(|e| store_err(path, e))?;
+    if tables > 0 {
+        return Err(Error::Store(format!(
+            "{} is a SQLite database but not spice's (it has tables and no spice schema version): refusing to use it",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
 /// Brings the database at `path` up to [`VERSION`], or refuses it.
 pub fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
-    let current = user_version(conn, path)?;
+    let current = refuse_foreign(conn, path)?;
     if current == VERSION {
         return Ok(());
     }
-    check_not_newer(current, path)?;
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(|e| store_err(path, e))?;
@@ -153,19 +180,7 @@ pub fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
         .map_err(|e| store_err(path, e))?;
     check_not_newer(current, path)?;
     if current == 0 {
-        let tables: i64 = tx
-            .query_row(
-                "SELECT count(*) FROM sqlite_schema WHERE type = 'table'",
-                [],
-                |r| r.get(0),
-            )
-            .map_err(|e| store_err(path, e))?;
-        if tables > 0 {
-            return Err(Error::Store(format!(
-                "{} is a SQLite database but not spice's (it has tables and no spice schema version): refusing to use it",
-                path.display()
-            )));
-        }
+        check_no_tables(&tx, path)?;
     }
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
         tx.execute_batch(sql).map_err(|e| store_err(path, e))?;
@@ -192,15 +207,12 @@ fn check_not_newer(version: i64, path: &Path) -> Result<()> {
 }
 
 fn store_err(path: &Path, e: rusqlite::Error) -> Error {
-    if crate::error::is_corruption(&e) {
-        Error::Store(format!(
-            "{} is corrupt ({e}): refusing to use or replace it",
-            path.display()
-        ))
-    } else {
+    super::open::explain(
+        path,
+        None,
         Error::Sqlite {
             context: format!("failed to migrate {}", path.display()),
             source: e,
-        }
-    }
+        },
+    )
 }

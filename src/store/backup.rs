@@ -1,0 +1,444 @@
+//! Rolling online backups of the store, and restoring one.
+//!
+//! Invariants:
+//! - A backup is taken by a writer: on a connection's first write, and again whenever
+//!   one of its writes finds the newest backup [`BACKUP_EVERY`] old, so a long-running
+//!   supervisor keeps taking them. Only [`BACKUPS_KEPT`] are kept, oldest removed first.
+//! - A backup is never taken from a store that fails `PRAGMA integrity_check`: that
+//!   check runs first, and a failure refuses the write as well.
+//! - A backup is written under a temporary name and renamed into place, so a
+//!   `backups/spice-*.db` file is always complete. SQLite's backup API copies one
+//!   consistent snapshot while other connections keep working.
+//! - Restoring refuses while another process has the database open, and never deletes
+//!   the file it replaces: it is renamed to `spice.db.aside-<time>` (with its `-wal`).
+
+use super::check::{self, Verdict};
+use super::Store;
+use crate::clock::Micros;
+use crate::error::{Error, Result, SqlContext};
+use crate::when;
+use rusqlite::{Connection, OpenFlags};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The directory of backups, inside the state directory.
+pub const BACKUP_DIR: &str = "backups";
+/// How many backups are kept.
+pub const BACKUPS_KEPT: usize = 24;
+/// How old the newest backup gets before a writer takes another.
+pub const BACKUP_EVERY: Duration = Duration::from_secs(3600);
+
+/// One backup file, named by when it was taken.
+#[derive(Debug, Clone, Serialize)]
+pub struct Backup {
+    pub path: PathBuf,
+    #[serde(serialize_with = "rfc3339")]
+    pub taken: Micros,
+    pub bytes: u64,
+}
+
+fn rfc3339<S: serde::Serializer>(m: &Micros, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(&when::rfc3339(*m))
+}
+
+impl Store {
+    /// Runs before a connection's first write and whenever a backup may be due: refuses
+    /// a damaged file, and says whether a backup is due (the newest is
+    /// [`BACKUP_EVERY`] old), to be taken once the write has committed.
+    pub(super) fn guard(&mut self, now: Micros) -> Result<bool> {
+        let every = when::micros(BACKUP_EVERY);
+        let newest = list(&backup_dir(&self.path))
+            .ok()
+            .and_then(|b| b.first().map(|b| b.taken));
+        // A backup stamped far in the future (a clock set back) does not stop new ones.
+        let due =
+            newest.is_none_or(|t| now.saturating_sub(t) >= every || t.saturating_sub(now) >= every);
+        if due {
+            check::integrity(&self.conn, &self.path, "integrity_check")?;
+            self.next_guard = now.saturating_add(every);
+        } else {
+            if self.next_guard == Micros::MIN {
+                check::integrity(&self.conn, &self.path, "quick_check")?;
+            }
+            self.next_guard = newest.unwrap_or(now).saturating_add(every);
+        }
+        Ok(due)
+    }
+
+    /// Takes a backup now. A failure is reported (tracing) and does not undo or fail
+    /// the write that came before it; `spice store check` shows how old the newest is.
+    pub(super) fn take_backup(&self, now: Micros) {
+        if let Err(e) = take(&self.conn, &backup_dir(&self.path), now) {
+            tracing::warn!(target: "spice::store", "no backup of {}: {e}", self.path.display());
+        }
+    }
+}
+
+fn backup_dir(db: &Path) -> PathBuf {
+    db.parent().unwrap_or(Path::new(".")).join(BACKUP_DIR)
+}
+
+/// Copies the database behind `conn` into `dir/spice-<time>.db`, then drops the oldest
+/// beyond [`BACKUPS_KEPT`].
+fn take(conn: &Connection, dir: &Path, now: Micros) -> Result<PathBuf> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| io(format!("failed to create {}", dir.display()), e))?;
+    let name = format!("spice-{}.db", when::taskwarrior(now));
+    let tmp = dir.join(format!(".{name}.{}.tmp", uuid::Uuid::new_v4().simple()));
+    let copied = copy_into(conn, &tmp).and_then(|()| {
+        sync(&tmp)?;
+        let dest = dir.join(&name);
+        std::fs::rename(&tmp, &dest)
+            .map_err(|e| io(format!("failed to rename {} into place", tmp.display()), e))?;
+        sync(dir)?;
+        Ok(dest)
+    });
+    if copied.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+        let _ = std::fs::remove_file(tmp.with_extension("tmp-journal"));
+    }
+    let dest = copied?;
+    prune(dir)?;
+    Ok(dest)
+}
+
+fn copy_into(conn: &Connection, tmp: &Path) -> Result<()> {
+    use rusqlite::backup::StepResult;
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let mut dst = Connection::open_with_flags(tmp, flags)
+        .ctx(|| format!("failed to create {}", tmp.display()))?;
+    let backup =
+        rusqlite::backup::Backup::new(conn, &mut dst).ctx(|| "failed to start a backup".into())?;
+    // All pages in one step: one read snapshot, never restarted by a concurrent commit.
+    for _ in 0..100 {
+        match backup
+            .step(-1)
+            .ctx(|| format!("failed to write {}", tmp.display()))?
+        {
+            StepResult::Done => return Ok(()),
+            StepResult::More => {}
+            _ => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+    Err(Error::Other(format!(
+        "failed to write {}: the database stayed locked",
+        tmp.display()
+    )))
+}
+
+fn prune(dir: &Path) -> Result<()> {
+    for old in list(dir)?.into_iter().skip(BACKUPS_KEPT) {
+        std::fs::remove_file(&old.path)
+            .map_err(|e| io(format!("failed to remove {}", old.path.display()), e))?;
+    }
+    // A backup cut off (the process killed mid-copy) leaves its temporary file; one an
+    // hour old is no other writer's copy in progress.
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let stale = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > BACKUP_EVERY));
+        if name.starts_with(".spice-") && name.contains(".tmp") && stale {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    Ok(())
+}
+
+/// The backups in `state_dir`, newest first.
+pub fn list_backups(state_dir: &Path) -> Result<Vec<Backup>> {
+    list(&state_dir.join(BACKUP_DIR))
+}
+
+fn list(dir: &Path) -> Result<Vec<Backup>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io(format!("failed to read {}", dir.display()), e)),
+    };
+    let mut out = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(stamp) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("spice-")?.strip_suffix(".db"))
+        else {
+            continue;
+        };
+        let Ok(taken) = when::parse_date(stamp) else {
+            continue;
+        };
+        let bytes = entry.metadata().map(|m| m.len()).unwrap_or(0);
+        out.push(Backup {
+            path: entry.path(),
+            taken,
+            bytes,
+        });
+    }
+    out.sort_by(|a, b| b.taken.cmp(&a.taken).then_with(|| b.path.cmp(&a.path)));
+    Ok(out)
+}
+
+/// What [`restore`] did.
+#[derive(Debug, Serialize)]
+pub struct Restored {
+    pub db: PathBuf,
+    pub from: PathBuf,
+    /// Where the file it replaced went (`None` when there was none).
+    pub aside: Option<PathBuf>,
+    /// Newer backups passed over because they fail their check, with why.
+    pub skipped: Vec<(PathBuf, String)>,
+}
+
+/// Replaces `state_dir/spice.db` with `from`, or with the newest backup that passes
+/// its integrity check. Refuses while another process has the database open, and
+/// (without `force`) when the current file is sound; the current file is kept aside.
+pub fn restore(
+    state_dir: &Path,
+    from: Option<&Path>,
+    force: bool,
+    now: Micros,
+) -> Result<Restored> {
+    let db = state_dir.join(super::DB_FILE);
+    let current = check::examine(&db, false);
+    if current.verdict == Verdict::Sound && !force {
+        return Err(Error::input(format!(
+            "{} passes its integrity check: restoring would lose what changed since the backup; pass --force to restore anyway (the current file is kept aside)",
+            db.display()
+        )));
+    }
+    if let Some(holder) = in_use(&db)? {
+        return Err(Error::conflict(format!(
+            "{} is in use by process {holder}: stop it (`spice fleet up`, `spice serve`, agents' `spice exec`) before restoring",
+            db.display()
+        )));
+    }
+    let mut skipped = Vec::new();
+    let source = match from {
+        Some(f) => {
+            let e = check::examine(f, true);
+            if e.verdict != Verdict::Sound {
+                return Err(Error::input(format!(
+                    "--from {}: {}: refusing to restore from it",
+                    f.display(),
+                    e.summary()
+                )));
+            }
+            f.to_path_buf()
+        }
+        None => {
+            let mut found = None;
+            for b in list_backups(state_dir)? {
+                let e = check::examine(&b.path, true);
+                if e.verdict == Verdict::Sound {
+                    found = Some(b.path);
+                    break;
+                }
+                skipped.push((b.path, e.summary()));
+            }
+            found.ok_or_else(|| {
+                Error::Store(format!(
+                    "no sound backup to restore from in {}{}",
+                    state_dir.join(BACKUP_DIR).display(),
+                    if skipped.is_empty() {
+                        " (there is none)".to_string()
+                    } else {
+                        format!(" ({} fail their check)", skipped.len())
+                    }
+                ))
+            })?
+        }
+    };
+    let tmp = state_dir.join(format!(
+        ".spice.db.restore-{}",
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::copy(&source, &tmp).map_err(|e| {
+        io(
+            format!("failed to copy {} to {}", source.display(), tmp.display()),
+            e,
+        )
+    })?;
+    sync(&tmp)?;
+    let aside = if db.exists() {
+        let aside = state_dir.join(format!(
+            "{}.aside-{}",
+            super::DB_FILE,
+            when::taskwarrior(now)
+        ));
+        for suffix in ["", "-wal", "-shm"] {
+            let (from, to) = (with_suffix(&db, suffix), with_suffix(&aside, suffix));
+            if from.exists() {
+                std::fs::rename(&from, &to).map_err(|e| {
+                    io(
+                        format!(
+                            "failed to move {} aside to {}",
+                            from.display(),
+                            to.display()
+                        ),
+                        e,
+                    )
+                })?;
+            }
+        }
+        Some(aside)
+    } else {
+        None
+    };
+    std::fs::rename(&tmp, &db)
+        .map_err(|e| io(format!("failed to move {} into place", tmp.display()), e))?;
+    sync(state_dir)?;
+    Ok(Restored {
+        db,
+        from: source,
+        aside,
+        skipped,
+    })
+}
+
+fn with_suffix(p: &Path, suffix: &str) -> PathBuf {
+    let mut s = p.as_os_str().to_owned();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+/// The pid of another process holding a lock on the database or its WAL index: every
+/// open connection does (SQLite's unix VFS takes POSIX locks), even an idle one.
+fn in_use(db: &Path) -> Result<Option<i32>> {
+    use nix::fcntl::{fcntl, FcntlArg};
+    use std::os::fd::AsRawFd;
+    for file in [db.to_path_buf(), with_suffix(db, "-shm")] {
+        let f = match std::fs::File::open(&file) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(io(format!("failed to open {}", file.display()), e)),
+        };
+        // SAFETY: flock is plain data; all-zero is a valid value before it is filled in.
+        let mut lock: nix::libc::flock = unsafe { std::mem::zeroed() };
+        lock.l_type = nix::libc::F_WRLCK as _;
+        lock.l_whence = nix::libc::SEEK_SET as _;
+        fcntl(f.as_raw_fd(), FcntlArg::F_GETLK(&mut lock)).map_err(|e| {
+            io(
+                format!("failed to test the locks on {}", file.display()),
+                e.into(),
+            )
+        })?;
+        if i32::from(lock.l_type) != nix::libc::F_UNLCK {
+            return Ok(Some(lock.l_pid));
+        }
+    }
+    Ok(None)
+}
+
+fn sync(path: &Path) -> Result<()> {
+    std::fs::File::open(path)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| io(format!("failed to sync {}", path.display()), e))
+}
+
+fn io(context: String, source: std::io::Error) -> Error {
+    Error::Io { context, source }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::{Clock, ManualClock};
+    use std::sync::Arc;
+
+    fn add(store: &mut Store, title: &str) {
+        let t = crate::task::NewTask {
+            title: title.into(),
+            ..Default::default()
+        };
+        store.add_task(t, &[]).unwrap();
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut n: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        n.sort();
+        n
+    }
+
+    #[test]
+    fn a_long_lived_writer_backs_up_hourly_and_keeps_a_bounded_number() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(1_790_000_000_000_000));
+        let mut store = Store::open_dir(dir.path(), clock.clone()).unwrap();
+        add(&mut store, "first");
+        let backups = dir.path().join(BACKUP_DIR);
+        assert_eq!(names(&backups).len(), 1, "the first write takes one");
+        clock.advance(BACKUP_EVERY / 2);
+        add(&mut store, "within the hour");
+        assert_eq!(names(&backups).len(), 1);
+        for i in 0..BACKUPS_KEPT + 5 {
+            clock.advance(BACKUP_EVERY);
+            add(&mut store, &format!("hour {i}"));
+        }
+        let kept = names(&backups);
+        assert_eq!(kept.len(), BACKUPS_KEPT, "{kept:?}");
+        assert!(
+            kept.iter()
+                .all(|n| n.starts_with("spice-") && n.ends_with(".db")),
+            "no temporary file left: {kept:?}"
+        );
+        let newest = &list_backups(dir.path()).unwrap()[0];
+        assert_eq!(newest.taken, clock.now() / 1_000_000 * 1_000_000);
+        // The newest backup holds the write that took it.
+        let copy =
+            Connection::open_with_flags(&newest.path, OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+        let n: i64 = copy
+            .query_row("SELECT count(*) FROM tasks", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 2 + BACKUPS_KEPT as i64 + 5);
+    }
+
+    #[test]
+    fn a_store_whose_file_was_damaged_is_neither_written_nor_backed_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(1_790_000_000_000_000));
+        let mut store = Store::open_dir(dir.path(), clock.clone()).unwrap();
+        for i in 0..300 {
+            add(
+                &mut store,
+                &format!("task number {i} with a longer title to fill pages"),
+            );
+        }
+        drop(store);
+        let db = dir.path().join(crate::store::DB_FILE);
+        let mut bytes = std::fs::read(&db).unwrap();
+        let (start, end) = (bytes.len() / 2 / 4096 * 4096, bytes.len() - 4096);
+        bytes[start..end].fill(0xA5);
+        std::fs::write(&db, &bytes).unwrap();
+        clock.advance(BACKUP_EVERY * 2);
+        // Depending on where the damage fell, opening may already notice it.
+        let e = match Store::open_dir(dir.path(), clock.clone()) {
+            Err(e) => e,
+            Ok(mut store) => store
+                .steer(
+                    &crate::store::Target {
+                        kind: crate::store::TargetKind::Lane,
+                        name: "core".into(),
+                    },
+                    "hello",
+                    BACKUP_EVERY,
+                )
+                .unwrap_err(),
+        };
+        assert!(e.to_string().contains("corrupt"), "{e}");
+        assert_eq!(
+            names(&dir.path().join(BACKUP_DIR)).len(),
+            1,
+            "only the sound one"
+        );
+        assert_eq!(std::fs::read(&db).unwrap(), bytes);
+    }
+}
