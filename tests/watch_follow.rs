@@ -117,7 +117,15 @@ impl Watch {
             self.seen.push(l);
         }
         let err = std::fs::read_to_string(&self.stderr).unwrap_or_default();
-        (self.seen, err)
+        (std::mem::take(&mut self.seen), err)
+    }
+}
+
+impl Drop for Watch {
+    /// A failed assertion leaves no `spice watch` running.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 

@@ -126,6 +126,9 @@ pub struct Follower {
     verified: bool,
     /// Whether the last poll reached the end of the file.
     caught_up: bool,
+    /// Length, modification and change times of the open file when a poll last read it
+    /// to its end: the same again means nothing to read and nothing to compare.
+    unchanged: Option<(u64, i64, i64, i64, i64)>,
 }
 
 /// The checkpoint hash of a whole prefix: XXH3-64, stable across builds and
@@ -160,6 +163,7 @@ impl Follower {
             marks: Marks::default(),
             verified: from.is_none(),
             caught_up: false,
+            unchanged: None,
         }
     }
 
@@ -222,6 +226,7 @@ impl Follower {
         let file = File::open(&self.path)?;
         let md = file.metadata()?;
         self.id = Some(identity(&md));
+        self.unchanged = None;
         let mut restart = Restart::No;
         if self.lost {
             self.lost = false;
@@ -253,7 +258,21 @@ impl Follower {
     }
 
     fn read_open(&mut self, file: &File, out: &mut Vec<Event>) -> std::io::Result<Restart> {
-        let len = file.metadata()?.len();
+        let md = file.metadata()?;
+        let len = md.len();
+        let stamp = (
+            len,
+            md.mtime(),
+            md.mtime_nsec(),
+            md.ctime(),
+            md.ctime_nsec(),
+        );
+        if self.verified && self.unchanged == Some(stamp) {
+            // Not written to since it was read to its end: nothing to compare.
+            self.caught_up = true;
+            return Ok(Restart::No);
+        }
+        self.unchanged = None;
         let mut restart = Restart::No;
         if !self.verified {
             if !self.prefix_matches(file, len)? {
@@ -278,6 +297,9 @@ impl Follower {
         }
         let read_from = self.read_from();
         self.caught_up = len <= read_from + BUDGET;
+        if self.caught_up {
+            self.unchanged = Some(stamp);
+        }
         if len <= read_from {
             return Ok(restart);
         }
@@ -408,6 +430,7 @@ impl Follower {
         self.partial.clear();
         self.tail.clear();
         self.marks.clear();
+        self.unchanged = None;
     }
 
     /// The last line end, at or before `len`, up to which the file still holds

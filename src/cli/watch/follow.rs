@@ -183,12 +183,32 @@ struct Watch {
     json: Vec<u8>,
     /// One poll's events (at most 8 MiB of lines), the allocation kept between polls.
     events: Vec<Event>,
+    /// Files in the directories that could not be opened, with what was said.
+    unreadable: std::collections::HashMap<PathBuf, String>,
 }
 
 /// The reader of stdout went away (a closed pipe): the watch ends quietly.
 struct Closed;
 
+/// Every followed file is held open (a file renamed away or deleted is read to its
+/// end), so the soft limit on open files, often 1024, is raised to the hard one.
+fn raise_open_files_limit() {
+    use nix::libc::{getrlimit, rlimit, setrlimit, RLIMIT_NOFILE};
+    let mut lim = rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: both calls only read or write the struct passed to them.
+    unsafe {
+        if getrlimit(RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            setrlimit(RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
 pub(super) fn run(dirs: Vec<PathBuf>, files: Vec<PathBuf>, opts: Options) -> Result<()> {
+    raise_open_files_limit();
     let mut w = Watch {
         dirs_abs: dirs.iter().map(|d| absolute(d)).collect(),
         dirs,
@@ -198,6 +218,7 @@ pub(super) fn run(dirs: Vec<PathBuf>, files: Vec<PathBuf>, opts: Options) -> Res
         out: std::io::BufWriter::with_capacity(JSON_BLOCK, std::io::stdout().lock()),
         json: Vec::new(),
         events: Vec::new(),
+        unreadable: Default::default(),
     };
     for f in &files {
         let followed = open(f, false)?;
@@ -355,10 +376,23 @@ impl Watch {
                 continue;
             }
             // A followed directory may hold files that are not transcripts (yet: a
-            // new one is empty until its first line), retried at the next event.
-            if let Ok(f) = open(&shown, true) {
-                self.followed.insert(key.clone(), f);
-                let _ = self.read(&key)?;
+            // new one is empty until its first line), retried at the next event; one
+            // that cannot be opened at all is said once.
+            match open(&shown, true) {
+                Ok(f) => {
+                    self.followed.insert(key.clone(), f);
+                    self.unreadable.remove(&key);
+                    let _ = self.read(&key)?;
+                }
+                Err(_) => {
+                    if let Err(io) = std::fs::File::open(&shown) {
+                        let said = io.to_string();
+                        if self.unreadable.get(&key) != Some(&said) {
+                            eprintln!("spice: failed to read {}: {said}", shown.display());
+                            self.unreadable.insert(key, said);
+                        }
+                    }
+                }
             }
         }
         let gone: Vec<PathBuf> = self
