@@ -324,7 +324,17 @@ impl Watch {
     /// One round: directories re-listed if asked, then the files asked for read.
     /// `Some` when it should be followed at once by another.
     fn tick(&mut self, todo: Todo) -> std::result::Result<Option<Todo>, Closed> {
-        if todo.rescan {
+        // A directory's file no longer at its path was renamed or deleted: which, the
+        // directories say first, so that what was written under a new name is read
+        // under that name.
+        let moved = todo.files.iter().any(|k| {
+            self.followed.get(k).is_some_and(|f| {
+                f.in_dir
+                    && std::fs::metadata(k)
+                        .map_or(true, |m| Some((m.dev(), m.ino())) != f.follower.identity())
+            })
+        });
+        if todo.rescan || moved {
             self.rescan()?;
         }
         let keys: Vec<PathBuf> = if todo.all {
