@@ -4,15 +4,14 @@
 use super::render::print_json;
 use crate::error::{Error, Result};
 use crate::transcript::discover::{self, Roots, SessionFile};
-use crate::transcript::event::{Agent, Event};
-use crate::transcript::follow::Follower;
+use crate::transcript::event::Agent;
 use crate::transcript::render::{self, Style};
-use crate::transcript::{briefing, jsonl, sanitize};
+use crate::transcript::{briefing, sanitize};
 use clap::{Args, Subcommand};
-use std::collections::HashMap;
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+
+mod follow;
 
 #[derive(Debug, Args)]
 pub struct WatchArgs {
@@ -78,51 +77,6 @@ fn cwd() -> PathBuf {
     std::env::current_dir().unwrap_or_default()
 }
 
-/// The stdout buffer, and the size of the blocks of `--json` lines written to it.
-const JSON_BLOCK: usize = 1 << 16;
-
-/// One followed file and what it decodes as.
-struct Followed {
-    label: String,
-    follower: Follower,
-    /// The start of its `--json` lines; `None` when the path is not UTF-8 (the lines
-    /// are then `null`, as serde has it).
-    json_prefix: Option<Vec<u8>>,
-}
-
-fn open(path: &Path) -> Result<Followed> {
-    let agent = crate::transcript::detect_file(path)?;
-    Ok(Followed {
-        label: path
-            .file_name()
-            .map(|n| n.to_string_lossy().to_string())
-            .unwrap_or_default(),
-        follower: Follower::new(path, crate::transcript::decoder_fn(agent), None),
-        json_prefix: jsonl::file_prefix(path),
-    })
-}
-
-/// Every transcript under `dir` (sessions, sibling agent files, subagents/).
-fn jsonl_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            let p = e.path();
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "jsonl") {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 pub fn watch(args: WatchArgs) -> Result<()> {
     let mut dirs: Vec<PathBuf> = Vec::new();
     let mut files: Vec<PathBuf> = Vec::new();
@@ -164,106 +118,15 @@ pub fn watch(args: WatchArgs) -> Result<()> {
             && std::io::stdout().is_terminal(),
         reasoning: args.reasoning,
     };
-    let mut followed: HashMap<PathBuf, Followed> = HashMap::new();
-    // Block-buffered: stdout is line-buffered by default, a write call per event.
-    let mut out = std::io::BufWriter::with_capacity(JSON_BLOCK, std::io::stdout().lock());
-    // `--json` lines, written directly (see jsonl) and handed to `out` in blocks as
-    // large as its buffer, which then passes them on without copying them.
-    let mut json: Vec<u8> = Vec::new();
-    // One poll's events (at most 8 MiB of lines), the allocation kept between polls.
-    let mut events: Vec<Event> = Vec::new();
-    loop {
-        // New files in followed directories are picked up: a session that moves to a
-        // new file (Claude /clear, a subagent) keeps being followed.
-        for d in &dirs {
-            for p in jsonl_under(d) {
-                files.push(p);
-            }
-        }
-        for p in files.drain(..) {
-            if let std::collections::hash_map::Entry::Vacant(slot) = followed.entry(p) {
-                match open(slot.key()) {
-                    Ok(f) => {
-                        slot.insert(f);
-                    }
-                    // A followed directory may hold files that are not transcripts.
-                    Err(_) if !dirs.is_empty() => {}
-                    Err(e) => return Err(e),
-                }
-            }
-        }
-        let many = followed.len() > 1;
-        let mut keys: Vec<PathBuf> = followed.keys().cloned().collect();
-        keys.sort();
-        for k in keys {
-            let f = followed.get_mut(&k).expect("key from the map");
-            loop {
-                events.clear();
-                match f.follower.poll(&mut events) {
-                    Ok(crate::transcript::follow::Restart::Rewritten) if !args.json => {
-                        let _ = writeln!(
-                            out,
-                            "── {} was truncated or rewritten: reading it again ──",
-                            f.label
-                        );
-                    }
-                    Ok(_) => {}
-                    Err(e) => {
-                        let _ = writeln!(
-                            std::io::stderr(),
-                            "spice: failed to read {}: {e}",
-                            k.display()
-                        );
-                        break;
-                    }
-                }
-                for e in &events {
-                    if args.json {
-                        // `{"file":…,"event":…}`
-                        match &f.json_prefix {
-                            Some(prefix) => {
-                                json.extend_from_slice(prefix);
-                                jsonl::write_event(&mut json, e);
-                                json.push(b'}');
-                            }
-                            None => json.extend_from_slice(b"null"),
-                        }
-                        json.push(b'\n');
-                        if json.len() >= JSON_BLOCK {
-                            if out.write_all(&json).is_err() {
-                                return Ok(()); // the reader went away (a closed pipe)
-                            }
-                            json.clear();
-                        }
-                        continue;
-                    }
-                    let Some(l) = render::event(e, &style) else {
-                        continue;
-                    };
-                    let written = if many {
-                        writeln!(out, "{} {l}", f.label)
-                    } else {
-                        writeln!(out, "{l}")
-                    };
-                    if written.is_err() {
-                        return Ok(()); // the reader went away (a closed pipe)
-                    }
-                }
-                if out.write_all(&json).is_err() {
-                    return Ok(());
-                }
-                json.clear();
-                if f.follower.caught_up() {
-                    break;
-                }
-            }
-        }
-        let _ = out.flush();
-        if args.once {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
+    follow::run(
+        dirs,
+        files,
+        follow::Options {
+            json: args.json,
+            once: args.once,
+            style,
+        },
+    )
 }
 
 pub fn session(cmd: SessionCmd) -> Result<()> {
@@ -371,7 +234,7 @@ fn find(id: &str) -> Result<PathBuf> {
         .map(|f| f.path)
         .collect();
     if candidates.is_empty() {
-        candidates = jsonl_under(&r.claude_projects)
+        candidates = follow::jsonl_under(&r.claude_projects)
             .into_iter()
             .chain(discover::codex_rollouts(&r.codex_sessions))
             .filter(|p| {

@@ -4,7 +4,7 @@
 //! transcript line it came from, and the checkpoint moves in the same transaction.
 
 use super::event::EventKind;
-use super::follow::{Follower, Restart};
+use super::follow::Follower;
 use crate::error::{Error, Result};
 use crate::steer::grammar;
 use crate::store::{Outcome, Store};
@@ -88,9 +88,9 @@ impl Scanner {
             let restart = follower
                 .poll(&mut events)
                 .map_err(|e| Error::input(format!("{key}: {e}")))?;
-            if restart == Restart::Rewritten {
+            if let Some(kept) = restart.kept_lines() {
                 report.rewritten = true;
-                report.from_line = 0;
+                report.from_line = kept;
             }
             let mut directives = Vec::new();
             for e in events.iter().filter(|e| e.subagent.is_none()) {

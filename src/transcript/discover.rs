@@ -6,7 +6,6 @@
 //! are not sessions of their own.
 
 use super::event::Agent;
-use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -101,44 +100,37 @@ pub fn describe(path: &Path, agent: Agent) -> Option<SessionFile> {
     })
 }
 
-/// Session id and cwd from the first few lines (never the whole file).
+/// Session id and cwd from the first 50 records (never the whole file, and never a
+/// whole line in memory: a first line can be megabytes, see [`super::head`]).
 fn head_fields(path: &Path, agent: Agent) -> (Option<String>, Option<String>) {
     let Ok(f) = std::fs::File::open(path) else {
         return (None, None);
     };
-    let mut reader = BufReader::new(f);
-    let mut line = Vec::new();
     let (mut id, mut cwd) = (None, None);
-    for _ in 0..50 {
-        line.clear();
-        // A first line can be megabytes (inlined files); cap what is read per line.
-        match reader.by_ref().take(8 << 20).read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        let Ok(v) = serde_json::from_slice::<serde_json::Value>(&line) else {
-            continue;
-        };
-        let s = |v: &serde_json::Value| v.as_str().map(str::to_string);
+    let mut seen = 0;
+    super::head::records(f, |r| {
         match agent {
             Agent::Claude => {
-                id = id.or_else(|| v.get("sessionId").and_then(s));
-                cwd = cwd.or_else(|| v.get("cwd").and_then(s));
+                id = id.take().or_else(|| r.session_id.clone());
+                cwd = cwd.take().or_else(|| r.cwd.clone());
             }
             Agent::Codex => {
-                let p = v.get("payload").unwrap_or(&v);
-                if v.get("type").and_then(|t| t.as_str()) == Some("session_meta")
-                    || v.get("type").is_none()
-                {
-                    id = id.or_else(|| p.get("id").and_then(s));
-                    cwd = cwd.or_else(|| p.get("cwd").and_then(s));
+                // The session's own record: `session_meta`, or (older rollouts) a
+                // first line without a type; its fields in `payload` when it has one.
+                if r.object && matches!(r.ty.as_deref(), Some("session_meta") | None) {
+                    let (i, c) = if r.has_payload {
+                        (&r.payload_id, &r.payload_cwd)
+                    } else {
+                        (&r.id, &r.cwd)
+                    };
+                    id = id.take().or_else(|| i.clone());
+                    cwd = cwd.take().or_else(|| c.clone());
                 }
             }
         }
-        if id.is_some() && cwd.is_some() {
-            break;
-        }
-    }
+        seen += 1;
+        (id.is_none() || cwd.is_none()) && seen < 50
+    });
     (id, cwd)
 }
 

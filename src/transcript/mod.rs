@@ -2,7 +2,7 @@
 //!
 //! [`event`] is the one model both agents decode into; [`claude`] and [`codex`] are
 //! the decoders; [`follow`] tails a growing file exactly once; [`detect`] tells
-//! which agent wrote a file from its first records.
+//! which agent wrote a file from its first records ([`head`], however long they are).
 
 pub mod acks;
 pub mod briefing;
@@ -11,6 +11,7 @@ pub mod codex;
 pub mod discover;
 pub mod event;
 pub mod follow;
+pub mod head;
 pub mod jsonl;
 pub mod render;
 pub mod sanitize;
@@ -19,51 +20,52 @@ use event::{Agent, Decoder};
 
 /// Which agent wrote the transcript whose first non-empty lines are `head`, if any.
 pub fn detect(head: &[u8]) -> Option<Agent> {
-    for line in head
-        .split(|b| *b == b'\n')
-        .filter(|l| !l.trim_ascii().is_empty())
-        .take(20)
-    {
-        let Ok(serde_json::Value::Object(o)) = serde_json::from_slice::<serde_json::Value>(line)
-        else {
-            continue;
-        };
-        let ty = o.get("type").and_then(|t| t.as_str());
-        match ty {
-            Some("session_meta" | "response_item" | "event_msg" | "turn_context" | "compacted")
-                if o.contains_key("payload") =>
-            {
-                return Some(Agent::Codex)
-            }
-            // `codex exec --json` prints its own event stream (thread/turn/item events).
-            Some(t)
-                if t.starts_with("thread.") || t.starts_with("turn.") || t.starts_with("item.") =>
-            {
-                return Some(Agent::Codex)
-            }
-            Some(
-                "user"
-                | "assistant"
-                | "system"
-                | "summary"
-                | "file-history-snapshot"
-                | "queue-operation"
-                | "progress"
-                | "last-prompt"
-                | "custom-title",
-            ) => return Some(Agent::Claude),
-            None if o.contains_key("id")
-                && (o.contains_key("instructions") || o.contains_key("git")) =>
-            {
-                return Some(Agent::Codex)
-            }
-            _ if o.contains_key("sessionId") || o.contains_key("parentUuid") => {
-                return Some(Agent::Claude)
-            }
-            _ => {}
-        }
+    detect_in(head)
+}
+
+/// Which agent wrote the transcript `r` starts, from its first 20 records, however
+/// long their lines (see [`head`]).
+fn detect_in(r: impl std::io::Read) -> Option<Agent> {
+    let mut found = None;
+    let mut seen = 0;
+    head::records(r, |rec| {
+        found = agent_of(rec);
+        seen += 1;
+        found.is_none() && seen < 20
+    });
+    found
+}
+
+/// The agent one record names, if it names one.
+fn agent_of(r: &head::Record) -> Option<Agent> {
+    if !r.object {
+        return None;
     }
-    None
+    match r.ty.as_deref() {
+        Some("session_meta" | "response_item" | "event_msg" | "turn_context" | "compacted")
+            if r.has_payload =>
+        {
+            Some(Agent::Codex)
+        }
+        // `codex exec --json` prints its own event stream (thread/turn/item events).
+        Some(t) if t.starts_with("thread.") || t.starts_with("turn.") || t.starts_with("item.") => {
+            Some(Agent::Codex)
+        }
+        Some(
+            "user"
+            | "assistant"
+            | "system"
+            | "summary"
+            | "file-history-snapshot"
+            | "queue-operation"
+            | "progress"
+            | "last-prompt"
+            | "custom-title",
+        ) => Some(Agent::Claude),
+        None if r.has_id && (r.has_instructions || r.has_git) => Some(Agent::Codex),
+        _ if r.has_session_id || r.has_parent_uuid => Some(Agent::Claude),
+        _ => None,
+    }
 }
 
 /// A fresh decoder for `agent`.
@@ -82,14 +84,11 @@ pub fn decoder_fn(agent: Agent) -> fn() -> Box<dyn Decoder + Send> {
     }
 }
 
-/// Which agent wrote the file at `path`, from its first 1 MiB.
+/// Which agent wrote the file at `path`, from its first records (of any length).
 pub fn detect_file(path: &std::path::Path) -> crate::Result<Agent> {
-    use std::io::Read;
-    let mut head = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(1 << 20).read_to_end(&mut head))
+    let f = std::fs::File::open(path)
         .map_err(|e| crate::Error::input(format!("{}: {e}", path.display())))?;
-    detect(&head).ok_or_else(|| {
+    detect_in(f).ok_or_else(|| {
         crate::Error::input(format!(
             "{}: not a Claude Code or Codex transcript",
             path.display()

@@ -7,7 +7,7 @@
 //! with its newest [`MAX_EVENTS`] events; older history is reported as dropped.
 
 use crate::transcript::event::{Agent, Event};
-use crate::transcript::follow::{Follower, Restart};
+use crate::transcript::follow::Follower;
 use serde_json::{json, Value};
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -57,12 +57,16 @@ impl Decoded {
         for _ in 0..MAX_POLLS {
             let mut out = Vec::new();
             match f.poll(&mut out) {
-                Ok(Restart::Rewritten) => {
-                    self.events.clear();
-                    self.dropped = 0;
-                    self.epoch += 1;
+                Ok(restart) => {
+                    // Truncated, rewritten or replaced: the lines after `kept` are gone.
+                    if let Some(kept) = restart.kept_lines() {
+                        self.events.retain(|e| e.line <= kept);
+                        if kept == 0 {
+                            self.dropped = 0;
+                        }
+                        self.epoch += 1;
+                    }
                 }
-                Ok(Restart::No) => {}
                 Err(e) => {
                     self.problem = Some(format!("{}: {e}", path.display()));
                     return;

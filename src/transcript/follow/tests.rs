@@ -1,6 +1,7 @@
 use super::*;
 use crate::transcript::event::EventKind;
 use std::io::Write;
+use std::os::unix::fs::MetadataExt;
 
 /// Emits one prompt per line holding the line's text, so tests see exactly what was read.
 #[derive(Default)]
@@ -94,6 +95,17 @@ fn resuming_from_a_checkpoint_neither_repeats_nor_loses() {
     );
 }
 
+fn reset(line: u64, prefix: &[u8], truncated: bool) -> Restart {
+    Restart::Reset {
+        kept: Checkpoint {
+            offset: prefix.len() as u64,
+            line,
+            hash: prefix_hash(prefix),
+        },
+        truncated,
+    }
+}
+
 #[test]
 fn truncation_and_rewrites_restart_from_the_beginning() {
     let dir = tempfile::tempdir().unwrap();
@@ -105,12 +117,12 @@ fn truncation_and_rewrites_restart_from_the_beginning() {
     // Truncated: shorter than where we were.
     std::fs::write(&p, b"x\n").unwrap();
     out.clear();
-    assert_eq!(f.poll(&mut out).unwrap(), Restart::Rewritten);
+    assert_eq!(f.poll(&mut out).unwrap(), reset(0, b"", true));
     assert_eq!(texts(&out), [(1, "x".to_string())]);
     // Rewritten with different content of a greater length.
     std::fs::write(&p, b"y\nmore lines\n").unwrap();
     out.clear();
-    assert_eq!(f.poll(&mut out).unwrap(), Restart::Rewritten);
+    assert_eq!(f.poll(&mut out).unwrap(), reset(0, b"", false));
     assert_eq!(
         texts(&out),
         [(1, "y".to_string()), (2, "more lines".to_string())]
@@ -125,8 +137,160 @@ fn truncation_and_rewrites_restart_from_the_beginning() {
     std::fs::write(&p, b"z\nmore lines\nand more\n").unwrap();
     let mut g = Follower::new(&p, lines, Some(stale));
     out.clear();
-    assert_eq!(g.poll(&mut out).unwrap(), Restart::Rewritten);
+    assert_eq!(g.poll(&mut out).unwrap(), reset(0, b"", false));
     assert_eq!(out.len(), 3);
+}
+
+/// Issue #14: a file shrunk to a shorter prefix emitted the kept lines again.
+#[test]
+fn a_file_shrunk_to_a_prefix_is_not_read_again_and_says_what_it_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("t.jsonl");
+    let body: String = (1..=600).map(|i| format!("line {i}\n")).collect();
+    append(&p, body.as_bytes());
+    let mut f = Follower::new(&p, lines, None);
+    let mut out = Vec::new();
+    while !f.caught_up() || out.is_empty() {
+        f.poll(&mut out).unwrap();
+    }
+    assert_eq!(out.len(), 600);
+    // Cut in the middle of line 451: lines 1..=450 stand, and the half line waits.
+    let cut = body.find("line 451\n").unwrap() + 4;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&p)
+        .unwrap()
+        .set_len(cut as u64)
+        .unwrap();
+    let kept = body.find("line 451\n").unwrap();
+    out.clear();
+    assert_eq!(
+        f.poll(&mut out).unwrap(),
+        reset(450, &body.as_bytes()[..kept], true)
+    );
+    assert!(out.is_empty(), "nothing kept is emitted again: {out:?}");
+    append(&p, b" again\nline 452\n");
+    f.poll(&mut out).unwrap();
+    assert_eq!(
+        texts(&out),
+        [
+            (451, "line again".to_string()),
+            (452, "line 452".to_string())
+        ]
+    );
+    assert_eq!(
+        f.checkpoint().hash,
+        prefix_hash(&std::fs::read(&p).unwrap())
+    );
+    // A line rewritten in place (the same length): read again from there.
+    let now = std::fs::read(&p).unwrap();
+    let at = body.find("line 400\n").unwrap();
+    let mut changed = now.clone();
+    changed[at..at + 8].copy_from_slice(b"LINE 400");
+    std::fs::write(&p, &changed).unwrap();
+    out.clear();
+    assert_eq!(f.poll(&mut out).unwrap(), reset(399, &changed[..at], false));
+    assert_eq!(out.len(), 452 - 399);
+    assert_eq!(texts(&out)[0], (400, "LINE 400".to_string()));
+}
+
+/// Issue #14: rotation (renamed away, a new file at the path) lost the lines written
+/// just before the rename.
+#[test]
+fn a_rotated_file_is_read_to_its_end_before_the_new_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("t.jsonl");
+    append(&p, b"a\n");
+    let mut f = Follower::new(&p, lines, None);
+    let mut out = Vec::new();
+    f.poll(&mut out).unwrap();
+    append(&p, b"b\nc\nunfinished");
+    std::fs::rename(&p, dir.path().join("t.jsonl.1")).unwrap();
+    append(&p, b"new 1\n");
+    out.clear();
+    let mut restarts = Vec::new();
+    loop {
+        let n = out.len();
+        restarts.push((f.poll(&mut out).unwrap(), out.len() - n));
+        if f.caught_up() {
+            break;
+        }
+    }
+    assert_eq!(
+        texts(&out),
+        [
+            (2, "b".to_string()),
+            (3, "c".to_string()),
+            (4, "unfinished".to_string()),
+            (1, "new 1".to_string())
+        ]
+    );
+    // The new file's events come in a poll of their own that says so.
+    assert_eq!(restarts.last(), Some(&(Restart::Rotated, 1)));
+    assert!(restarts[..restarts.len() - 1]
+        .iter()
+        .all(|(r, _)| *r == Restart::No));
+    let now = std::fs::metadata(&p).unwrap();
+    assert_eq!(f.identity(), Some((now.dev(), now.ino())));
+}
+
+/// Issue #14: a deleted file was an error on every poll; now it is read to its end,
+/// closed, `NotFound` until a file is there again, and the new one is read anew.
+#[test]
+fn a_deleted_file_is_finished_then_waited_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("t.jsonl");
+    append(&p, b"a\n");
+    let mut f = Follower::new(&p, lines, None);
+    let mut out = Vec::new();
+    f.poll(&mut out).unwrap();
+    append(&p, b"b\n");
+    std::fs::remove_file(&p).unwrap();
+    out.clear();
+    assert_eq!(f.poll(&mut out).unwrap(), Restart::No);
+    assert_eq!(texts(&out), [(2, "b".to_string())]);
+    for _ in 0..3 {
+        let e = f.poll(&mut out).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+    }
+    assert!(f.file.is_none(), "a deleted file is not held open");
+    append(&p, b"again\n");
+    out.clear();
+    assert_eq!(f.poll(&mut out).unwrap(), Restart::Rotated);
+    assert_eq!(texts(&out), [(1, "again".to_string())]);
+}
+
+/// Issue #14: followed by identity. A renamed file goes on where it was, and a copy of
+/// the same bytes put in a file's place continues it instead of starting over.
+#[test]
+fn renamed_and_replaced_by_a_copy_continue_where_they_were() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("t.jsonl");
+    let q = dir.path().join("renamed.jsonl");
+    append(&p, b"a\nb\n");
+    let mut f = Follower::new(&p, lines, None);
+    let mut out = Vec::new();
+    f.poll(&mut out).unwrap();
+    let id = f.identity();
+    std::fs::rename(&p, &q).unwrap();
+    append(&q, b"c\n");
+    f.renamed(&q);
+    out.clear();
+    assert_eq!(f.poll(&mut out).unwrap(), Restart::No);
+    assert_eq!(texts(&out), [(3, "c".to_string())]);
+    assert_eq!(f.identity(), id);
+    // Replaced atomically by a longer copy (write a temporary file, rename it over).
+    let tmp = dir.path().join("tmp");
+    std::fs::write(&tmp, b"a\nb\nc\nd\n").unwrap();
+    std::fs::rename(&tmp, &q).unwrap();
+    out.clear();
+    let mut restarts = Vec::new();
+    while !f.caught_up() || restarts.is_empty() {
+        restarts.push(f.poll(&mut out).unwrap());
+    }
+    assert!(restarts.iter().all(|r| *r == Restart::No), "{restarts:?}");
+    assert_eq!(texts(&out), [(4, "d".to_string())]);
+    assert_ne!(f.identity(), id);
 }
 
 #[test]
