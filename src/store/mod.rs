@@ -28,7 +28,7 @@ mod watch;
 
 pub use claims::{Claim, ClaimRequest, Holder, Takeover, DEFAULT_LEASE};
 pub use import::ImportReport;
-pub use inbox::{AckRecord, Effect, Item, ItemState, Outcome, DEFAULT_TTL};
+pub use inbox::{AckRecord, Effect, Item, ItemState, Outcome, Scope, DEFAULT_TTL};
 pub use lanes::{LaneRow, LaneState};
 pub use ledger::LedgerEntry;
 pub use snapshot::Snapshot;
