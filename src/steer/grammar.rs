@@ -103,15 +103,18 @@ pub fn parse(text: &str) -> Vec<Directive> {
         let issued = !raw.block && !walk::is_grep_context(raw.text);
         let mut resume = None;
         if let Some(positioned) = open.take() {
-            match header::continued(raw.text).filter(|_| issued) {
-                Some((keys, body)) => {
-                    let last = located.last_mut().expect("an open header was located");
+            // An open header is the last directive located; a shown line gives no keys.
+            match (
+                issued.then(|| header::continued(raw.text)).flatten(),
+                located.last_mut(),
+            ) {
+                (Some((keys, body)), Some(last)) => {
                     last.keys = keys;
                     last.body = raw.start + body;
                     resume = Some(body);
                 }
-                None if positioned => {}
-                None => {
+                _ if positioned => {}
+                _ => {
                     located.pop();
                 }
             }
