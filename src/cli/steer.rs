@@ -50,7 +50,7 @@ pub enum AckCmd {
     /// Retire the items acknowledged in transcripts' assistant replies, reading each
     /// from where the last scan stopped. A transcript's ACKs count only for the items
     /// addressed to its writer: the session it names, the worktree of its cwd, and the
-    /// lane (with its session) that the store records it for.
+    /// lane the store ties to it (the lane recording it, or its session's claim).
     Scan {
         /// Claude Code or Codex transcript files.
         #[arg(required = true)]
@@ -232,8 +232,9 @@ pub fn ack(cmd: AckCmd, env: impl FnOnce() -> Result<Env>) -> Result<()> {
 
 /// Whom the ACKs in the transcript at `path` count for: the session it names, the
 /// worktree of its cwd (the top of the git work tree, as `spice steer worktree:PATH`
-/// names it), and the lane whose row records it as its session's transcript, with
-/// that lane's session. The file says nothing about lanes, so only the store can.
+/// names it), and its lane: the lane whose row records it as its session's transcript
+/// (with that lane's session), else the lane of the claim its session last held. The
+/// file says nothing about lanes, so only the store can.
 fn transcript_writer(store: &mut crate::store::Store, path: &Path) -> Result<Vec<Target>> {
     let canonical = std::fs::canonicalize(path)
         .map_err(|e| Error::input(format!("{}: {e}", path.display())))?;
@@ -241,22 +242,24 @@ fn transcript_writer(store: &mut crate::store::Store, path: &Path) -> Result<Vec
     let (session, cwd) = crate::transcript::discover::describe(&canonical, agent)
         .map(|f| (f.session_id, f.cwd))
         .unwrap_or_default();
-    let lane = store.lanes()?.into_iter().find(|l| {
+    let row = store.lanes()?.into_iter().find(|l| {
         l.transcript
             .as_deref()
             .and_then(|t| std::fs::canonicalize(t).ok())
             .is_some_and(|t| t == canonical)
     });
+    let lane = match (&row, &session) {
+        (Some(r), _) => Some(r.name.clone()),
+        (None, Some(s)) => store.session_lane(s)?,
+        (None, None) => None,
+    };
     let worktree = cwd.map(|c| {
         let c = std::fs::canonicalize(&c).unwrap_or_else(|_| PathBuf::from(c));
         super::find_git(&c).map(|(top, _)| top).unwrap_or(c)
     });
-    let mut writer = crate::store::agent_targets(
-        session.as_deref(),
-        lane.as_ref().map(|l| l.name.as_str()),
-        worktree.as_deref(),
-    );
-    if let Some(s) = lane.and_then(|l| l.session) {
+    let mut writer =
+        crate::store::agent_targets(session.as_deref(), lane.as_deref(), worktree.as_deref());
+    if let Some(s) = row.and_then(|l| l.session) {
         let t = Target {
             kind: TargetKind::Session,
             name: s,

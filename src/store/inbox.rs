@@ -340,6 +340,23 @@ impl Store {
         })
     }
 
+    /// The lane of the claim `session` last came to hold (by claim, takeover or
+    /// succession), from the ledger: the lane a transcript naming that session was
+    /// written for, even after the claim was released.
+    pub fn session_lane(&mut self, session: &str) -> Result<Option<String>> {
+        self.read("reading the ledger", |tx, _| {
+            Ok(tx
+                .prepare_cached(
+                    "SELECT json_extract(detail, '$.lane') FROM ledger WHERE actor = ?1
+                     AND kind IN ('claimed', 'takeover', 'successor')
+                     AND json_extract(detail, '$.lane') IS NOT NULL
+                     ORDER BY seq DESC LIMIT 1",
+                )?
+                .query_row([session], |r| r.get(0))
+                .optional()?)
+        })
+    }
+
     /// Every acknowledgment recorded for `key`, oldest first.
     pub fn acks_for(&mut self, key: &str) -> Result<Vec<AckRecord>> {
         self.read("reading acknowledgments", |tx, _| {
