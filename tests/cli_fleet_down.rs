@@ -63,6 +63,7 @@ fn down_stops_the_supervisor_whose_pid_appears_while_it_waits() {
     drop(lock);
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.signal(), Some(nix::libc::SIGTERM), "{status:?}");
-    let run = common::finished(down);
+    let run = common::to_run(down.wait_with_output().unwrap());
+    assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(run.stdout, format!("stopped the supervisor (pid {pid})\n"));
 }

@@ -208,8 +208,9 @@ fn assistant(text: &str, n: u32) -> String {
 #[test]
 fn transcript_scans_retire_acks_once_from_a_checkpoint() {
     let env = TestEnv::new();
-    let a = steer(&env, "lane:core", "first");
-    let b = steer(&env, "lane:core", "second");
+    // Addressed to the session the transcript names for itself.
+    let a = steer(&env, "session:s1", "first");
+    let b = steer(&env, "session:s1", "second");
     let t = env.dir.path().join("session.jsonl");
     std::fs::write(
         &t,
@@ -267,7 +268,8 @@ fn a_kept_scanner_reads_only_what_was_appended() {
     let mut store =
         spice::store::Store::open(&env.db(), std::sync::Arc::new(spice::clock::SystemClock))
             .unwrap();
-    let mut scanner = spice::transcript::acks::Scanner::new(&t);
+    let writer = spice::store::agent_targets(None, Some("core"), None);
+    let mut scanner = spice::transcript::acks::Scanner::new(&t, writer);
     assert_eq!(scanner.scan(&mut store).unwrap().outcomes.len(), 1);
     assert!(
         scanner.scan(&mut store).unwrap().outcomes.is_empty(),
@@ -336,7 +338,7 @@ fn scans_report_the_turn_end_and_whether_text_came_last() {
     ]
     .concat();
     std::fs::write(&t, ended).unwrap();
-    let mut scanner = spice::transcript::acks::Scanner::new(&t);
+    let mut scanner = spice::transcript::acks::Scanner::new(&t, Vec::new());
     let r = scanner.scan(&mut store).unwrap();
     assert_eq!((r.turn_ended, r.text_last), (Some(true), Some(true)));
 
@@ -352,7 +354,7 @@ fn scans_report_the_turn_end_and_whether_text_came_last() {
         .concat(),
     )
     .unwrap();
-    let r = spice::transcript::acks::Scanner::new(&u)
+    let r = spice::transcript::acks::Scanner::new(&u, Vec::new())
         .scan(&mut store)
         .unwrap();
     assert_eq!((r.turn_ended, r.text_last), (Some(false), Some(true)));
@@ -376,7 +378,7 @@ fn scans_report_the_turn_end_and_whether_text_came_last() {
         .concat(),
     )
     .unwrap();
-    let r = spice::transcript::acks::Scanner::new(&c)
+    let r = spice::transcript::acks::Scanner::new(&c, Vec::new())
         .scan(&mut store)
         .unwrap();
     assert_eq!((r.turn_ended, r.text_last), (Some(false), Some(false)));

@@ -335,6 +335,9 @@ pub fn outcome_line(o: &Outcome) -> String {
         Effect::NoReason => "NACK without a reason: recorded, still pending",
         Effect::AlreadyClosed => "already closed: recorded, state unchanged",
         Effect::UnknownKey => "unknown key: recorded, nothing retired",
+        Effect::NotAddressed => {
+            "addressed to another lane, session or worktree: recorded, state unchanged"
+        }
         Effect::Duplicate => "seen before at this line: nothing new",
     };
     format!("{} (line {}): {what}", o.key, o.line)

@@ -4,7 +4,7 @@ use super::{render, Env};
 use crate::clock::SystemClock;
 use crate::error::{Error, Result};
 use crate::steer::{exec, grammar};
-use crate::store::{Item, ItemState, Store, Target, TargetKind, DEFAULT_TTL};
+use crate::store::{Item, ItemState, Scope, Store, Target, TargetKind, DEFAULT_TTL};
 use crate::when;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{json, Value};
@@ -53,7 +53,9 @@ pub enum AckCmd {
         json: bool,
     },
     /// Retire the items acknowledged in transcripts' assistant replies, reading each
-    /// from where the last scan stopped.
+    /// from where the last scan stopped. A transcript's ACKs count only for the items
+    /// addressed to its writer: the session it names, the worktree of its cwd, and the
+    /// lane the store ties to it (the lane recording it, or its session's claim).
     Scan {
         /// Claude Code or Codex transcript files.
         #[arg(required = true)]
@@ -61,11 +63,16 @@ pub enum AckCmd {
         #[arg(long)]
         json: bool,
     },
-    /// Retire the items the text on stdin acknowledges.
+    /// Retire the items the text on stdin acknowledges: any item the operator's text
+    /// names, or with --target only the items addressed to those targets.
     Apply {
         /// Where the text came from, kept with each acknowledgment.
         #[arg(long, default_value = "<stdin>")]
         source: String,
+        /// Count the ACKs only for items addressed to this target (a lane, worktree or
+        /// session, as for `spice steer`); repeatable. Use it for an agent's prose.
+        #[arg(long = "target", value_name = "TARGET")]
+        targets: Vec<String>,
         #[arg(long)]
         json: bool,
     },
@@ -155,7 +162,8 @@ pub fn ack(cmd: AckCmd, env: impl FnOnce() -> Result<Env>) -> Result<()> {
     if let AckCmd::Scan { paths, json } = &cmd {
         let mut store = env()?.open()?;
         for p in paths {
-            let report = crate::transcript::acks::scan(&mut store, p)?;
+            let writer = transcript_writer(&mut store, p)?;
+            let report = crate::transcript::acks::scan(&mut store, p, writer)?;
             if *json {
                 render::print_json(&report);
                 continue;
@@ -172,6 +180,15 @@ pub fn ack(cmd: AckCmd, env: impl FnOnce() -> Result<Env>) -> Result<()> {
                 report.from_line + 1,
                 report.to_line
             );
+            let writer: Vec<String> = report.counts_for.iter().map(|t| t.to_string()).collect();
+            if writer.is_empty() {
+                println!(
+                    "{}: names no session or cwd and no lane records it; its ACKs retire nothing",
+                    report.path
+                );
+            } else {
+                println!("{}: ACKs count for {}", report.path, writer.join(", "));
+            }
             for o in &report.outcomes {
                 println!("{}", render::outcome_line(o));
             }
@@ -199,10 +216,23 @@ pub fn ack(cmd: AckCmd, env: impl FnOnce() -> Result<Env>) -> Result<()> {
                 }
             }
         }
-        AckCmd::Apply { source, json } => {
+        AckCmd::Apply {
+            source,
+            targets,
+            json,
+        } => {
             let env = env()?;
+            let targets = targets
+                .iter()
+                .map(|t| parse_target(&env, t))
+                .collect::<Result<Vec<_>>>()?;
+            let scope = if targets.is_empty() {
+                Scope::Any
+            } else {
+                Scope::Within(&targets)
+            };
             let mut store = env.open()?;
-            let outcomes = store.apply_acks(&directives, &source)?;
+            let outcomes = store.apply_acks_in(&directives, &source, scope)?;
             for d in directives.iter().filter(|d| d.problem.is_some()) {
                 let msg = format!(
                     "line {}: ACK without a key (keyless); nothing retired",
@@ -225,6 +255,47 @@ pub fn ack(cmd: AckCmd, env: impl FnOnce() -> Result<Env>) -> Result<()> {
         AckCmd::Scan { .. } => unreachable!("handled above"),
     }
     Ok(())
+}
+
+/// Whom the ACKs in the transcript at `path` count for: the session it names, the
+/// worktree of its cwd (the top of the git work tree, as `spice steer worktree:PATH`
+/// names it), and its lane: the lane whose row records it as its session's transcript
+/// (with that lane's session), else the lane of the claim its session last held. The
+/// file says nothing about lanes, so only the store can.
+fn transcript_writer(store: &mut crate::store::Store, path: &Path) -> Result<Vec<Target>> {
+    let canonical = std::fs::canonicalize(path)
+        .map_err(|e| Error::input(format!("{}: {e}", path.display())))?;
+    let agent = crate::transcript::detect_file(&canonical)?;
+    let (session, cwd) = crate::transcript::discover::describe(&canonical, agent)
+        .map(|f| (f.session_id, f.cwd))
+        .unwrap_or_default();
+    let row = store.lanes()?.into_iter().find(|l| {
+        l.transcript
+            .as_deref()
+            .and_then(|t| std::fs::canonicalize(t).ok())
+            .is_some_and(|t| t == canonical)
+    });
+    let lane = match (&row, &session) {
+        (Some(r), _) => Some(r.name.clone()),
+        (None, Some(s)) => store.session_lane(s)?,
+        (None, None) => None,
+    };
+    let worktree = cwd.map(|c| {
+        let c = std::fs::canonicalize(&c).unwrap_or_else(|_| PathBuf::from(c));
+        super::find_git(&c).map(|(top, _)| top).unwrap_or(c)
+    });
+    let mut writer =
+        crate::store::agent_targets(session.as_deref(), lane.as_deref(), worktree.as_deref());
+    if let Some(s) = row.and_then(|l| l.session) {
+        let t = Target {
+            kind: TargetKind::Session,
+            name: s,
+        };
+        if !writer.contains(&t) {
+            writer.push(t);
+        }
+    }
+    Ok(writer)
 }
 
 /// Gathers the wrapper's inputs from the environment and runs it.

@@ -8,7 +8,7 @@
 use crate::config::fleet::LaneConfig;
 use crate::config::profile::{Format, Placeholder};
 use crate::error::Result;
-use crate::store::Store;
+use crate::store::{Store, Target};
 use crate::transcript::acks::Scanner;
 use crate::transcript::event::Agent;
 use std::path::{Path, PathBuf};
@@ -49,15 +49,18 @@ pub(super) struct Follow {
     scanner: Option<Scanner>,
     looked: Option<Instant>,
     launched_at: SystemTime,
+    /// The session, lane and worktree writing the transcript: its ACKs count for them.
+    writer: Vec<Target>,
 }
 
 impl Follow {
     /// Follows `path` if it is known, else looks for the transcript in `search`
-    /// (written since `launched_at`).
+    /// (written since `launched_at`), on behalf of `writer`.
     pub fn new(
         path: Option<PathBuf>,
         search: Option<(PathBuf, Agent)>,
         launched_at: SystemTime,
+        writer: Vec<Target>,
     ) -> Follow {
         Follow {
             path,
@@ -65,6 +68,7 @@ impl Follow {
             scanner: None,
             looked: None,
             launched_at,
+            writer,
         }
     }
 
@@ -82,7 +86,9 @@ impl Follow {
         let Some(path) = self.path.as_ref().filter(|p| p.exists()) else {
             return Ok(None);
         };
-        let scanner = self.scanner.get_or_insert_with(|| Scanner::new(path));
+        let scanner = self
+            .scanner
+            .get_or_insert_with(|| Scanner::new(path, self.writer.clone()));
         // A transcript that cannot be read (yet) is not the lane's failure.
         Ok(scanner.scan(store).ok())
     }

@@ -10,10 +10,15 @@
 //! the directives found into bodies: a body is the prose after a directive's header, up
 //! to the next directive's lead-in, on any later line, shown lines included.
 //!
+//! A header may run across a line break: `ACK` ending one line (an *open* header) takes
+//! its keys from the start of the next line, if that line is issued; the directive's
+//! line is the token's.
+//!
 //! Invariants: directives come out in source order; keys are stamps
-//! ([`crate::stamp::is_stamp`]), deduplicated, and empty exactly for a keyless
-//! directive, which has no body; nothing on a shown line starts a directive; text
-//! without `ACK` costs one `memmem` scan and no allocation.
+//! ([`crate::stamp::is_stamp`]), deduplicated, on the header's line or the next, and
+//! empty exactly for a keyless directive, which has no body; nothing on a shown line
+//! starts a directive or gives one its keys; text without `ACK` costs one `memmem`
+//! scan and no allocation.
 
 mod clause;
 mod header;
@@ -63,11 +68,14 @@ pub struct Directive {
     pub problem: Option<Problem>,
 }
 
-/// A directive located in the whole text, before its body is cut out.
+/// A directive located in the whole text, before its body is cut out: its header's
+/// line, and where its lead-in and body start (byte offsets into the text).
 struct Located {
-    found: header::Found,
+    polarity: Polarity,
+    keys: Vec<String>,
     line: usize,
-    line_start: usize,
+    lead: usize,
+    body: usize,
 }
 
 /// Everything the text issues, in source order.
@@ -77,47 +85,72 @@ pub fn parse(text: &str) -> Vec<Directive> {
     let Some(mut next_ack) = finder.find(bytes) else {
         return Vec::new();
     };
-    let mut located = Vec::new();
+    let mut located: Vec<Located> = Vec::new();
     let mut found = Vec::new();
+    // The last directive found ended its line with no key yet: whether it stands at a
+    // directive position (keyless if the next line does not give its key).
+    let mut open: Option<bool> = None;
     for raw in walk::Blocks::new(text) {
         // Every line is walked (fences carry state), but only lines holding an `ACK`
-        // are read, and the walk stops after the last one.
+        // (or continuing an open header) are read, and the walk stops after the last.
         let end = raw.start + raw.text.len();
-        if next_ack >= end {
+        if next_ack >= end && open.is_none() {
             continue;
         }
-        match finder.find(&bytes[end..]) {
-            Some(n) => next_ack = end + n,
-            None => next_ack = usize::MAX,
+        if next_ack < end {
+            next_ack = finder.find(&bytes[end..]).map_or(usize::MAX, |n| end + n);
         }
-        if !raw.block && !walk::is_grep_context(raw.text) {
-            header::scan(raw.text, &finder, &mut found);
+        let issued = !raw.block && !walk::is_grep_context(raw.text);
+        let mut resume = None;
+        if let Some(positioned) = open.take() {
+            // An open header is the last directive located; a shown line gives no keys.
+            match (
+                issued.then(|| header::continued(raw.text)).flatten(),
+                located.last_mut(),
+            ) {
+                (Some((keys, body)), Some(last)) => {
+                    last.keys = keys;
+                    last.body = raw.start + body;
+                    resume = Some(body);
+                }
+                _ if positioned => {}
+                _ => {
+                    located.pop();
+                }
+            }
         }
-        located.extend(found.drain(..).map(|found| Located {
-            found,
-            line: raw.number,
-            line_start: raw.start,
-        }));
-        if next_ack == usize::MAX {
+        if issued {
+            header::scan(raw.text, &finder, resume, &mut found);
+        }
+        for f in found.drain(..) {
+            open = f.open.then_some(f.positioned);
+            located.push(Located {
+                polarity: f.polarity,
+                keys: f.keys,
+                line: raw.number,
+                lead: raw.start + f.lead,
+                body: raw.start + f.body,
+            });
+        }
+        if next_ack == usize::MAX && open.is_none() {
             break;
         }
     }
-    let leads: Vec<usize> = located
-        .iter()
-        .map(|l| l.line_start + l.found.lead)
-        .collect();
+    if open == Some(false) {
+        located.pop();
+    }
+    let leads: Vec<usize> = located.iter().map(|l| l.lead).collect();
     located
         .into_iter()
         .enumerate()
         .map(|(i, l)| {
-            let keyless = l.found.keys.is_empty();
-            let start = l.line_start + l.found.body;
-            let end = leads.get(i + 1).map_or(text.len(), |&e| e.max(start));
+            let keyless = l.keys.is_empty();
+            let end = leads.get(i + 1).map_or(text.len(), |&e| e.max(l.body));
             Directive {
-                polarity: l.found.polarity,
-                keys: l.found.keys,
+                polarity: l.polarity,
+                keys: l.keys,
                 line: l.line,
-                body: (!keyless).then(|| clean_body(&text[start..end])),
+                body: (!keyless).then(|| clean_body(&text[l.body..end])),
                 problem: keyless.then_some(Problem::Keyless),
             }
         })

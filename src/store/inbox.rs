@@ -9,6 +9,11 @@
 //! - Every directive found is kept as an acknowledgment record (key, polarity, body,
 //!   source and line), once: re-reading the same source line records nothing new, so a
 //!   transcript can be re-scanned after a restart without double effects.
+//! - A directive acts only within its [`Scope`]: an agent's transcript retires the items
+//!   addressed to the lane, session or worktree that wrote it, never another lane's
+//!   (recorded as `not-addressed`, the item unchanged).
+//! - An item's `problem` describes its pending state: retiring it clears the problem
+//!   (the NACK that raised it stays in the acknowledgment records).
 
 use super::target::{Target, TargetKind};
 use super::Store;
@@ -59,6 +64,25 @@ pub struct Item {
     pub problem: Option<String>,
 }
 
+/// Whose items a source's directives may act on.
+#[derive(Debug, Clone, Copy)]
+pub enum Scope<'a> {
+    /// Any item: prose the operator vouches for (`spice ack apply` without `--target`).
+    Any,
+    /// Only items addressed to one of these targets: the session, lane and worktree
+    /// that wrote the text (see [`super::agent_targets`]).
+    Within(&'a [Target]),
+}
+
+impl Scope<'_> {
+    fn admits(&self, target: &Target) -> bool {
+        match self {
+            Scope::Any => true,
+            Scope::Within(targets) => targets.contains(target),
+        }
+    }
+}
+
 /// What one directive did to one key.
 #[derive(Debug, Clone, Serialize)]
 pub struct Outcome {
@@ -81,6 +105,9 @@ pub enum Effect {
     AlreadyClosed,
     /// No item has this key; the record is kept.
     UnknownKey,
+    /// The item is addressed to a lane, session or worktree outside the directive's
+    /// scope (another agent's item); the record is kept, the item unchanged.
+    NotAddressed,
     /// This source line was applied before; nothing new happened.
     Duplicate,
 }
@@ -93,6 +120,7 @@ impl Effect {
             Effect::NoReason => "no-reason",
             Effect::AlreadyClosed => "already-closed",
             Effect::UnknownKey => "unknown-key",
+            Effect::NotAddressed => "not-addressed",
             Effect::Duplicate => "duplicate",
         }
     }
@@ -138,7 +166,11 @@ fn row_to_item(r: &rusqlite::Row<'_>, now: Micros) -> rusqlite::Result<Item> {
         shown: r.get(7)?,
         last_shown: r.get(8)?,
         closed_at: r.get(9)?,
-        problem: r.get(10)?,
+        // Rows retired before retiring cleared the problem may still hold one.
+        problem: match state {
+            ItemState::Acked | ItemState::Refused => None,
+            _ => r.get(10)?,
+        },
     })
 }
 
@@ -239,25 +271,22 @@ impl Store {
         })
     }
 
-    /// Applies parsed directives found in `source`: retires what they acknowledge and
-    /// records every one. Keyless directives are the caller's to report.
+    /// Applies parsed directives found in `source` to any item: retires what they
+    /// acknowledge and records every one. Keyless directives are the caller's to report.
     pub fn apply_acks(&mut self, directives: &[Directive], source: &str) -> Result<Vec<Outcome>> {
+        self.apply_acks_in(directives, source, Scope::Any)
+    }
+
+    /// [`Store::apply_acks`] for the items within `scope` only.
+    pub fn apply_acks_in(
+        &mut self,
+        directives: &[Directive],
+        source: &str,
+        scope: Scope<'_>,
+    ) -> Result<Vec<Outcome>> {
         self.write("applying acknowledgments", |tx, now| {
             sweep(tx, now)?;
-            let mut out = Vec::new();
-            for d in directives {
-                let body = d.body.clone().unwrap_or_default();
-                for key in &d.keys {
-                    let effect = apply_one(tx, key, d.polarity, &body, source, d.line, now)?;
-                    out.push(Outcome {
-                        key: key.clone(),
-                        polarity: d.polarity,
-                        line: d.line,
-                        effect,
-                    });
-                }
-            }
-            Ok(out)
+            apply_all(tx, directives, source, scope, now)
         })
     }
 
@@ -280,7 +309,8 @@ impl Store {
         })
     }
 
-    /// Applies the directives found in a transcript up to `at` and moves its
+    /// Applies the directives found in a transcript up to `at` to the items addressed
+    /// to `writer` (the session, lane and worktree that wrote it) and moves its
     /// checkpoint there, in one transaction: a crash either keeps both or neither, so
     /// a restart reads every line exactly once.
     pub fn apply_transcript(
@@ -288,22 +318,11 @@ impl Store {
         path: &str,
         at: Checkpoint,
         directives: &[Directive],
+        writer: &[Target],
     ) -> Result<Vec<Outcome>> {
         self.write("applying a transcript", |tx, now| {
             sweep(tx, now)?;
-            let mut out = Vec::new();
-            for d in directives {
-                let body = d.body.clone().unwrap_or_default();
-                for key in &d.keys {
-                    let effect = apply_one(tx, key, d.polarity, &body, path, d.line, now)?;
-                    out.push(Outcome {
-                        key: key.clone(),
-                        polarity: d.polarity,
-                        line: d.line,
-                        effect,
-                    });
-                }
-            }
+            let out = apply_all(tx, directives, path, Scope::Within(writer), now)?;
             tx.prepare_cached(
                 "INSERT INTO transcript_checkpoints (path, offset, line, hash, updated)
                  VALUES (?1, ?2, ?3, ?4, ?5)
@@ -318,6 +337,23 @@ impl Store {
                 now
             ])?;
             Ok(out)
+        })
+    }
+
+    /// The lane of the claim `session` last came to hold (by claim, takeover or
+    /// succession), from the ledger: the lane a transcript naming that session was
+    /// written for, even after the claim was released.
+    pub fn session_lane(&mut self, session: &str) -> Result<Option<String>> {
+        self.read("reading the ledger", |tx, _| {
+            Ok(tx
+                .prepare_cached(
+                    "SELECT json_extract(detail, '$.lane') FROM ledger WHERE actor = ?1
+                     AND kind IN ('claimed', 'takeover', 'successor')
+                     AND json_extract(detail, '$.lane') IS NOT NULL
+                     ORDER BY seq DESC LIMIT 1",
+                )?
+                .query_row([session], |r| r.get(0))
+                .optional()?)
         })
     }
 
@@ -344,15 +380,50 @@ impl Store {
     }
 }
 
+fn apply_all(
+    tx: &Transaction<'_>,
+    directives: &[Directive],
+    source: &str,
+    scope: Scope<'_>,
+    now: Micros,
+) -> Result<Vec<Outcome>> {
+    let mut out = Vec::new();
+    for d in directives {
+        let body = d.body.as_deref().unwrap_or_default();
+        for key in &d.keys {
+            let at = Source {
+                name: source,
+                line: d.line,
+                scope,
+            };
+            let effect = apply_one(tx, key, d.polarity, body, &at, now)?;
+            out.push(Outcome {
+                key: key.clone(),
+                polarity: d.polarity,
+                line: d.line,
+                effect,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Where a directive was read and whose items it may act on.
+struct Source<'a> {
+    name: &'a str,
+    line: usize,
+    scope: Scope<'a>,
+}
+
 fn apply_one(
     tx: &Transaction<'_>,
     key: &str,
     polarity: Polarity,
     body: &str,
-    source: &str,
-    line: usize,
+    at: &Source<'_>,
     now: Micros,
 ) -> Result<Effect> {
+    let (source, line) = (at.name, at.line);
     let pol = match polarity {
         Polarity::Ack => "ack",
         Polarity::Nack => "nack",
@@ -365,16 +436,26 @@ fn apply_one(
     if seen {
         return Ok(Effect::Duplicate);
     }
-    let state: Option<String> = tx
-        .prepare_cached("SELECT state FROM steering WHERE key = ?1")?
-        .query_row([key], |r| r.get(0))
+    let item: Option<(String, Target)> = tx
+        .prepare_cached("SELECT state, target_kind, target FROM steering WHERE key = ?1")?
+        .query_row([key], |r| {
+            let kind: String = r.get(1)?;
+            let target = Target {
+                kind: TargetKind::parse(&kind),
+                name: r.get(2)?,
+            };
+            Ok((r.get(0)?, target))
+        })
         .optional()?;
-    let effect = match (state.as_deref(), polarity) {
-        (None, _) => Effect::UnknownKey,
-        (Some("pending"), Polarity::Ack) => Effect::Acked,
-        (Some("pending"), Polarity::Nack) if body.trim().is_empty() => Effect::NoReason,
-        (Some("pending"), Polarity::Nack) => Effect::Refused,
-        (Some(_), _) => Effect::AlreadyClosed,
+    let effect = match item {
+        None => Effect::UnknownKey,
+        Some((_, target)) if !at.scope.admits(&target) => Effect::NotAddressed,
+        Some((state, _)) if state != "pending" => Effect::AlreadyClosed,
+        Some(_) => match polarity {
+            Polarity::Ack => Effect::Acked,
+            Polarity::Nack if body.trim().is_empty() => Effect::NoReason,
+            Polarity::Nack => Effect::Refused,
+        },
     };
     match effect {
         Effect::Acked | Effect::Refused => {
@@ -384,7 +465,8 @@ fn apply_one(
                 "refused"
             };
             tx.prepare_cached(
-                "UPDATE steering SET state = ?2, closed_at = ?3 WHERE key = ?1 AND state = 'pending'",
+                "UPDATE steering SET state = ?2, closed_at = ?3, problem = NULL
+                 WHERE key = ?1 AND state = 'pending'",
             )?
             .execute(params![key, to, now])?;
         }

@@ -38,7 +38,7 @@ pub use backup::{list_backups, restore, Backup, Restored, BACKUPS_KEPT, BACKUP_D
 pub use check::{check, CheckReport, Verdict};
 pub use claims::{Claim, ClaimRequest, Holder, Takeover, DEFAULT_LEASE};
 pub use import::ImportReport;
-pub use inbox::{AckRecord, Effect, Item, ItemState, Outcome, DEFAULT_TTL};
+pub use inbox::{AckRecord, Effect, Item, ItemState, Outcome, Scope, DEFAULT_TTL};
 pub use lanes::{LaneRow, LaneState};
 pub use ledger::LedgerEntry;
 pub use resolve::ShortIds;

@@ -2,12 +2,16 @@
 //! `ACK <key>: …` is written, so the transcript is read from its stored checkpoint,
 //! every directive in the main conversation's assistant text is applied with the
 //! transcript line it came from, and the checkpoint moves in the same transaction.
+//!
+//! A transcript speaks for its writer only: its directives retire the items addressed
+//! to the session, lane and worktree that wrote it (the scanner's `writer`), and an
+//! ACK of another lane's key is recorded as `not-addressed` and changes nothing.
 
 use super::event::EventKind;
 use super::follow::Follower;
 use crate::error::{Error, Result};
 use crate::steer::grammar;
-use crate::store::{Outcome, Store};
+use crate::store::{Outcome, Store, Target};
 use std::path::Path;
 
 /// What one scan did.
@@ -34,12 +38,16 @@ pub struct ScanReport {
     pub compactions: u64,
     /// The session id the transcript names for itself, when read in this scan.
     pub session_id: Option<String>,
+    /// Whom its directives count for: the items addressed to these targets.
+    pub counts_for: Vec<Target>,
 }
 
 /// Reads `path` from where the store last left it and applies the ACK/NACK
-/// directives found in assistant text. Subagents' text is not the agent answering.
-pub fn scan(store: &mut Store, path: &Path) -> Result<ScanReport> {
-    Scanner::new(path).scan(store)
+/// directives found in assistant text to the items addressed to `writer` (the
+/// session, lane and worktree that wrote it). Subagents' text is not the agent
+/// answering.
+pub fn scan(store: &mut Store, path: &Path, writer: Vec<Target>) -> Result<ScanReport> {
+    Scanner::new(path, writer).scan(store)
 }
 
 /// A transcript being scanned repeatedly (the supervisor's lane loop): the follower
@@ -47,13 +55,16 @@ pub fn scan(store: &mut Store, path: &Path) -> Result<ScanReport> {
 /// of re-detecting the format and re-hashing the whole prefix.
 pub struct Scanner {
     path: std::path::PathBuf,
+    writer: Vec<Target>,
     follower: Option<(String, Follower)>,
 }
 
 impl Scanner {
-    pub fn new(path: &Path) -> Scanner {
+    /// A scanner of `path`, written by `writer` (whose items its ACKs retire).
+    pub fn new(path: &Path, writer: Vec<Target>) -> Scanner {
         Scanner {
             path: path.to_path_buf(),
+            writer,
             follower: None,
         }
     }
@@ -82,6 +93,7 @@ impl Scanner {
             text_last: None,
             compactions: 0,
             session_id: None,
+            counts_for: self.writer.clone(),
         };
         loop {
             let mut events = Vec::new();
@@ -133,9 +145,12 @@ impl Scanner {
             }
             let at = follower.checkpoint();
             if !directives.is_empty() || at.line != report.to_line || report.rewritten {
-                report
-                    .outcomes
-                    .extend(store.apply_transcript(key, at, &directives)?);
+                report.outcomes.extend(store.apply_transcript(
+                    key,
+                    at,
+                    &directives,
+                    &self.writer,
+                )?);
             }
             report.to_line = at.line;
             if follower.caught_up() {

@@ -204,7 +204,7 @@ impl Lane<'_> {
 
         let (exact, search) = transcript_place(cfg, &value);
         let known = self.row.transcript.clone().map(PathBuf::from).or(exact);
-        let mut follow = Follow::new(known, search, launched_at);
+        let mut follow = Follow::new(known, search, launched_at, targets.clone());
         let mut pasted: HashSet<String> = pending.iter().map(|i| i.key.clone()).collect();
         let mut seen_version: Option<i64> = None;
         let holder = Holder::fenced(session.clone(), work.fence);

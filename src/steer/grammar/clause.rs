@@ -7,7 +7,12 @@
 //!   the token, since elsewhere they are mostly apostrophes.
 //! - *Vetoed*: its clause, before the token, holds a negation (`not`, `never`, any
 //!   `n't` word…) or a hypothetical or narration word (`would`, `for example`, `e.g.`,
-//!   `such as`, `the phrase`, `reply with`, `write`, `say`…).
+//!   `such as`, `the phrase`, `reply with`, `write`, `say`, `mentioned`, `see`…).
+//!   A turning connective (`so`, `therefore`, `thus`, `hence`, `but`) ends the reach of
+//!   a negation before it, not of a hypothetical: "It did not fail again, so ACK k: x"
+//!   issues, "If it fails, so ACK k" does not.
+//! - *Named*: a determiner right before the token (`the`, `an`, `your`, `this`…) makes
+//!   it a noun, the word talked about: "waiting for the ACK k" issues nothing.
 //!
 //! The clause runs from the start of the line's content (or the end of the previous
 //! directive's header on the same line) to the token, and restarts after `.`, `!`, `?`
@@ -28,15 +33,63 @@ const NEGATIONS: &[&str] = &["not", "never", "cannot", "nor", "without"];
 /// Words that make the clause hypothetical, an example, or narration about writing.
 /// Words ending in `'d` and `'ll` ("I'd", "we'll") count too.
 const HYPOTHETICALS: &[&str] = &[
-    "could", "would", "should", "might", "may", "shall", "will", "if", "unless", "suppose",
-    "imagine", "example", "instance", "e.g", "eg", "i.e", "ie", "like", "write", "writes",
-    "writing", "type", "types", "typing", "say", "says", "saying",
+    "could",
+    "would",
+    "should",
+    "might",
+    "may",
+    "shall",
+    "will",
+    "if",
+    "unless",
+    "suppose",
+    "imagine",
+    "example",
+    "instance",
+    "e.g",
+    "eg",
+    "i.e",
+    "ie",
+    "like",
+    "write",
+    "writes",
+    "writing",
+    "wrote",
+    "written",
+    "type",
+    "types",
+    "typing",
+    "typed",
+    "say",
+    "says",
+    "saying",
+    "said",
+    "mention",
+    "mentions",
+    "mentioned",
+    "mentioning",
+    "quote",
+    "quotes",
+    "quoted",
+    "quoting",
+    "see",
+    "cf",
+];
+
+/// Words that turn the sentence, ending the reach of a negation before them.
+const CONNECTIVES: &[&str] = &["so", "therefore", "thus", "hence", "but"];
+
+/// Words that make the token right after them a noun ("the ACK", "your NACK").
+const DETERMINERS: &[&str] = &[
+    "the", "a", "an", "this", "that", "these", "those", "my", "your", "his", "her", "its", "our",
+    "their", "each", "every", "any", "some", "another",
 ];
 
 /// Two-word vetoes, where either word alone is ordinary prose.
 const PHRASES: &[(&str, &str)] = &[
     ("such", "as"),
     ("reply", "with"),
+    ("replied", "with"),
     ("respond", "with"),
     ("answer", "with"),
     ("the", "phrase"),
@@ -127,26 +180,31 @@ pub(super) fn quoted_before(line: &str, at: usize) -> bool {
 }
 
 /// The state of the clause being read, advanced incrementally along one line: whether
-/// a veto word was seen, and whether a double quote is open.
+/// a negation or a hypothetical was seen, and whether a double quote is open.
 pub(super) struct Clause {
     pos: usize,
-    vetoed: bool,
+    negated: bool,
+    hypothetical: bool,
     prev: Option<(usize, usize)>,
     straight_quote: bool,
     curly_quotes: usize,
-    /// A vetoed clause ended in `:`, so the rest of the line is what it introduced.
-    introduced: bool,
+    /// A vetoed clause ended in `:`, so the rest of the line is what it introduced: by a
+    /// negation (a connective ends it) and by a hypothetical (nothing does).
+    introduced_negation: bool,
+    introduced_hypothetical: bool,
 }
 
 impl Clause {
     pub(super) fn new(start: usize) -> Self {
         Clause {
             pos: start,
-            vetoed: false,
+            negated: false,
+            hypothetical: false,
             prev: None,
             straight_quote: false,
             curly_quotes: 0,
-            introduced: false,
+            introduced_negation: false,
+            introduced_hypothetical: false,
         }
     }
 
@@ -156,9 +214,9 @@ impl Clause {
     }
 
     /// Reads the line up to `to` and says whether a token there is discarded: its clause
-    /// holds a veto, or it sits inside double quotes. Code spans are read as one neutral
-    /// word: what an agent quotes in code (`` `ACK <key>: …` ``) neither vetoes nor ends
-    /// a clause.
+    /// holds a veto, it sits inside double quotes, or a determiner names it. Code spans
+    /// are read as one neutral word: what an agent quotes in code (`` `ACK <key>: …` ``)
+    /// neither vetoes nor ends a clause.
     pub(super) fn discards(&mut self, line: &str, to: usize, spans: &CodeSpans) -> bool {
         let b = line.as_bytes();
         let mut i = self.pos;
@@ -191,7 +249,8 @@ impl Clause {
                     false
                 }
                 b':' => {
-                    self.introduced |= self.vetoed;
+                    self.introduced_negation |= self.negated;
+                    self.introduced_hypothetical |= self.hypothetical;
                     false
                 }
                 _ => false,
@@ -202,11 +261,25 @@ impl Clause {
             i += 1;
         }
         self.pos = self.pos.max(to);
-        self.vetoed || self.introduced || self.straight_quote || self.curly_quotes > 0
+        let named = self.prev.is_some_and(|(pi, pj)| {
+            eq_any(line[pi..pj].trim_matches(WORD_QUOTES), DETERMINERS)
+                && pj <= to
+                && b[pj..to]
+                    .iter()
+                    .all(|&c| matches!(c, b' ' | b'\t' | b'*' | b'_'))
+        });
+        self.negated
+            || self.hypothetical
+            || self.introduced_negation
+            || self.introduced_hypothetical
+            || self.straight_quote
+            || self.curly_quotes > 0
+            || named
     }
 
     fn end_clause(&mut self) {
-        self.vetoed = false;
+        self.negated = false;
+        self.hypothetical = false;
         self.prev = None;
     }
 
@@ -217,8 +290,14 @@ impl Clause {
             self.curly_quotes = self.curly_quotes.saturating_sub(raw.matches('”').count());
         }
         let word = raw.trim_matches(WORD_QUOTES);
-        if is_negation(word) || is_hypothetical(word) {
-            self.vetoed = true;
+        if is_negation(word) {
+            self.negated = true;
+        } else if eq_any(word, CONNECTIVES) {
+            self.negated = false;
+            self.introduced_negation = false;
+        }
+        if is_hypothetical(word) {
+            self.hypothetical = true;
         }
         if let Some((pi, pj)) = self.prev {
             let prev = line[pi..pj].trim_matches(WORD_QUOTES);
@@ -226,7 +305,7 @@ impl Clause {
                 .iter()
                 .any(|(a, b)| a.eq_ignore_ascii_case(prev) && b.eq_ignore_ascii_case(word))
             {
-                self.vetoed = true;
+                self.hypothetical = true;
             }
         }
         self.prev = Some((i, j));

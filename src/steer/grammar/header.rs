@@ -1,23 +1,31 @@
-//! Directive recognition on one issued line: the token, its position, its header (keys
-//! and separator), and the use-versus-mention checks of [`super::clause`].
+//! Directive recognition on one issued line: the token, its header (keys and
+//! separator), and the use-versus-mention checks of [`super::clause`].
 //!
 //! The header grammar, each part a named rule below:
 //!
 //! ```text
-//! directive := emphasis? TOKEN emphasis? lead-sep? filler{0,3} key (joiner filler{0,3} key)* tail
+//! directive := emphasis? TOKEN emphasis? lead-sep? filler{0,3} keys tail
 //! TOKEN     := "ACK" | "NACK", ALL CAPS, not joined to a word on either side
-//! key       := wrapper? stamp wrapper?      (stamp: 9 base52 digits, optional -N)
+//! keys      := key (joiner filler{0,3} key)* | "(" key-list ")" | "[" key-list "]"
+//! key       := wrapper? stamp wrapper? closer   (stamp: 9 base52 digits, optional -N)
+//! wrapper   := ` `` " ' “” ‘’ «» ( ) [ ]
+//! closer    := whitespace | : | , | . | ; | ) | ] | — | – | end of line (emphasis may come first)
 //! joiner    := "," | "&" | "/" | "and" | ", and" | whitespace
-//! tail      := emphasis? separator? emphasis?    separator: : , ; . — – - --
+//! tail      := emphasis? ")"* separator? emphasis?    separator: : , ; . — – - --
 //! ```
 //!
-//! Position: a directive is issued only where a reader would take it as one, at the
-//! start of the line's content (after indentation, list markers, task box, heading and
-//! up to three emphasis markers), right after the previous directive's header, or after
-//! a sentence or clause mark (`.` `!` `?` `;` `:`) and a space: "Done. ACK k: fixed"
-//! issues, "then I ACK k" does not. A header with a token but no key, shaped like a
-//! directive (a separator right after the token, or nothing else on the line), is
-//! *keyless*.
+//! Position: a token with a key may stand anywhere on the line ("Done, so ACK k: x");
+//! only the guards of [`super::clause`] discard it. At a *directive position* (the
+//! start of the line's content, after indentation, list markers, task box, heading and
+//! up to three emphasis markers; right after the previous directive's header; or after
+//! `.` `!` `?` `;` `:` and a space) two looser shapes count too: filler words before
+//! the key ("ACK inbox item k"), and a *keyless* header (a separator right after the
+//! token, or nothing else on the line). Elsewhere the token must be followed by its key,
+//! since "waiting on ACK for k" and "got an ACK." are prose about the word. A header
+//! whose token ends the line with no key yet is *open*: its key may start the next line
+//! ([`continued`]).
+//!
+//! A key ends at a closer: `ACK k/path`, `ACK k.rs`, `ACK k's` are not headers.
 //!
 //! Invariants: offsets are byte offsets into the line, on char boundaries; each
 //! candidate is examined in time proportional to its own header, so a line costs linear
@@ -26,7 +34,9 @@
 use memchr::memmem::Finder;
 
 use super::clause::{self, Clause, CodeSpans};
-use super::markdown::{content_start, skip_back_emphasis, skip_back_ws, skip_emphasis, skip_ws};
+use super::markdown::{
+    content_start, indent, skip_back_emphasis, skip_back_ws, skip_emphasis, skip_ws, MAX_INDENT,
+};
 use super::Polarity;
 use crate::stamp;
 
@@ -39,8 +49,18 @@ const MAX_FILLERS: usize = 3;
 
 /// Wrappers allowed around a key alone: (opener, closer). Backtick runs are handled
 /// apart, since their closer is a run of the same length.
-const KEY_WRAPPERS: &[(&str, &str)] =
-    &[("\"", "\""), ("'", "'"), ("“", "”"), ("‘", "’"), ("«", "»")];
+const KEY_WRAPPERS: &[(&str, &str)] = &[
+    ("\"", "\""),
+    ("'", "'"),
+    ("“", "”"),
+    ("‘", "’"),
+    ("«", "»"),
+    ("(", ")"),
+    ("[", "]"),
+];
+
+/// Brackets allowed around a whole key list: "ACK (k1, k2): done".
+const LIST_BRACKETS: &[(u8, u8)] = &[(b'(', b')'), (b'[', b']')];
 
 /// A directive found on one line.
 pub(super) struct Found {
@@ -51,15 +71,29 @@ pub(super) struct Found {
     pub lead: usize,
     /// Where its body starts (just after the header).
     pub body: usize,
+    /// The header reached the end of the line with no key: the key may start the next
+    /// line. Without one it is keyless if `positioned`, else nothing.
+    pub open: bool,
+    /// It stands at a directive position (see the module doc).
+    pub positioned: bool,
 }
 
-/// Finds every directive issued on `line`, in order.
-pub(super) fn scan(line: &str, finder: &Finder<'_>, out: &mut Vec<Found>) {
+/// A parsed header: its keys (empty: keyless or open), where its body starts, and
+/// whether it is open.
+struct Header {
+    keys: Vec<String>,
+    body: usize,
+    open: bool,
+}
+
+/// Finds every directive issued on `line`, in order. `resume` is where an open header
+/// of the line before took its keys from this line: the scan starts after them.
+pub(super) fn scan(line: &str, finder: &Finder<'_>, resume: Option<usize>, out: &mut Vec<Found>) {
     let b = line.as_bytes();
     let start = content_start(b);
-    let mut clause = Clause::new(start);
+    let mut clause = Clause::new(resume.unwrap_or(start));
     let mut spans: Option<CodeSpans> = None;
-    let mut previous: Option<usize> = None;
+    let mut previous: Option<usize> = resume;
     for p in finder.find_iter(b) {
         let Some((t, polarity)) = token_at(line, p) else {
             continue;
@@ -71,25 +105,51 @@ pub(super) fn scan(line: &str, finder: &Finder<'_>, out: &mut Vec<Found>) {
         if clause::quoted_before(line, e) {
             continue;
         }
-        let Some(lead) = position(b, e, start, previous) else {
+        let lead = position(b, e, start, previous);
+        let positioned = lead.is_some();
+        let Some(h) = header(line, p + 3, positioned) else {
             continue;
         };
-        let Some((keys, body)) = header(line, p + 3) else {
+        if h.keys.is_empty() && !positioned && !h.open {
             continue;
-        };
+        }
         let spans = spans.get_or_insert_with(|| CodeSpans::new(b));
         if spans.contains(t) || clause.discards(line, t, spans) {
             continue;
         }
         out.push(Found {
             polarity,
-            keys,
-            lead,
-            body,
+            keys: h.keys,
+            lead: lead.unwrap_or_else(|| mid_line_lead(b, e)),
+            body: h.body,
+            open: h.open,
+            positioned,
         });
-        previous = Some(body);
-        clause.restart(body);
+        previous = Some(h.body);
+        clause.restart(h.body);
     }
+}
+
+/// The keys an open header of the line before finds at the start of `line` (after at
+/// most three spaces), and where the body starts.
+pub(super) fn continued(line: &str) -> Option<(Vec<String>, usize)> {
+    let b = line.as_bytes();
+    let (cols, at) = indent(b);
+    if cols > MAX_INDENT {
+        return None;
+    }
+    let (keys, end) = keys(line, at, true)?;
+    Some((keys, tail(b, end)))
+}
+
+/// Where a token standing mid-line begins its lead-in: before the spaces and opening
+/// brackets in front of it, so the previous body does not end in "(".
+fn mid_line_lead(b: &[u8], e: usize) -> usize {
+    let mut at = e;
+    while at > 0 && matches!(b[at - 1], b' ' | b'\t' | b'(' | b'[') {
+        at -= 1;
+    }
+    at
 }
 
 /// The token around an `ACK` found at `p`: `NACK` if an `N` precedes. ALL CAPS and
@@ -147,9 +207,10 @@ fn position(b: &[u8], e: usize, start: usize, previous: Option<usize>) -> Option
     }
 }
 
-/// Parses the header after the token (which ends at `a`): the keys and where the body
-/// starts. Keyless headers give no keys.
-fn header(line: &str, a: usize) -> Option<(Vec<String>, usize)> {
+/// Parses the header after the token (which ends at `a`). Filler words and keyless
+/// headers are allowed only at a directive position (`loose`); an open header (the
+/// line ends before any key) is returned either way.
+fn header(line: &str, a: usize, loose: bool) -> Option<Header> {
     let b = line.as_bytes();
     let i = skip_emphasis(b, a);
     let s = skip_ws(b, i);
@@ -159,24 +220,48 @@ fn header(line: &str, a: usize) -> Option<(Vec<String>, usize)> {
         return None;
     }
     let k = lead_sep.map_or(s, |n| skip_ws(b, skip_emphasis(b, s + n)));
-    if let Some((keys, end)) = key_list(line, k) {
-        return Some((keys, tail(b, end)));
+    if let Some((keys, end)) = keys(line, k, loose) {
+        return Some(Header {
+            keys,
+            body: tail(b, end),
+            open: false,
+        });
     }
-    let f = skip_ws(b, skip_emphasis(b, skip_fillers(b, k)));
+    let f = if loose { skip_fillers(b, k) } else { k };
+    let f = skip_ws(b, skip_emphasis(b, f));
     let f_sep = separator(b, f);
-    if lead_sep.is_some() || f == b.len() || f_sep.is_some() {
-        let end = f + f_sep.unwrap_or(0);
-        return Some((Vec::new(), skip_ws(b, skip_emphasis(b, end))));
+    let after = skip_ws(b, skip_emphasis(b, f + f_sep.unwrap_or(0)));
+    let keyless = Header {
+        keys: Vec::new(),
+        body: after,
+        open: after == b.len(),
+    };
+    if keyless.open || (loose && (lead_sep.is_some() || f_sep.is_some())) {
+        return Some(keyless);
     }
     None
 }
 
+/// The key list at `at`: bare (each key in its own wrapper or none), else bracketed
+/// as a whole.
+fn keys(line: &str, at: usize, fillers: bool) -> Option<(Vec<String>, usize)> {
+    let b = line.as_bytes();
+    if let Some(found) = key_list(line, at, fillers) {
+        return Some(found);
+    }
+    let &(_, close) = LIST_BRACKETS.iter().find(|(o, _)| b.get(at) == Some(o))?;
+    let (keys, end) = key_list(line, skip_ws(b, at + 1), fillers)?;
+    let c = skip_ws(b, skip_emphasis(b, end));
+    (b.get(c) == Some(&close) && closes(line, c + 1)).then_some((keys, c + 1))
+}
+
 /// One or more keys joined by commas, `&`, `/`, `and` or spaces, deduplicated.
-fn key_list(line: &str, at: usize) -> Option<(Vec<String>, usize)> {
+fn key_list(line: &str, at: usize, fillers: bool) -> Option<(Vec<String>, usize)> {
     let b = line.as_bytes();
     let mut keys: Vec<&str> = Vec::new();
     let (mut at, mut end) = (at, at);
-    while let Some((key, e)) = key_token(line, skip_emphasis(b, skip_fillers(b, at))) {
+    let skip = |at| if fillers { skip_fillers(b, at) } else { at };
+    while let Some((key, e)) = key_token(line, skip_emphasis(b, skip(at))) {
         keys.push(key);
         end = e;
         let q = skip_ws(b, skip_emphasis(b, end));
@@ -208,7 +293,8 @@ fn dedup(keys: Vec<&str>) -> Vec<String> {
         .collect()
 }
 
-/// A key, alone in its optional wrapper: returns the stamp and the end of the wrapper.
+/// A key, alone in its optional wrapper and followed by a closer: returns the stamp and
+/// the end of the wrapper.
 fn key_token(line: &str, p: usize) -> Option<(&str, usize)> {
     let b = line.as_bytes();
     let ticks = b[p..].iter().take_while(|&&c| c == b'`').count();
@@ -231,10 +317,7 @@ fn key_token(line: &str, p: usize) -> Option<(&str, usize)> {
         e += 1 + b[e + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
     }
     let key = &line[s..e];
-    if run != stamp::WIDTH
-        || !stamp::is_stamp(key)
-        || line[e..].chars().next().is_some_and(char::is_alphanumeric)
-    {
+    if run != stamp::WIDTH || !stamp::is_stamp(key) {
         return None;
     }
     if !close.is_empty() {
@@ -243,7 +326,20 @@ fn key_token(line: &str, p: usize) -> Option<(&str, usize)> {
         }
         e += close.len();
     }
-    Some((key, e))
+    closes(line, e).then_some((key, e))
+}
+
+/// True if a key may end at `at`: what follows (past emphasis) is whitespace, the end of
+/// the line, or one of `: , ; ) ] — –`, or a `.` not followed by a letter or digit
+/// ("k." ends a sentence, "k.rs" names a file).
+fn closes(line: &str, at: usize) -> bool {
+    let rest = &line[skip_emphasis(line.as_bytes(), at)..];
+    let mut chars = rest.chars();
+    match chars.next() {
+        None => true,
+        Some('.') => !chars.next().is_some_and(char::is_alphanumeric),
+        Some(c) => c.is_whitespace() || matches!(c, ':' | ',' | ';' | ')' | ']' | '—' | '–'),
+    }
 }
 
 /// Skips up to [`MAX_FILLERS`] filler words, each followed by whitespace, or by a
@@ -301,10 +397,17 @@ fn separator(b: &[u8], at: usize) -> Option<usize> {
     }
 }
 
-/// Where the body starts after the last key: past closing emphasis, one separator,
-/// more emphasis (`**ACK k:**`) and spaces.
+/// Where the body starts after the last key: past closing emphasis and brackets (the
+/// token's own "(ACK k)"), one separator, more emphasis (`**ACK k:**`) and spaces.
 fn tail(b: &[u8], end: usize) -> usize {
     let i = skip_emphasis(b, end);
+    let i = skip_emphasis(
+        b,
+        i + b[i..]
+            .iter()
+            .take_while(|&&c| c == b')' || c == b']')
+            .count(),
+    );
     let s = skip_ws(b, i);
     let i = separator(b, s).map_or(i, |n| s + n);
     skip_ws(b, skip_emphasis(b, i))
