@@ -233,6 +233,7 @@ pub(super) fn integrity(conn: &Connection, path: &Path, pragma: &str) -> Result<
     if rows == ["ok"] {
         return Ok(());
     }
+    super::backup::Verified::forget(path);
     let more = if rows.len() > 3 {
         format!(" (and {} more)", rows.len() - 3)
     } else {

@@ -14,7 +14,9 @@
 //!   `busy_timeout` so concurrent claimers queue instead of failing.
 //! - A corrupt store takes no writes: each connection's first write runs SQLite's
 //!   `quick_check` (the full `integrity_check` when a backup is due) and refuses on a
-//!   damaged file, whichever command writes first ([`backup`]).
+//!   damaged file, whichever command writes first ([`backup`]); the quick check is
+//!   skipped when the files are exactly as the last verified write left them
+//!   ([`backup::Verified`]).
 //! - A store that cannot be written (read-only directory or file, full disk) still
 //!   serves reads; its writes are refused naming the file and the reason ([`open`]).
 
@@ -143,6 +145,9 @@ impl Store {
             Ok(out)
         })()
         .map_err(|e| open::explain(path, read_only, e));
+        if written.is_ok() {
+            backup::Verified::record(&self.path);
+        }
         match written {
             Ok(out) if backup_due => {
                 self.take_backup(self.clock.now());
