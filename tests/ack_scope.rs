@@ -6,8 +6,14 @@
 mod common;
 use common::{git, TestEnv};
 
+/// Steers `target`; `--force`, since these lanes need no lane file (what is tested is
+/// whose ACK retires the item, not that the lane exists).
 fn steer(env: &TestEnv, target: &str, msg: &str) -> String {
-    let key = env.run(&["steer", target, msg]).ok().trim().to_string();
+    let key = env
+        .run(&["steer", "--force", target, msg])
+        .ok()
+        .trim()
+        .to_string();
     assert!(spice::stamp::is_stamp(&key), "{key}");
     key
 }
