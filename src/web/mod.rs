@@ -23,6 +23,7 @@
 pub mod docs;
 pub mod guard;
 mod routes;
+pub mod server;
 pub mod token;
 pub mod transcripts;
 mod writes;
@@ -48,6 +49,8 @@ pub struct Config {
     pub parse_target: TargetParser,
     /// How often the watcher looks for commits by others.
     pub poll: Duration,
+    /// Connections served at once and the time allowed for a request head.
+    pub limits: server::Limits,
 }
 
 /// How many idle store connections are kept for requests.
@@ -184,18 +187,21 @@ where
         tasks: Cache::new(),
         transcripts: transcripts::Transcripts::default(),
     });
+    let limits = app.cfg.limits;
+    let (stopping, stop_rx) = watch::channel(false);
     let stop_on_signal = {
         let stop = stop.clone();
         async move {
             shutdown.await;
+            // The watcher ends, dropping its sender, which ends every live stream.
             stop.store(true, Ordering::SeqCst);
+            let _ = stopping.send(true);
         }
     };
-    warp::serve(routes::all(app))
-        .incoming(listener)
-        .graceful(stop_on_signal)
-        .run()
-        .await;
+    let routes = hyper_util::service::TowerToHyperService::new(warp::service(routes::all(app)));
+    let signal = tokio::spawn(stop_on_signal);
+    server::run(listener, routes, limits, stop_rx).await;
+    signal.abort();
     stop.store(true, Ordering::SeqCst);
     let _ = watch_thread.join();
     Ok(())
