@@ -384,6 +384,22 @@ fn guards_refuse_foreign_hosts_origins_forms_and_oversized_bodies() {
         b"",
     )
     .refused(421, "not allowed");
+    // Issue #14: a name that merely starts like an allowed one.
+    for host in [
+        "[::1].evil.example",
+        "[::1]evil.example:80",
+        "localhost:80.evil.example",
+    ] {
+        srv.send("GET", "/api/status", &[("Host", host)], b"")
+            .refused(400, "malformed Host header");
+    }
+    srv.send(
+        "GET",
+        "/api/status",
+        &[("Host", "localhost.evil.example")],
+        b"",
+    )
+    .refused(421, "not allowed");
     // Another origin, even on localhost, may neither write nor listen.
     let json_headers = |o: &'static str| {
         vec![

@@ -131,6 +131,17 @@ fn the_console_in_headless_chromium() {
             ..LaneRow::default()
         })
         .unwrap();
+    // A lane whose last launch failed: the page shows why, not a bare "error".
+    Store::open_dir(&env.home, Arc::new(spice::clock::SystemClock))
+        .unwrap()
+        .put_lane(&LaneRow {
+            name: "b".into(),
+            state: LaneState::Stalled,
+            profile: Some("demo".into()),
+            last_error: Some("agent exited with status 127: claude: command not found".into()),
+            ..LaneRow::default()
+        })
+        .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(1100)); // the 1 s lease lapses
 
     // The lane row reads as the present (working) only while a supervisor holds the

@@ -28,6 +28,42 @@ pub struct ServeArgs {
     /// Another host name the console answers to (a tunnel or tailnet name); repeatable.
     #[arg(long = "allow-host", value_name = "NAME")]
     allow_hosts: Vec<String>,
+    /// Connections served at once [default: 512, or the file limit less 64 if lower].
+    /// At the bound a new connection closes the one idle longest; when all are busy
+    /// (requests, live streams) it is answered 503.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: Option<u32>,
+    /// How long a connection may take to send a request head, after connecting or
+    /// after its previous response, before it is closed.
+    #[arg(long, value_name = "DURATION", value_parser = super::task::duration, default_value = "10s")]
+    header_timeout: Duration,
+}
+
+/// File descriptors kept for everything but connections (the store's pool and
+/// watcher, transcripts being read, the runtime's own): this many, or a quarter of a
+/// smaller limit.
+const FD_RESERVE: u64 = 64;
+
+/// The connection bound: the operator's, or the default lowered to what the file
+/// limit leaves. An explicit bound above that is kept with a warning (connections
+/// past the file limit then wait for a descriptor, see `web::server`).
+fn max_connections(asked: Option<u32>) -> usize {
+    let soft = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .map(|(soft, _)| soft)
+        .unwrap_or(u64::MAX);
+    let room = soft.saturating_sub(FD_RESERVE.min(soft / 4)).max(1);
+    match asked {
+        Some(n) => {
+            if u64::from(n) > room {
+                eprintln!(
+                    "spice: serve: --max-connections {n} is more than the file limit ({soft}) \
+                     leaves room for (about {room}); connections past it wait for a descriptor"
+                );
+            }
+            n as usize
+        }
+        None => (web::server::DEFAULT_MAX_CONNECTIONS as u64).min(room) as usize,
+    }
 }
 
 fn bind_addr(s: &str) -> std::result::Result<SocketAddr, String> {
@@ -49,6 +85,26 @@ fn bind_addr(s: &str) -> std::result::Result<SocketAddr, String> {
         })?,
     };
     Ok(SocketAddr::new(ip, port))
+}
+
+/// Pending connections the kernel queues for the accept loop (capped at somaxconn).
+/// std's 128 is too few: under a burst (a flood of idle connections the server is
+/// displacing), a page's connection would lose its SYN and wait a second to retry.
+const BACKLOG: u32 = 4096;
+
+/// Binds `addr` as std would (`SO_REUSEADDR`), with a [`BACKLOG`]-long queue.
+fn listen(
+    runtime: &tokio::runtime::Runtime,
+    addr: SocketAddr,
+) -> std::io::Result<std::net::TcpListener> {
+    let _in_runtime = runtime.enter();
+    let socket = match addr {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(BACKLOG)?.into_std()
 }
 
 fn io(context: String) -> impl FnOnce(std::io::Error) -> Error {
@@ -91,8 +147,13 @@ pub fn serve(args: ServeArgs, env: Env) -> Result<()> {
         }
         (Some(t), fresh)
     };
-    let listener = std::net::TcpListener::bind(args.bind)
-        .map_err(io(format!("failed to listen on {}", args.bind)))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(io("failed to start the async runtime".into()))?;
+    let listener =
+        listen(&runtime, args.bind).map_err(io(format!("failed to listen on {}", args.bind)))?;
     let addr = listener
         .local_addr()
         .map_err(io("failed to read the bound address".into()))?;
@@ -103,6 +164,10 @@ pub fn serve(args: ServeArgs, env: Env) -> Result<()> {
         guard,
         parse_target: Box::new(move |t| super::steer::steer_target(&env, t, false)),
         poll: Duration::from_millis(100),
+        limits: web::server::Limits {
+            max_connections: max_connections(args.max_connections),
+            header_timeout: args.header_timeout,
+        },
     };
     {
         let mut out = std::io::stdout().lock();
@@ -121,11 +186,6 @@ pub fn serve(args: ServeArgs, env: Env) -> Result<()> {
         let _ = writeln!(out, "listening on http://{shown}/");
         let _ = out.flush();
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(io("failed to start the async runtime".into()))?;
     runtime.block_on(async move {
         let stop = async {
             let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());

@@ -105,7 +105,16 @@ impl Guard {
 
     fn check_host<'a>(&self, host: Option<&'a str>) -> Result<&'a str, Denied> {
         let host = host.ok_or_else(|| Denied::new(400, "missing Host header"))?;
-        let name = host_name(host).to_ascii_lowercase();
+        let Some((name, _port)) = parse_host(host) else {
+            return Err(Denied::new(
+                400,
+                format!(
+                    "malformed Host header {:?}: expected NAME[:PORT] or [IPv6][:PORT]",
+                    printable(host)
+                ),
+            ));
+        };
+        let name = name.to_ascii_lowercase();
         if self.hosts.contains(&name) {
             Ok(host)
         } else {
@@ -200,12 +209,38 @@ fn check_json(seen: &Seen<'_>) -> Result<(), Denied> {
     Ok(())
 }
 
-/// The host name of a `Host` value: without the port, IPv6 kept in brackets.
-pub fn host_name(host: &str) -> &str {
-    if host.starts_with('[') {
-        return host.find(']').map(|i| &host[..=i]).unwrap_or(host);
-    }
-    host.rsplit_once(':').map(|(h, _)| h).unwrap_or(host)
+/// A `Host` value read as `host [":" port]` (RFC 9110 7.2, RFC 3986 3.2.2): the name
+/// (IPv6 kept in its brackets) and the port if one is given. `None` for anything else,
+/// so a name is never matched by a prefix: `[::1].evil.example`, `localhost:80:80`,
+/// `localhost:`, an unbracketed IPv6 address or a name with a path or user part.
+pub fn parse_host(host: &str) -> Option<(&str, Option<u16>)> {
+    let (name, port) = if let Some(rest) = host.strip_prefix('[') {
+        let close = rest.find(']')?;
+        rest[..close].parse::<std::net::Ipv6Addr>().ok()?;
+        let (name, after) = host.split_at(close + 2);
+        match after {
+            "" => (name, None),
+            p => (name, Some(p.strip_prefix(':')?)),
+        }
+    } else {
+        let (name, port) = match host.split_once(':') {
+            Some((n, p)) => (n, Some(p)),
+            None => (host, None),
+        };
+        let reg_name = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~');
+        if name.is_empty() || !name.chars().all(reg_name) {
+            return None;
+        }
+        (name, port)
+    };
+    let port = match port {
+        None => None,
+        Some(p) if !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()) => {
+            Some(p.parse::<u16>().ok()?)
+        }
+        Some(_) => return None,
+    };
+    Some((name, port))
 }
 
 fn cookie_value(header: &str) -> Option<&str> {
@@ -273,6 +308,49 @@ mod tests {
         );
     }
 
+    /// Issue #14: `[::1].evil.example` passed as `[::1]`, the Host read by its prefix.
+    #[test]
+    fn a_host_is_parsed_as_name_and_port_never_matched_by_prefix() {
+        let g = guard(None);
+        for bad in [
+            "[::1].evil.example",
+            "[::1]evil.example:80",
+            "[::1]:80.evil.example",
+            "[::1]:",
+            "[::1",
+            "[evil.example]",
+            "localhost:80:80",
+            "localhost:",
+            "localhost:http",
+            "localhost:99999",
+            "::1",
+            "user@localhost",
+            "localhost/x",
+            "localhost ",
+            "",
+        ] {
+            let e = g.check(Kind::Read, &read(bad)).unwrap_err();
+            assert_eq!(e.status, 400, "{bad}: {e}");
+            assert!(e.reason.contains("malformed Host header"), "{bad}: {e}");
+        }
+        assert_eq!(parse_host("[::1]:80"), Some(("[::1]", Some(80))));
+        assert_eq!(parse_host("[::1]"), Some(("[::1]", None)));
+        assert_eq!(parse_host("a:80"), Some(("a", Some(80))));
+        assert_eq!(parse_host("a"), Some(("a", None)));
+        assert_eq!(
+            parse_host("127.0.0.1:65535"),
+            Some(("127.0.0.1", Some(65535)))
+        );
+        assert_eq!(
+            parse_host("box.tailnet:7777"),
+            Some(("box.tailnet", Some(7777)))
+        );
+        assert_eq!(
+            g.check(Kind::Read, &read("[0:0::1]:7")).unwrap_err().status,
+            421
+        );
+    }
+
     #[test]
     fn origin_must_be_this_origin_for_streams_and_writes() {
         let g = guard(None);
@@ -336,8 +414,5 @@ mod tests {
         assert!(constant_time_eq(b"abc", b"abc"));
         assert!(!constant_time_eq(b"abc", b"abd"));
         assert!(!constant_time_eq(b"abc", b"ab"));
-        assert_eq!(host_name("[::1]:80"), "[::1]");
-        assert_eq!(host_name("a:80"), "a");
-        assert_eq!(host_name("a"), "a");
     }
 }

@@ -2,7 +2,8 @@
 //! and stale-claim takeover, and the JSON API under `/api/` behind it.
 //!
 //! ```text
-//!  browser ──HTTP──▶ guard (Host, Origin, token, JSON + x-spice on writes) ──▶ routes
+//!  browser ──HTTP/1.1──▶ server (header timeout, connection bound) ──▶ guard (Host,
+//!                        Origin, token, JSON + x-spice on writes) ──▶ routes
 //!                                                                              │
 //!   /api/status, /api/tasks, /api/graph ◀── cache per store generation ◀── store pool
 //!   /api/live (SSE: "change") ◀──────────── watcher thread: PRAGMA data_version, 10 Hz
@@ -23,6 +24,7 @@
 pub mod docs;
 pub mod guard;
 mod routes;
+pub mod server;
 pub mod token;
 pub mod transcripts;
 mod writes;
@@ -48,6 +50,8 @@ pub struct Config {
     pub parse_target: TargetParser,
     /// How often the watcher looks for commits by others.
     pub poll: Duration,
+    /// Connections served at once and the time allowed for a request head.
+    pub limits: server::Limits,
 }
 
 /// How many idle store connections are kept for requests.
@@ -65,50 +69,48 @@ pub(crate) struct App {
     transcripts: transcripts::Transcripts,
 }
 
-/// One cached document: computed at most once per generation and second, by one
-/// request while the others wait for it. Within a generation, a document that is only
-/// older than [`MAX_AGE`] is served as it is while one request recomputes it, so the
-/// recomputation (tens of ms with 10,000 tasks) never stalls the others; after a
-/// commit (a new generation) every request waits for the new document.
+/// One cached document: computed at most once per generation and second. Within a
+/// generation, a document older than [`MAX_AGE`] is served as it is, to every request
+/// including the one that noticed its age, while a background task recomputes it: the
+/// recomputation (tens of ms with 10,000 tasks) never sits in a request's latency
+/// (issue #14: it set `/api/tasks`' p99). After a commit (a new generation) every
+/// request waits for the new document.
 struct Cache<T> {
-    slot: tokio::sync::Mutex<Option<(u64, Instant, T)>>,
-    refreshing: AtomicBool,
+    slot: Arc<tokio::sync::Mutex<Option<(u64, Instant, T)>>>,
+    refreshing: Arc<AtomicBool>,
 }
 
-impl<T: Clone> Cache<T> {
+impl<T: Clone + Send + 'static> Cache<T> {
     fn new() -> Self {
         Cache {
-            slot: tokio::sync::Mutex::new(None),
-            refreshing: AtomicBool::new(false),
+            slot: Arc::new(tokio::sync::Mutex::new(None)),
+            refreshing: Arc::new(AtomicBool::new(false)),
         }
     }
 
     async fn get<F>(&self, generation: u64, compute: F) -> Result<T>
     where
-        F: std::future::Future<Output = Result<T>>,
+        F: std::future::Future<Output = Result<T>> + Send + 'static,
     {
         let mut slot = self.slot.lock().await;
         if let Some((g, at, v)) = slot.as_ref() {
             if *g == generation {
-                if at.elapsed() < MAX_AGE {
-                    return Ok(v.clone());
-                }
-                if self.refreshing.swap(true, Ordering::AcqRel) {
-                    return Ok(v.clone()); // another request is recomputing it
-                }
-                drop(slot);
-                let fresh = compute.await;
-                let mut slot = self.slot.lock().await;
-                self.refreshing.store(false, Ordering::Release);
-                return match fresh {
-                    Ok(v) => {
-                        if slot.as_ref().is_none_or(|(g, _, _)| *g <= generation) {
-                            *slot = Some((generation, Instant::now(), v.clone()));
+                if at.elapsed() >= MAX_AGE && !self.refreshing.swap(true, Ordering::AcqRel) {
+                    let (cell, refreshing) = (self.slot.clone(), self.refreshing.clone());
+                    tokio::spawn(async move {
+                        let fresh = compute.await;
+                        let mut slot = cell.lock().await;
+                        refreshing.store(false, Ordering::Release);
+                        // A failed refresh keeps the aged document; the next request
+                        // past its age tries again.
+                        if let Ok(v) = fresh {
+                            if slot.as_ref().is_none_or(|(g, _, _)| *g <= generation) {
+                                *slot = Some((generation, Instant::now(), v));
+                            }
                         }
-                        Ok(v)
-                    }
-                    Err(e) => Err(e),
-                };
+                    });
+                }
+                return Ok(v.clone());
             }
         }
         let v = compute.await?;
@@ -184,18 +186,21 @@ where
         tasks: Cache::new(),
         transcripts: transcripts::Transcripts::default(),
     });
+    let limits = app.cfg.limits;
+    let (stopping, stop_rx) = watch::channel(false);
     let stop_on_signal = {
         let stop = stop.clone();
         async move {
             shutdown.await;
+            // The watcher ends, dropping its sender, which ends every live stream.
             stop.store(true, Ordering::SeqCst);
+            let _ = stopping.send(true);
         }
     };
-    warp::serve(routes::all(app))
-        .incoming(listener)
-        .graceful(stop_on_signal)
-        .run()
-        .await;
+    let routes = hyper_util::service::TowerToHyperService::new(warp::service(routes::all(app)));
+    let signal = tokio::spawn(stop_on_signal);
+    server::run(listener, routes, limits, stop_rx).await;
+    signal.abort();
     stop.store(true, Ordering::SeqCst);
     let _ = watch_thread.join();
     Ok(())
@@ -231,33 +236,32 @@ mod cache_tests {
     use super::*;
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn an_aged_document_is_served_while_one_request_recomputes_it() {
+    async fn an_aged_document_is_served_at_once_while_it_is_recomputed_in_the_background() {
         let cache = Arc::new(Cache::<u32>::new());
         assert_eq!(cache.get(1, async { Ok(1) }).await.unwrap(), 1);
         tokio::time::sleep(MAX_AGE + Duration::from_millis(50)).await;
         let (release, wait) = tokio::sync::oneshot::channel::<()>();
-        let slow = {
-            let cache = cache.clone();
-            tokio::spawn(async move {
-                cache
-                    .get(1, async move {
-                        let _ = wait.await;
-                        Ok(2)
-                    })
-                    .await
+        let noticed = cache
+            .get(1, async move {
+                let _ = wait.await;
+                Ok(2)
             })
-        };
-        // Let the slow request start its recomputation.
-        while !cache.refreshing.load(Ordering::Acquire) {
-            tokio::task::yield_now().await;
-        }
+            .await
+            .unwrap();
+        assert_eq!(
+            noticed, 1,
+            "the request that noticed the age is not kept waiting"
+        );
+        assert!(cache.refreshing.load(Ordering::Acquire));
         let meanwhile = cache
             .get(1, async { panic!("a second recomputation") })
             .await
             .unwrap();
         assert_eq!(meanwhile, 1, "the aged document, at once");
         release.send(()).unwrap();
-        assert_eq!(slow.await.unwrap().unwrap(), 2);
+        while cache.refreshing.load(Ordering::Acquire) {
+            tokio::task::yield_now().await;
+        }
         assert_eq!(cache.get(1, async { Ok(3) }).await.unwrap(), 2);
         // A new generation is never answered with the old document.
         assert_eq!(cache.get(2, async { Ok(4) }).await.unwrap(), 4);

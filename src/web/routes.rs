@@ -460,14 +460,14 @@ async fn tasks(q: TasksQuery, app: Arc<App>) -> Response {
         }
     }
     match task_table(&app).await {
-        Ok(t) => json_value(
+        Ok(t) => json_bytes(
             StatusCode::OK,
-            &t.page(
+            Bytes::from(t.page(
                 q.category.as_deref(),
                 q.q.as_deref(),
                 q.offset.unwrap_or(0),
                 q.limit.unwrap_or(100).min(1000),
-            ),
+            )),
         ),
         Err(e) => error(&e),
     }

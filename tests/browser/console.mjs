@@ -41,6 +41,11 @@ try {
   assert.ok(await page.locator(`#claims tr[data-task="${env.STALE_ID}"].stale-row`).count(), 'stale claim highlighted');
   await page.waitForSelector('#graph-box svg g.node');
   assert.equal(await page.isChecked('#speak'), false, 'speech is off by default');
+  // Issue #14: a lane's error was a bare red "error", its reason only in a tooltip.
+  await page.waitForSelector('#lanes tr[data-lane="b"] .err');
+  assert.match(await page.textContent('#lanes tr[data-lane="b"] .err'),
+    /error: agent exited with status 127: claude: command not found/);
+  assert.ok(await page.locator('#lanes tr[data-lane="b"] .err').isVisible());
   const title = await page.title();
   await page.evaluate(() => { window.__sameDocument = true; });
 

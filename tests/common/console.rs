@@ -6,7 +6,7 @@
 use super::TestEnv;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub struct Server {
@@ -20,15 +20,25 @@ pub struct Server {
 impl Server {
     /// Starts `spice serve --bind 127.0.0.1:0 ARGS…` and waits for its address.
     pub fn start(env: &TestEnv, args: &[&str]) -> Server {
+        let mut cmd = Self::command(env, args);
+        cmd.stderr(Stdio::inherit());
+        Self::spawn(cmd)
+    }
+
+    /// The command [`Server::start`] runs, to adjust before [`Server::spawn`].
+    pub fn command(env: &TestEnv, args: &[&str]) -> Command {
         let mut a = vec!["serve"];
         if !args.contains(&"--bind") {
             a.extend(["--bind", "127.0.0.1:0"]);
         }
         a.extend_from_slice(args);
-        let mut child = env
-            .cmd(&a)
+        env.cmd(&a)
+    }
+
+    /// Runs a `spice serve` command and waits for its address.
+    pub fn spawn(mut cmd: Command) -> Server {
+        let mut child = cmd
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
             .spawn()
             .expect("spice serve starts");
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
@@ -48,6 +58,10 @@ impl Server {
             }
             banner.push(line);
         }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     pub fn port(&self) -> u16 {

@@ -127,7 +127,7 @@ function renderLanes(s) {
       el('td', {}, l.claims.length ? rel(l.claims[0].lease_until, 'lease') : '–'),
       el('td', {}, rel(l.last_activity, 'ago')),
       el('td', { class: l.pending_steering ? 'pending' : '' }, String(l.pending_steering)),
-      el('td', {}, lift, l.last_error ? el('span', { class: 'err small', title: clean(l.last_error) }, 'error') : null));
+      el('td', {}, lift, l.last_error ? el('span', { class: 'err small lane-error' }, 'error: ', l.last_error) : null));
     return row;
   }));
   $('lanes-empty').hidden = s.lanes.length > 0;
