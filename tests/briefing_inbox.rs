@@ -6,7 +6,7 @@ use common::TestEnv;
 use serde_json::Value;
 
 fn steer(env: &TestEnv, msg: &str) -> String {
-    env.run(&["steer", "lane:core", msg])
+    env.run(&["steer", "--force", "lane:core", msg])
         .ok()
         .trim()
         .to_string()

@@ -48,7 +48,7 @@ fn an_absurd_lease_is_refused_and_nothing_is_claimed() {
 fn an_absurd_steering_ttl_is_refused() {
     let env = TestEnv::new();
     env.add(&["a task"]);
-    env.run(&["steer", "--ttl", "300000y", "lane:core", "hello"])
+    env.run(&["steer", "--force", "--ttl", "300000y", "lane:core", "hello"])
         .fails(2, "--ttl");
     assert_eq!(env.count("SELECT count(*) FROM steering"), 0);
 }

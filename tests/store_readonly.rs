@@ -67,7 +67,7 @@ fn a_read_only_state_directory_serves_reads_and_refuses_writes_naming_the_file()
         r#"mount --bind "$H" "$H"; mount -o remount,bind,ro "$H"
         run list task list --json
         run add task add three
-        run steer steer lane:core "use the v2 API"
+        run steer steer --force lane:core "use the v2 API"
         run check store check --json"#,
     );
     let tasks = result(&env, "list").json();

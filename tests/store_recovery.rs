@@ -56,7 +56,7 @@ fn a_corrupt_store_refuses_every_write_and_check_says_what_it_found_and_what_to_
     let env = TestEnv::new();
     let bytes = corrupt_store(&env, 300);
 
-    env.run(&["steer", "lane:core", "use the v2 API"])
+    env.run(&["steer", "--force", "lane:core", "use the v2 API"])
         .fails(4, "corrupt");
     let listed = env.run(&["task", "list"]).fails(4, "corrupt");
     assert!(listed.contains("spice store check"), "{listed}");

@@ -211,12 +211,28 @@ fn comment_char(repo: &scan::Repo) -> char {
 }
 
 fn run_hook(hook: &str, args: &[String]) -> Outcome {
+    // Outside a task there are no trailers to add: done before anything is read.
+    let trailers = message::task_trailers(
+        env("SPICE_TASK").as_deref(),
+        env("SPICE_SESSION").as_deref(),
+    );
+    if hook == "prepare-commit-msg" && trailers.is_empty() {
+        return Ok(0);
+    }
     let repo = repo()?;
     let cfg = load(&repo)?;
     match hook {
         "pre-commit" => {
+            let caps = cfg.default_file.is_some()
+                || !cfg.files.is_empty()
+                || cfg.default_routine.is_some();
             let opts = gate::Options {
-                actor: actor(&repo),
+                // The jitter's key; asked of git only when a cap can use it.
+                actor: if caps && cfg.jitter > 0.0 {
+                    actor(&repo)
+                } else {
+                    String::new()
+                },
                 phase: env("SPICE_PHASE"),
                 record: true,
                 now: crate::clock::Clock::now(&crate::clock::SystemClock),
@@ -241,13 +257,15 @@ fn run_hook(hook: &str, args: &[String]) -> Outcome {
             let text = std::fs::read_to_string(repo.root.join(file))
                 .or_else(|_| std::fs::read_to_string(file))
                 .map_err(|e| (1, format!("{file}: {e}")))?;
-            let required: Vec<String> = message::task_trailers(
-                env("SPICE_TASK").as_deref(),
-                env("SPICE_SESSION").as_deref(),
-            )
-            .into_iter()
-            .map(|(k, _)| k)
-            .collect();
+            let required: Vec<String> = trailers.into_iter().map(|(k, _)| k).collect();
+            let rules = &cfg.commit;
+            if required.is_empty()
+                && rules.subject.is_none()
+                && rules.body.is_none()
+                && rules.trailers.is_empty()
+            {
+                return Ok(0);
+            }
             let problems = message::check(&text, comment_char(&repo), &cfg.commit, &required);
             if problems.is_empty() {
                 return Ok(0);
@@ -259,16 +277,10 @@ fn run_hook(hook: &str, args: &[String]) -> Outcome {
             Ok(1)
         }
         "prepare-commit-msg" => {
-            let add = message::task_trailers(
-                env("SPICE_TASK").as_deref(),
-                env("SPICE_SESSION").as_deref(),
-            );
+            let add = trailers;
             let Some(file) = args.first() else {
                 return Err((2, "prepare-commit-msg: no message file".into()));
             };
-            if add.is_empty() {
-                return Ok(0);
-            }
             let path = if std::path::Path::new(file).is_absolute() {
                 PathBuf::from(file)
             } else {

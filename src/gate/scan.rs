@@ -62,23 +62,24 @@ pub fn git(dir: &Path, args: &[&str]) -> Result<Vec<u8>, String> {
     }
 }
 
-fn text(b: Vec<u8>) -> String {
-    String::from_utf8_lossy(&b)
-        .trim_end_matches('\n')
-        .to_string()
-}
-
 impl Repo {
-    /// The repository `dir` is in.
+    /// The repository `dir` is in (one `git rev-parse`).
     pub fn find(dir: &Path) -> Result<Repo, String> {
-        let root = text(
-            git(dir, &["rev-parse", "--show-toplevel"])
-                .map_err(|_| format!("{}: not in a git repository", dir.display()))?,
-        );
-        let common = text(git(
+        let out = git(
             dir,
-            &["rev-parse", "--path-format=absolute", "--git-common-dir"],
-        )?);
+            &[
+                "rev-parse",
+                "--path-format=absolute",
+                "--show-toplevel",
+                "--git-common-dir",
+            ],
+        )
+        .map_err(|_| format!("{}: not in a git repository", dir.display()))?;
+        let text = String::from_utf8_lossy(&out).into_owned();
+        let mut lines = text.lines();
+        let (Some(root), Some(common)) = (lines.next(), lines.next()) else {
+            return Err(format!("{}: not in a git work tree", dir.display()));
+        };
         Ok(Repo {
             root: PathBuf::from(root),
             common_dir: PathBuf::from(common),
