@@ -89,62 +89,10 @@ impl Repo {
     /// The paths in `scope` and their contents.
     pub fn items(&self, scope: &Scope) -> Result<Vec<Item>, String> {
         match scope {
-            Scope::Staged => {
-                let diff = git(
-                    &self.root,
-                    &[
-                        "diff",
-                        "--cached",
-                        "--name-status",
-                        "-z",
-                        "-M",
-                        "--diff-filter=ACMR",
-                    ],
-                )?;
-                let changes = name_status(&diff);
-                let specs: Vec<String> = changes.iter().map(|(p, _)| format!(":{p}")).collect();
-                let blobs = self.cat(&specs)?;
-                Ok(changes
-                    .into_iter()
-                    .zip(blobs)
-                    .filter_map(|((path, from), blob)| {
-                        blob.map(|content| Item {
-                            path,
-                            renamed_from: from,
-                            content,
-                        })
-                    })
-                    .collect())
-            }
-            Scope::Branch { base, tip } => {
-                let range = format!("{base}...{tip}");
-                let diff = git(
-                    &self.root,
-                    &[
-                        "diff",
-                        "--name-status",
-                        "-z",
-                        "-M",
-                        "--diff-filter=ACMR",
-                        &range,
-                    ],
-                )?;
-                let changes = name_status(&diff);
-                let specs: Vec<String> =
-                    changes.iter().map(|(p, _)| format!("{tip}:{p}")).collect();
-                let blobs = self.cat(&specs)?;
-                Ok(changes
-                    .into_iter()
-                    .zip(blobs)
-                    .filter_map(|((path, from), blob)| {
-                        blob.map(|content| Item {
-                            path,
-                            renamed_from: from,
-                            content,
-                        })
-                    })
-                    .collect())
-            }
+            // What the index will commit: blobs `:path`.
+            Scope::Staged => self.changed(&["--cached"], ""),
+            // What the branch changed since it left base: blobs `tip:path`.
+            Scope::Branch { base, tip } => self.changed(&[&format!("{base}...{tip}")], tip),
             Scope::All => {
                 let listed = git(&self.root, &["ls-files", "-z"])?;
                 let paths: Vec<String> = listed
@@ -156,6 +104,27 @@ impl Repo {
             }
             Scope::Paths(paths) => Ok(self.read_tree(paths.clone())),
         }
+    }
+
+    /// The added, copied, modified and renamed paths `git diff ARGS` names, with the
+    /// blobs `REV:path` (`REV` empty: the index).
+    fn changed(&self, args: &[&str], rev: &str) -> Result<Vec<Item>, String> {
+        let mut a = vec!["diff", "--name-status", "-z", "-M", "--diff-filter=ACMR"];
+        a.extend_from_slice(args);
+        let changes = name_status(&git(&self.root, &a)?);
+        let specs: Vec<String> = changes.iter().map(|(p, _)| format!("{rev}:{p}")).collect();
+        let blobs = self.cat(&specs)?;
+        Ok(changes
+            .into_iter()
+            .zip(blobs)
+            .filter_map(|((path, from), blob)| {
+                blob.map(|content| Item {
+                    path,
+                    renamed_from: from,
+                    content,
+                })
+            })
+            .collect())
     }
 
     /// Working-tree contents; a path that is gone or is not a file is left out.
