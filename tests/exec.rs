@@ -122,9 +122,12 @@ fn sigterm_and_sigint_reach_the_whole_process_group() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        // The pid is written before `exec sleep`; the group gets the signal either way.
-        let gc: i32 = common::wait_for("the grandchild's pid", 10, || {
-            std::fs::read_to_string(&marker).ok()?.trim().parse().ok()
+        // The grandchild has written its pid and become `sleep`: both shells are now
+        // waiting on their children, where a shell's SIGINT rule applies.
+        let gc: i32 = common::wait_for("the grandchild to exec sleep", 10, || {
+            let pid: i32 = std::fs::read_to_string(&marker).ok()?.trim().parse().ok()?;
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+            (comm.trim() == "sleep").then_some(pid)
         });
         let st = std::process::Command::new("kill")
             .arg(format!("-{sig}"))
