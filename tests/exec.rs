@@ -116,12 +116,21 @@ fn sigterm_and_sigint_reach_the_whole_process_group() {
             "sh -c 'echo $$ > {}; exec sleep 30'; echo after",
             marker.display()
         );
-        let child = env
-            .cmd(&["exec", "--", "sh", "-c", &script])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut cmd = env.cmd(&["exec", "--", "sh", "-c", &script]);
+        cmd.stdout(Stdio::null()).stderr(Stdio::null());
+        // As from an operator's shell: the signals at their defaults. A test runner
+        // started in the background (`cmd &`) ignores SIGINT, and the wrapper, like
+        // any program, passes an ignored signal on to its command.
+        // SAFETY: only sigaction between fork and exec.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+                use nix::sys::signal::{signal, SigHandler, Signal};
+                signal(Signal::SIGINT, SigHandler::SigDfl).map_err(std::io::Error::from)?;
+                signal(Signal::SIGTERM, SigHandler::SigDfl).map_err(std::io::Error::from)?;
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().unwrap();
         // The grandchild has written its pid and become `sleep`: both shells are now
         // waiting on their children, where a shell's SIGINT rule applies.
         let gc: i32 = common::wait_for("the grandchild to exec sleep", 10, || {
