@@ -172,35 +172,43 @@ impl Repo {
     }
 
     fn cat_batch(&self, specs: &[&String]) -> Result<Vec<Option<Vec<u8>>>, String> {
-        let mut child = Command::new("git")
-            .args(["cat-file", "--batch"])
-            .current_dir(&self.root)
-            .env("LC_ALL", "C")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("git cat-file: {e}"))?;
-        let mut stdin = child.stdin.take().expect("piped");
         let input: Vec<u8> = specs
             .iter()
             .flat_map(|s| s.bytes().chain(std::iter::once(b'\n')))
             .collect();
-        let writer = std::thread::spawn(move || stdin.write_all(&input));
-        let mut out = Vec::new();
-        child
-            .stdout
-            .take()
-            .expect("piped")
-            .read_to_end(&mut out)
-            .map_err(|e| format!("git cat-file: {e}"))?;
-        let _ = writer.join();
-        let status = child.wait().map_err(|e| format!("git cat-file: {e}"))?;
-        if !status.success() {
-            return Err(format!("git cat-file --batch: exit {status}"));
-        }
+        let out = git_with_input(&self.root, &["cat-file", "--batch"], input)?;
         parse_batch(&out, specs.len())
     }
+}
+
+/// Runs git with `input` on its stdin (written from a thread, so a large input cannot
+/// deadlock against git's output) and returns its stdout.
+fn git_with_input(dir: &Path, args: &[&str], input: Vec<u8>) -> Result<Vec<u8>, String> {
+    let name = format!("git {}", args.join(" "));
+    let mut child = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("LC_ALL", "C")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("{name}: {e}"))?;
+    let mut stdin = child.stdin.take().expect("piped");
+    let writer = std::thread::spawn(move || stdin.write_all(&input));
+    let mut out = Vec::new();
+    child
+        .stdout
+        .take()
+        .expect("piped")
+        .read_to_end(&mut out)
+        .map_err(|e| format!("{name}: {e}"))?;
+    let _ = writer.join();
+    let status = child.wait().map_err(|e| format!("{name}: {e}"))?;
+    if !status.success() {
+        return Err(format!("{name}: exit {status}"));
+    }
+    Ok(out)
 }
 
 /// `git diff --name-status -z` output: (path, renamed from).
@@ -265,30 +273,11 @@ pub fn attributed(repo: &Repo, paths: &[String], cached: bool) -> Result<Vec<boo
         args.push("--cached");
     }
     args.extend(["linguist-generated", "linguist-vendored", "binary", "text"]);
-    let mut child = Command::new("git")
-        .args(&args)
-        .current_dir(&repo.root)
-        .env("LC_ALL", "C")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("git check-attr: {e}"))?;
-    let mut stdin = child.stdin.take().expect("piped");
     let input: Vec<u8> = paths
         .iter()
         .flat_map(|s| s.bytes().chain(std::iter::once(0)))
         .collect();
-    let writer = std::thread::spawn(move || stdin.write_all(&input));
-    let mut out = Vec::new();
-    child
-        .stdout
-        .take()
-        .expect("piped")
-        .read_to_end(&mut out)
-        .map_err(|e| format!("git check-attr: {e}"))?;
-    let _ = writer.join();
-    child.wait().map_err(|e| format!("git check-attr: {e}"))?;
+    let out = git_with_input(&repo.root, &args, input)?;
     let mut skip = std::collections::HashMap::new();
     let fields: Vec<String> = out
         .split(|b| *b == 0)
