@@ -13,7 +13,10 @@
 //! stderr, where steering appears), its replies (the ACKs among them). That is what a
 //! lane's recording and `spice fleet attach` show (`screen`).
 
+mod gate;
 mod screen;
+
+pub use gate::{LINES_MARKER, NO_VERIFY_MARKER};
 
 use crate::error::{Error, Result};
 use crate::transcript::discover::claude_slug;
@@ -241,8 +244,12 @@ pub fn run(cfg: &DemoConfig) -> Result<()> {
         t.line(json!({ "type": "user", "isCompactSummary": true, "message": { "role": "user",
             "content": "This session is being continued from a previous conversation. Summary: looked around; next, write the file." } }))?;
     }
+    let write = match gate::lines_wanted(&cfg.brief) {
+        Some(n) => gate::write_lines(&file, n),
+        None => format!("printf '%s\\n' 'done by the demo agent' > {file}"),
+    };
     let (_, _, err) = t.bash(&format!(
-        "mkdir -p demo && {{ [ -f {file} ] || printf '%s\\n' 'done by the demo agent' > {file}; }} && sleep {}",
+        "mkdir -p demo && {{ [ -f {file} ] || {write}; }} && sleep {}",
         cfg.command_seconds
     ))?;
     answer(&mut t, &err)?;
@@ -257,13 +264,37 @@ pub fn run(cfg: &DemoConfig) -> Result<()> {
             ("GIT_COMMITTER_EMAIL", "demo@spice.invalid"),
         ]
     };
-    let (_, _, err) = t.bash_with(
-        &format!(
-            "git add {file} && {{ git diff --cached --quiet || git commit -m 'demo: {task}'; }}"
-        ),
-        identity,
-    )?;
+    let skip = if cfg.brief.contains(gate::NO_VERIFY_MARKER) {
+        " --no-verify"
+    } else {
+        ""
+    };
+    let commit = format!(
+        "git add {file} && {{ git diff --cached --quiet || git commit{skip} -m 'demo: {task}'; }}"
+    );
+    let (mut ok, _, mut err) = t.bash_with(&commit, identity)?;
     answer(&mut t, &err)?;
+    // Refused by the gate: do what its finding says, then commit again (a bounded
+    // number of times, as an agent would give up and say so).
+    for _ in 0..3 {
+        let Some(n) = gate::shrink_to(&err, &file).filter(|_| !ok) else {
+            break;
+        };
+        t.say(
+            &format!("The gate refused my commit: {file} is too long. I'll cut it to {n} lines and commit again."),
+            false,
+        )?;
+        let (_, _, e) = t.bash(&format!(
+            "head -n {n} {file} > {file}.tmp && mv {file}.tmp {file}"
+        ))?;
+        answer(&mut t, &e)?;
+        (ok, _, err) = t.bash_with(&commit, identity)?;
+        answer(&mut t, &err)?;
+    }
+    if !ok {
+        t.say("I could not commit my work; see the error above.", true)?;
+        return idle(&mut t, input.as_mut(), &mut answer);
+    }
     if let Some(task) = &cfg.task {
         let spice = shell_quote(&cfg.spice.display().to_string());
         let (ok, _, err) = t.bash(&format!(

@@ -197,12 +197,10 @@ fn gate(
         ))
     })?;
     for b in &checked.bypasses {
-        store.note(
-            &claim.task_id,
-            "gate_bypass",
-            &claim.claimant,
-            serde_json::to_value(b).expect("serialisable"),
-        )?;
+        let mut detail = serde_json::to_value(b).expect("serialisable");
+        detail["lane"] = serde_json::json!(claim.lane);
+        detail["branch"] = serde_json::json!(branch);
+        store.note(&claim.task_id, "gate_bypass", &claim.claimant, detail)?;
     }
     if checked.report.clean() {
         return Ok(());
@@ -212,6 +210,7 @@ fn gate(
         "gate_refused",
         &claim.claimant,
         serde_json::json!({
+            "lane": claim.lane,
             "base": base,
             "branch": branch,
             "findings": checked.report.findings,

@@ -136,6 +136,32 @@ fn the_console_in_headless_chromium() {
             ..LaneRow::default()
         })
         .unwrap();
+    // The gate refused lane a's last commit (a hostile file name among the findings),
+    // and the repository has a latched file.
+    let common_dir = env.dir.path().join("gated.git");
+    std::fs::create_dir_all(common_dir.join("spice")).unwrap();
+    let hostile = "src/<img src=x onerror=\"window.__pwned = 3\">.rs";
+    std::fs::write(
+        common_dir.join("spice/gate-latches.json"),
+        json!({"latches": {"file.lines": {hostile: {
+            "rule": "file.lines", "path": hostile, "value": 12, "base": 10,
+            "since": "2026-12-01T10:00:00Z"}}}})
+        .to_string(),
+    )
+    .unwrap();
+    Store::open_dir(&env.home, Arc::new(spice::clock::SystemClock))
+        .unwrap()
+        .note(
+            &stale,
+            "gate_run",
+            "sess-a",
+            json!({"hook": "pre-commit", "lane": "a", "clean": false,
+                "common_dir": common_dir, "files": 1, "could_not_run": [], "flexed": [],
+                "findings": [{"path": hostile, "line": 1, "rule": "file.lines", "value": 40,
+                    "limit": 15, "base": 10, "ceiling": 15, "latched": true,
+                    "message": "40 lines, past the flex ceiling 15 (base 10): split it to 10 or less"}]}),
+        )
+        .unwrap();
     // The stale claim's 1 s lease lapses (the page offers its takeover only then).
     let show = env.run(&["task", "show", &stale, "--json"]).json();
     let until: chrono::DateTime<chrono::Utc> = show["claim"]["lease_until"]

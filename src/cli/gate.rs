@@ -238,6 +238,7 @@ fn run_hook(hook: &str, args: &[String]) -> Outcome {
                 now: crate::clock::Clock::now(&crate::clock::SystemClock),
             };
             let report = gate::run(&repo, &cfg, &scan::Scope::Staged, &opts).map_err(failed)?;
+            record(&repo, "pre-commit", &gate_run_detail(&repo, &report));
             if report.clean() {
                 // What the phase gate checks for bypasses: this tree passed.
                 gate::phase::record_verified(&repo).map_err(failed)?;
@@ -245,7 +246,8 @@ fn run_hook(hook: &str, args: &[String]) -> Outcome {
             }
             eprint!("{}", gate::render_text(&report));
             eprintln!(
-                "spice gate: commit refused ({} finding(s)); fix them and commit again",
+                "{} ({} finding(s)); fix them and commit again",
+                hooks::REFUSED,
                 report.findings.len() + report.could_not_run.len()
             );
             Ok(1)
@@ -268,12 +270,18 @@ fn run_hook(hook: &str, args: &[String]) -> Outcome {
             }
             let problems = message::check(&text, comment_char(&repo), &cfg.commit, &required);
             if problems.is_empty() {
+                // The pre-commit run already said this commit passed.
                 return Ok(0);
             }
+            record(
+                &repo,
+                "commit-msg",
+                &serde_json::json!({ "clean": false, "message": problems }),
+            );
             for p in &problems {
                 eprintln!("commit message:{}: {}: {}", p.line, p.rule, p.message);
             }
-            eprintln!("spice gate: commit refused; fix the message and commit again");
+            eprintln!("{}; fix the message and commit again", hooks::REFUSED);
             Ok(1)
         }
         "prepare-commit-msg" => {
@@ -297,5 +305,45 @@ fn run_hook(hook: &str, args: &[String]) -> Outcome {
             2,
             format!("unknown hook {other:?} (spice writes {:?})", hooks::HOOKS),
         )),
+    }
+}
+
+/// What a pre-commit run found, for the task's ledger: the console shows a lane's last
+/// run and the repository's latched files from it.
+fn gate_run_detail(repo: &scan::Repo, report: &gate::Report) -> serde_json::Value {
+    serde_json::json!({
+        "clean": report.clean(),
+        "common_dir": repo.common_dir,
+        "worktree": repo.root,
+        "files": report.files,
+        "findings": report.findings,
+        "could_not_run": report.could_not_run,
+        "flexed": report.flexed,
+    })
+}
+
+/// Records a hook's run in the ledger of the task whose worktree this is
+/// (`SPICE_TASK`), when the fleet's store is there. A commit is never refused because
+/// the record could not be written: the verdict stands and the reason is said.
+fn record(repo: &scan::Repo, hook: &str, detail: &serde_json::Value) {
+    let Some(task) = env("SPICE_TASK") else {
+        return;
+    };
+    let state_dir = std::env::var_os("SPICE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo.common_dir.join("spice"));
+    if !state_dir.join(crate::store::DB_FILE).is_file() {
+        return;
+    }
+    let mut detail = detail.clone();
+    detail["hook"] = hook.into();
+    detail["lane"] = env("SPICE_LANE").into();
+    let actor = env("SPICE_SESSION").unwrap_or_else(|| "gate".into());
+    let written =
+        crate::store::Store::open_dir(&state_dir, std::sync::Arc::new(crate::clock::SystemClock))
+            .and_then(|mut s| s.note(&task, "gate_run", &actor, detail));
+    if let Err(e) = written {
+        eprintln!("spice gate: this run was not recorded in task {task}'s ledger: {e}");
     }
 }

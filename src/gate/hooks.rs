@@ -11,6 +11,9 @@ use std::path::{Path, PathBuf};
 
 /// The hooks spice writes.
 pub const HOOKS: &[&str] = &["pre-commit", "commit-msg", "prepare-commit-msg"];
+/// How the hooks' last line starts when they refuse a commit (what a briefing looks
+/// for in an agent's command output).
+pub const REFUSED: &str = "spice gate: commit refused";
 /// The line that marks a hook as ours.
 pub const MARK: &str = "# spice gate hook: written by `spice gate install`";
 const CHAINED: &str = "spice-chained";

@@ -45,8 +45,9 @@ pub(super) fn append(
 /// transcript, a lane held after repeated quick deaths, a worktree that could not be
 /// prepared yet (`worktree_wait`), a branch passed on from an earlier worktree
 /// (`handoff`), a phase's merge the gate refused (`gate_refused`), a way round the
-/// gate seen on a task's branch (`gate_bypass`).
-pub const SUPERVISOR_KINDS: [&str; 10] = [
+/// gate seen on a task's branch (`gate_bypass`), a commit hook's gate run in the
+/// task's worktree (`gate_run`, clean or not).
+pub const SUPERVISOR_KINDS: [&str; 11] = [
     "launched",
     "conversation",
     "exited",
@@ -57,6 +58,7 @@ pub const SUPERVISOR_KINDS: [&str; 10] = [
     "handoff",
     "gate_refused",
     "gate_bypass",
+    "gate_run",
 ];
 
 impl Store {
@@ -100,6 +102,46 @@ impl Store {
                  WHERE seq > ?1 ORDER BY seq LIMIT ?2",
             )?;
             let rows = stmt.query_map(params![seq, limit as i64], row_to_entry)?;
+            Ok(rows.collect::<std::result::Result<Vec<_>, _>>()?)
+        })
+    }
+
+    /// A task's entries of the given kinds, oldest first (at most the newest `limit`).
+    pub fn ledger_of_kinds(
+        &mut self,
+        task_id: &str,
+        kinds: &[&str],
+        limit: usize,
+    ) -> Result<Vec<LedgerEntry>> {
+        let kinds = serde_json::to_string(kinds).expect("serialisable");
+        self.read("reading the ledger", |tx, _| {
+            let mut stmt = tx.prepare_cached(
+                "SELECT seq, task_id, at, kind, actor, fence, detail FROM ledger
+                 WHERE task_id = ?1 AND kind IN (SELECT value FROM json_each(?2))
+                 ORDER BY seq DESC LIMIT ?3",
+            )?;
+            let rows = stmt.query_map(params![task_id, kinds, limit as i64], row_to_entry)?;
+            let mut v = rows.collect::<std::result::Result<Vec<_>, _>>()?;
+            v.reverse();
+            Ok(v)
+        })
+    }
+
+    /// The newest entries of the given kinds across every task, newest first (at most
+    /// `limit`).
+    pub fn ledger_recent_of_kinds(
+        &mut self,
+        kinds: &[&str],
+        limit: usize,
+    ) -> Result<Vec<LedgerEntry>> {
+        let kinds = serde_json::to_string(kinds).expect("serialisable");
+        self.read("reading the ledger", |tx, _| {
+            let mut stmt = tx.prepare_cached(
+                "SELECT seq, task_id, at, kind, actor, fence, detail FROM ledger
+                 WHERE kind IN (SELECT value FROM json_each(?1))
+                 ORDER BY seq DESC LIMIT ?2",
+            )?;
+            let rows = stmt.query_map(params![kinds, limit as i64], row_to_entry)?;
             Ok(rows.collect::<std::result::Result<Vec<_>, _>>()?)
         })
     }

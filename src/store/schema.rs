@@ -135,6 +135,11 @@ const MIGRATIONS: &[&str] = &[
         updated INTEGER NOT NULL
     ) WITHOUT ROWID;
     "#,
+    // 5: the ledger by kind, for what the console gathers across tasks (the gates'
+    // last runs, refusals and bypasses) without reading every entry.
+    r#"
+    CREATE INDEX ledger_by_kind ON ledger (kind, seq);
+    "#,
 ];
 
 /// Reads the schema version and refuses a database from a newer spice or another

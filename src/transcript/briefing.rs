@@ -16,10 +16,12 @@
 //! that never got a result but was followed by more of the session is history, not
 //! something a successor should re-check.
 
+mod gate;
 mod markdown;
 #[cfg(test)]
 mod tests;
 
+pub use gate::{GateBypass, GateRefusal};
 pub use markdown::markdown;
 
 use super::event::{self, Agent, ChangeKind, Event, EventKind, SessionMeta};
@@ -120,6 +122,10 @@ pub struct Briefing {
     pub compactions: Vec<CompactionAt>,
     pub subagents: Vec<Subagent>,
     pub acks: Vec<AckFound>,
+    /// Commits the gate's hooks refused, with their findings.
+    pub gate_refusals: Vec<GateRefusal>,
+    /// Commands that went round the gate's hooks.
+    pub gate_bypasses: Vec<GateBypass>,
     pub last_assistant_text: Option<String>,
     pub unfinished_call: Option<UnfinishedCall>,
     pub tokens: Tokens,
@@ -200,6 +206,8 @@ pub fn brief(path: &str, events: &[Event], malformed: u64) -> Briefing {
         compactions: vec![],
         subagents: vec![],
         acks: vec![],
+        gate_refusals: vec![],
+        gate_bypasses: vec![],
         last_assistant_text: None,
         unfinished_call: None,
         tokens: Tokens::default(),
@@ -233,6 +241,14 @@ pub fn brief(path: &str, events: &[Event], malformed: u64) -> Briefing {
             } => {
                 // Ids are per file: a subagent's call id never names a main one.
                 by_call.insert(id.clone(), b.commands.len());
+                if let Some(how) = gate::bypass(c) {
+                    b.gate_bypasses.push(GateBypass {
+                        command: c.clone(),
+                        how,
+                        subagent: e.subagent.clone(),
+                        line: e.line,
+                    });
+                }
                 b.commands.push(Command {
                     command: c.clone(),
                     cwd: cwd.clone(),
@@ -257,6 +273,14 @@ pub fn brief(path: &str, events: &[Event], malformed: u64) -> Briefing {
                     c.finished = true;
                     if *failed {
                         c.error = event::error_lines(output);
+                    }
+                    if let Some(findings) = gate::refusal(&c.command, output, *failed) {
+                        b.gate_refusals.push(GateRefusal {
+                            command: c.command.clone(),
+                            findings,
+                            subagent: e.subagent.clone(),
+                            line: e.line,
+                        });
                     }
                 }
             }

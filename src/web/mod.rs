@@ -22,6 +22,7 @@
 //!   down, so a graceful shutdown never waits on an open page.
 
 pub mod docs;
+pub mod gate;
 pub mod guard;
 mod routes;
 pub mod server;

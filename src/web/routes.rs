@@ -112,6 +112,10 @@ pub(super) fn all(
         .then(|id: String, app: Arc<App>| async move {
             reply(app.store(move |s, _| docs::ledger(s, &id)).await)
         });
+    let gate = warp::path!("api" / "gate")
+        .and(get)
+        .and(with_app.clone())
+        .then(|app: Arc<App>| async move { reply(app.store(|s, _| super::gate::doc(s)).await) });
     let claims = warp::path!("api" / "claims")
         .and(get)
         .and(with_app.clone())
@@ -208,6 +212,8 @@ pub(super) fn all(
         .or(ledger)
         .unify()
         .or(claims)
+        .unify()
+        .or(gate)
         .unify()
         .or(inbox)
         .unify()

@@ -46,6 +46,21 @@ try {
   assert.match(await page.textContent('#lanes tr[data-lane="b"] .err'),
     /error: agent exited with status 127: claude: command not found/);
   assert.ok(await page.locator('#lanes tr[data-lane="b"] .err').isVisible());
+
+  step('the gates panel: the lane\'s refused commit, its finding and the latched file');
+  await page.waitForSelector('#gates tr[data-gate-lane="a"].gate-hot');
+  const gateRow = await page.textContent('#gates tr[data-gate-lane="a"]');
+  assert.match(gateRow, /refused/);
+  assert.match(gateRow, /file\.lines 40 > 15 \(latched\): 40 lines, past the flex ceiling 15/);
+  assert.match(gateRow, /<img src=x onerror=/, 'a hostile file name is shown as text');
+  assert.match(await page.textContent('#lanes tr[data-lane="a"] .gate-flag'), /commit refused by the gate/);
+  await page.waitForSelector('#latches tbody tr');
+  const latch = await page.textContent('#latches tbody tr');
+  assert.match(latch, /file\.lines/);
+  assert.match(latch, /12/);
+  assert.equal(await page.locator('#gates img, #latches img').count(), 0);
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
+
   const title = await page.title();
   await page.evaluate(() => { window.__sameDocument = true; });
 

@@ -53,6 +53,7 @@ pub fn markdown(b: &Briefing) -> String {
             );
         }
     }
+    gate(&mut s, b);
     if !b.compactions.is_empty() {
         let _ = writeln!(s, "\n## Compactions\n");
         for c in &b.compactions {
@@ -208,4 +209,36 @@ fn quote(s: &str, max: usize, indent: &str) -> String {
         .map(|l| format!("{indent}> {l}"))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// Commits the gate refused and ways round it: a successor must know both.
+fn gate(s: &mut String, b: &Briefing) {
+    if b.gate_refusals.is_empty() && b.gate_bypasses.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "\n## Gate\n");
+    for r in &b.gate_refusals {
+        let by = by_subagent(b, r.subagent.as_deref());
+        let _ = writeln!(
+            s,
+            "- line {}: commit refused by the gate: `{}`{}",
+            r.line,
+            one_line(&r.command, 200),
+            by.map(|by| format!(" ({by})")).unwrap_or_default()
+        );
+        for f in &r.findings {
+            let _ = writeln!(s, "  > {}", one_line(f, 300));
+        }
+    }
+    for p in &b.gate_bypasses {
+        let by = by_subagent(b, p.subagent.as_deref());
+        let _ = writeln!(
+            s,
+            "- line {}: **BYPASS**: went round the gate's hooks with {}: `{}`{}",
+            p.line,
+            p.how,
+            one_line(&p.command, 200),
+            by.map(|by| format!(" ({by})")).unwrap_or_default()
+        );
+    }
 }

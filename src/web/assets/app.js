@@ -107,6 +107,7 @@ async function refreshStatus() {
   state.status = s;
   renderLanes(s);
   renderClaims(s);
+  renderGates(await api('/api/gate'));
   $('summary').textContent = `${s.lanes.length} lane(s), ${s.claims.length} claim(s), ${s.pending_steering} pending steering`;
 }
 
@@ -149,6 +150,63 @@ function renderClaims(s) {
       'data-fence': c.fence, onclick: () => takeover(c.id, c.task, c.fence),
     }, 'Take over')))));
   $('claims-empty').hidden = s.claims.length > 0;
+}
+
+// One finding as the hook printed it: where, which rule, the value against its limit.
+function findingText(f) {
+  if (f.path === undefined) return `commit message line ${f.line}: ${f.rule}: ${f.message}`;
+  const at = f.routine ? `${f.path}:${f.line} ${f.routine}` : f.path;
+  return `${at}: ${f.rule} ${f.value} > ${f.limit}${f.latched ? ' (latched)' : ''}: ${f.message}`;
+}
+
+function findingList(fs, notRun) {
+  const items = [...(fs || []).map(findingText), ...(notRun || []).map((n) => `${n.rule}${n.path ? ` ${n.path}` : ''} could not run: ${n.why}`)];
+  return items.length ? el('ul', { class: 'findings small mono' }, ...items.map((t) => el('li', {}, t))) : null;
+}
+
+function renderGates(g) {
+  const body = $('gates').tBodies[0];
+  body.replaceChildren(...g.lanes.map((l) => {
+    const r = l.last_run;
+    const problems = r ? (r.findings || r.message || []) : [];
+    const verdict = !r ? el('span', { class: 'muted' }, 'none yet')
+      : el('span', {}, el('span', { class: `badge ${r.clean ? 'it-acked' : 'it-refused'}` }, r.clean ? 'passed' : 'refused'),
+        ' ', r.hook, ' ', rel(r.at, 'ago'));
+    const refused = l.refused
+      ? el('span', {}, el('span', { class: 'badge it-refused' }, 'merge refused'), ' ', rel(l.refused.at, 'ago'), findingList(l.refused.findings, l.refused.could_not_run))
+      : '–';
+    const bypasses = l.bypasses.length
+      ? el('ul', { class: 'bypasses small' }, ...l.bypasses.map((b) => el('li', {}, el('span', { class: 'badge it-refused' }, 'bypass'), ' ', b.kind || '', ' ', b.commit ? el('code', {}, b.commit.slice(0, 10)) : null, ' ', b.detail || '')))
+      : '–';
+    return el('tr', { 'data-gate-lane': l.lane || '', class: (r && !r.clean) || l.refused || l.bypasses.length ? 'gate-hot' : '' },
+      el('td', {}, l.lane ? el('strong', {}, l.lane) : '–'),
+      el('td', { class: 'mono small' }, l.handle || l.task),
+      el('td', {}, verdict),
+      el('td', {}, r && !r.clean ? findingList(problems, r.could_not_run) : '–'),
+      el('td', {}, refused),
+      el('td', {}, bypasses));
+  }));
+  // The lane's row says so too: the operator sees it without scrolling.
+  for (const l of g.lanes) {
+    const hot = (l.last_run && !l.last_run.clean) || l.refused || l.bypasses.length;
+    const row = document.querySelector(`#lanes tr[data-lane="${CSS.escape(l.lane)}"]`);
+    if (hot && row && l.lane) {
+      const what = l.bypasses.length ? 'gate bypassed' : l.refused ? 'merge refused by the gate' : 'commit refused by the gate';
+      row.lastElementChild.append(el('span', { class: 'badge it-refused gate-flag' }, what));
+    }
+  }
+  $('gates-empty').hidden = g.lanes.some((l) => l.last_run || l.refused || l.bypasses.length);
+  const latches = g.repositories.flatMap((repo) => repo.error
+    ? [el('tr', {}, el('td', { class: 'mono small' }, repo.common_dir), el('td', { class: 'err', colspan: 5 }, repo.error))]
+    : repo.latches.map((x) => el('tr', {},
+      el('td', { class: 'mono small' }, repo.common_dir),
+      el('td', { class: 'mono' }, x.path),
+      el('td', {}, x.rule),
+      el('td', {}, String(x.value)),
+      el('td', {}, String(x.base)),
+      el('td', {}, rel(x.since, 'ago')))));
+  $('latches').tBodies[0].replaceChildren(...latches);
+  $('latches-empty').hidden = latches.length > 0;
 }
 
 async function takeover(id, handle, fence) {
