@@ -92,18 +92,21 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
-/// Who the jitter is keyed by: the task session, else the commit's author.
+/// Who the jitter is keyed by: the task session, else the commit's author (in a
+/// hook, git has put the author's email in the environment already).
 fn actor(repo: &scan::Repo) -> String {
-    env("SPICE_SESSION").unwrap_or_else(|| {
-        scan::git(&repo.root, &["var", "GIT_AUTHOR_IDENT"])
-            .ok()
-            .map(|o| String::from_utf8_lossy(&o).to_string())
-            .and_then(|id| {
-                let email = id.split('<').nth(1)?.split('>').next()?.to_string();
-                Some(email)
-            })
-            .unwrap_or_default()
-    })
+    env("SPICE_SESSION")
+        .or_else(|| env("GIT_AUTHOR_EMAIL"))
+        .unwrap_or_else(|| {
+            scan::git(&repo.root, &["var", "GIT_AUTHOR_IDENT"])
+                .ok()
+                .map(|o| String::from_utf8_lossy(&o).to_string())
+                .and_then(|id| {
+                    let email = id.split('<').nth(1)?.split('>').next()?.to_string();
+                    Some(email)
+                })
+                .unwrap_or_default()
+        })
 }
 
 fn run_inner(cmd: GateCmd) -> Outcome {

@@ -29,15 +29,24 @@ pub fn dir(repo: &Repo) -> Result<PathBuf, String> {
     ))
 }
 
+/// A hook's script: POSIX sh, no process of its own before spice's (the hooks sit on
+/// every commit's path); prepare-commit-msg only adds a task's trailers, so outside
+/// a task it ends without starting spice.
 fn script(hook: &str, spice: &Path) -> String {
     let spice = spice.display().to_string().replace('\'', "'\\''");
+    let only_in_a_task = if hook == "prepare-commit-msg" {
+        "[ -n \"$SPICE_TASK\" ] || exit 0\n"
+    } else {
+        ""
+    };
     format!(
         "#!/bin/sh\n\
          {MARK}; `spice gate uninstall` removes it.\n\
-         dir=$(dirname \"$0\")\n\
+         case \"$0\" in */*) dir=${{0%/*}} ;; *) dir=. ;; esac\n\
          if [ -x \"$dir/{hook}.{CHAINED}\" ]; then\n\
          \x20   \"$dir/{hook}.{CHAINED}\" \"$@\" || exit $?\n\
          fi\n\
+         {only_in_a_task}\
          spice='{spice}'\n\
          [ -x \"$spice\" ] || spice=spice\n\
          exec \"$spice\" gate hook {hook} \"$@\"\n"
@@ -54,6 +63,7 @@ pub struct Change {
     pub hook: String,
     pub path: String,
     /// `installed`, `chained` (an existing hook kept and run first), `already`,
+    /// `updated` (ours, rewritten by a newer spice),
     /// `removed`, `restored` (the chained hook put back), `absent`, `foreign`.
     pub action: String,
 }
@@ -66,8 +76,10 @@ pub fn install(repo: &Repo, spice: &Path) -> Result<Vec<Change>, String> {
     for hook in HOOKS {
         let path = dir.join(hook);
         let mut action = "installed";
+        let text = script(hook, spice);
         if ours(&path) {
-            action = "already";
+            let same = std::fs::read_to_string(&path).is_ok_and(|t| t == text);
+            action = if same { "already" } else { "updated" };
         } else if path.symlink_metadata().is_ok() {
             let kept = dir.join(format!("{hook}.{CHAINED}"));
             if kept.symlink_metadata().is_ok() {
@@ -81,7 +93,7 @@ pub fn install(repo: &Repo, spice: &Path) -> Result<Vec<Change>, String> {
             action = "chained";
         }
         let tmp = dir.join(format!(".{hook}.spice-tmp"));
-        std::fs::write(&tmp, script(hook, spice)).map_err(|e| format!("{}: {e}", tmp.display()))?;
+        std::fs::write(&tmp, &text).map_err(|e| format!("{}: {e}", tmp.display()))?;
         std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755))
             .map_err(|e| format!("{}: {e}", tmp.display()))?;
         std::fs::rename(&tmp, &path).map_err(|e| format!("{}: {e}", path.display()))?;

@@ -87,6 +87,7 @@ pub struct Options {
 pub fn run(repo: &Repo, cfg: &GateConfig, scope: &Scope, opts: &Options) -> Result<Report, String> {
     let items = repo.items(scope)?;
     let mut latches = Latches::load(&repo.common_dir)?;
+    let loaded = latches.clone();
     let mut report = Report::default();
     let cached = matches!(scope, Scope::Staged);
     let paths: Vec<String> = items.iter().map(|i| i.path.clone()).collect();
@@ -201,7 +202,10 @@ pub fn run(repo: &Repo, cfg: &GateConfig, scope: &Scope, opts: &Options) -> Resu
     }
     if opts.record {
         let keep = if report.clean() { &pending } else { &latches };
-        keep.save(&repo.common_dir)?;
+        // Unchanged latches are not written again (the hooks sit on every commit).
+        if keep.latches != loaded.latches {
+            keep.save(&repo.common_dir)?;
+        }
     }
     Ok(report)
 }
