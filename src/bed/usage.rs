@@ -100,7 +100,9 @@ impl Meter {
     /// nothing counted before held.
     pub fn add(&mut self, tree: &Path) -> Result<Usage> {
         let mut added = Usage::default();
+        // The tree's own apparent size, and the part of it no earlier tree held.
         let mut own = HashSet::new();
+        let mut new_apparent = 0;
         let mut stack = vec![tree.to_path_buf()];
         while let Some(path) = stack.pop() {
             let meta = fs::symlink_metadata(&path).at("measuring", &path)?;
@@ -110,12 +112,15 @@ impl Meter {
                 }
             }
             let id = (meta.dev(), meta.ino());
-            let counted_here = own.insert(id);
-            if counted_here && (meta.is_file() || meta.file_type().is_symlink()) {
+            let sized = meta.is_file() || meta.file_type().is_symlink();
+            if own.insert(id) && sized {
                 added.apparent += meta.size();
             }
             if !self.seen.insert(id) {
                 continue;
+            }
+            if sized {
+                new_apparent += meta.size();
             }
             added.inodes += 1;
             let blocks = meta.blocks() * 512;
@@ -135,7 +140,7 @@ impl Meter {
                 Err(e) => return Err(e).at("mapping the extents of", &path),
             }
         }
-        self.total.apparent += added.apparent;
+        self.total.apparent += new_apparent;
         self.total.real += added.real;
         self.total.shared += added.shared;
         self.total.inodes += added.inodes;
@@ -246,6 +251,8 @@ mod tests {
         let u = measure(&[t.path()]).unwrap();
         assert_eq!(u.apparent, 10_000);
         assert_eq!(u.inodes, 2, "the directory and the file");
+        let both = measure(&[a.clone(), t.path().join("b")]).unwrap();
+        assert_eq!((both.apparent, both.inodes), (10_000, 1), "one inode, once");
         let more = added(&t.path().join("b"), &[&a]).unwrap();
         assert_eq!((more.apparent, more.real, more.inodes), (10_000, 0, 0));
     }
