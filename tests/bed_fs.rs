@@ -447,26 +447,27 @@ fn a_seeding_that_fails_midway_publishes_nothing() {
     let t = tempfile::tempdir().unwrap();
     let tpl = t.path().join("t");
     write(&tpl.join("a/small"), b"fits", 0o644);
-    write(&tpl.join("b/big"), &noise(4, 2 << 20), 0o644);
+    write(&tpl.join("nested/deep/b/big"), &noise(4, 2 << 20), 0o644);
     let dst = small.path.join("w");
     fs::create_dir(&dst).unwrap();
     let e = bed::seed(&SeedRequest {
         template: tpl.clone(),
         dest: dst.clone(),
-        paths: vec![SeedPath::copy("a"), SeedPath::copy("b")],
+        paths: vec![SeedPath::copy("a"), SeedPath::copy("nested/deep/b")],
     })
     .unwrap_err()
     .to_string();
     assert!(
-        e.contains("w/b.spice-seeding/big") && e.contains("No space left"),
+        e.contains("w/nested/deep/b.spice-seeding/big") && e.contains("No space left"),
         "{e}"
     );
     let left: Vec<_> = fs::read_dir(&dst)
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
+    // Not even the directories made for the nested path.
     assert!(left.is_empty(), "a failed seeding left {left:?}");
-    for p in ["a", "b"] {
+    for p in ["a", "nested/deep/b"] {
         assert_eq!(bed::state(&dst, Path::new(p)).unwrap(), PathState::Absent);
     }
 }

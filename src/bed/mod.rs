@@ -14,12 +14,17 @@
 //! - real sizes count each inode once and, where `FIEMAP` can say, each shared extent
 //!   once; where it cannot, the result says so.
 
+mod check;
 mod copy;
+mod report;
 pub mod seed;
 mod sys;
 pub mod usage;
 
-pub use seed::{seed, state, Method, PathState, SeedPath, SeedReport, SeedRequest};
+pub use seed::{
+    seed, seed_with_progress, staging_path, state, Counts, Method, PathState, Progress, SeedPath,
+    SeedReport, SeedRequest,
+};
 pub use usage::{added, measure, Meter, Usage};
 
 use std::io;
