@@ -258,7 +258,7 @@ fn seeds_on_tmpfs_by_a_copy() {
     let u = bed::added(&dst.join("target"), &[tpl.join("target")]).unwrap();
     assert!(u.fiemap_unsupported > 0, "{u:?}");
     assert!(
-        u.note.as_deref().unwrap().contains("FIEMAP unsupported"),
+        u.note.as_deref().unwrap().contains("FIEMAP unavailable"),
         "{u:?}"
     );
     assert!(u.real >= 200_000, "a copy on tmpfs costs its size: {u:?}");
@@ -344,6 +344,7 @@ fn refusals_name_the_path_and_write_nothing() {
     let (tpl, dst) = (t.path().join("t"), t.path().join("w"));
     make_template(&tpl);
     std::os::unix::fs::symlink("/etc", tpl.join("etc-link")).unwrap();
+    std::os::unix::fs::symlink(tpl.join("web"), tpl.join("web-link")).unwrap();
     write(&dst.join("target/mine"), b"precious", 0o644);
     let refused = |paths: Vec<SeedPath>| {
         let e = bed::seed(&SeedRequest {
@@ -406,7 +407,11 @@ fn refusals_name_the_path_and_write_nothing() {
     let report = bed::seed(&SeedRequest {
         template: tpl.clone(),
         dest: dst.clone(),
-        paths: vec![SeedPath::copy("etc-link"), SeedPath::copy("target")],
+        paths: vec![
+            SeedPath::copy("etc-link"),
+            SeedPath::copy("target"),
+            SeedPath::copy("web-link"),
+        ],
     })
     .unwrap();
     assert_eq!(
@@ -414,6 +419,16 @@ fn refusals_name_the_path_and_write_nothing() {
         Path::new("/etc")
     );
     assert_eq!(report.paths[0].counts.symlinks, 1);
+    assert_eq!(report.paths[0].counts.absolute_links_kept, 1);
+    // A seeded path that is an absolute link into the template is rewritten, and
+    // reported under its own name.
+    assert_eq!(
+        fs::read_link(dst.join("web-link")).unwrap(),
+        dst.join("web")
+    );
+    let moved = &report.paths[2].rewritten_links;
+    assert_eq!(moved.len(), 1, "{report:#?}");
+    assert_eq!(moved[0].link.as_os_str(), "web-link");
     assert_seeded(&tpl, &dst, Path::new("target"));
 }
 

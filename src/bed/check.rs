@@ -9,6 +9,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Refuses the request before anything is written if any path cannot be seeded.
 pub(crate) fn preflight(req: &SeedRequest) -> Result<()> {
@@ -120,9 +121,16 @@ pub(crate) fn same_device(a: &Path, b: &Path) -> Result<bool> {
 
 /// Tries `FICLONE` and `copy_file_range` on a scratch file pair in `dest`.
 pub(crate) fn probe(dest: &Path) -> Result<Probe> {
-    let base = dest.join(format!(".spice-seed-probe.{}", std::process::id()));
-    let a = base.with_extension("a");
-    let b = base.with_extension("b");
+    // Unique per process and per seeding, so concurrent seedings never share a pair.
+    static N: AtomicU64 = AtomicU64::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let name = |side| {
+        dest.join(format!(
+            ".spice-seed-probe.{}.{n}.{side}",
+            std::process::id()
+        ))
+    };
+    let (a, b) = (name("a"), name("b"));
     let result = probe_pair(&a, &b);
     let _ = fs::remove_file(&a);
     let _ = fs::remove_file(&b);

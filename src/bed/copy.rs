@@ -99,7 +99,11 @@ impl PathCopy<'_, '_> {
                 if let Ok(inner) = target.strip_prefix(root) {
                     let to = self.copier.dest_root.join(inner);
                     self.rewritten.push(RewrittenLink {
-                        link: self.rel.join(sub),
+                        link: if sub.as_os_str().is_empty() {
+                            self.rel.clone()
+                        } else {
+                            self.rel.join(sub)
+                        },
                         from: target.to_path_buf(),
                         to: to.clone(),
                     });

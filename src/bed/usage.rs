@@ -28,8 +28,8 @@ pub struct Usage {
     /// The part of `real` in extents flagged shared (counted once).
     pub shared: u64,
     pub inodes: u64,
-    /// Regular files whose filesystem has no `FIEMAP`: counted by `st_blocks`, so
-    /// extents they might share are not seen.
+    /// Regular files `FIEMAP` could not map (a filesystem without it, a file this
+    /// user cannot open): counted by `st_blocks`, so extents they share are not seen.
     pub fiemap_unsupported: u64,
     /// Says, when `fiemap_unsupported` is not zero, what that means for `real`.
     pub note: Option<String>,
@@ -39,7 +39,8 @@ impl Usage {
     fn noted(mut self) -> Self {
         if self.fiemap_unsupported > 0 {
             self.note = Some(format!(
-                "FIEMAP unsupported for {} files: counted by st_blocks, shared extents not seen",
+                "FIEMAP unavailable for {} files (unsupported by the filesystem, or unreadable): \
+                 counted by st_blocks, shared extents not seen",
                 self.fiemap_unsupported
             ));
         }
@@ -128,12 +129,15 @@ impl Meter {
                 added.real += blocks;
                 continue;
             }
-            let file = File::open(&path).at("opening", &path)?;
-            match sys::fiemap(&file) {
+            match File::open(&path).and_then(|f| sys::fiemap(&f)) {
                 Ok(extents) => {
                     self.extents(meta.dev(), blocks, meta.blksize(), &extents, &mut added)
                 }
                 Err(e) if sys::unsupported(&e) => {
+                    added.fiemap_unsupported += 1;
+                    added.real += blocks;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
                     added.fiemap_unsupported += 1;
                     added.real += blocks;
                 }
