@@ -79,8 +79,8 @@ impl<T> IoContext<T> for io::Result<T> {
     }
 }
 
-/// Checks that `rel` names something strictly inside a tree: relative, no `..`, no
-/// `.`, not empty.
+/// Checks that `rel` names something strictly inside a tree, in one spelling:
+/// relative, no `..`, `.` or empty component, not empty.
 pub(crate) fn check_relative(rel: &Path) -> Result<()> {
     if rel.as_os_str().is_empty() {
         return Err(Error::refused(
@@ -98,6 +98,12 @@ pub(crate) fn check_relative(rel: &Path) -> Result<()> {
     for seg in rel.as_os_str().as_encoded_bytes().split(|b| *b == b'/') {
         match seg {
             b".." => return Err(Error::refused(rel, "escapes the worktree through '..'")),
+            b"" => {
+                return Err(Error::refused(
+                    rel,
+                    "has an empty component (a doubled or trailing '/')",
+                ))
+            }
             b"." => {
                 return Err(Error::refused(
                     rel,
@@ -130,7 +136,17 @@ mod tests {
     fn relative_paths_that_escape_are_refused() {
         assert!(check_relative(Path::new("target")).is_ok());
         assert!(check_relative(Path::new("web/node_modules")).is_ok());
-        for bad in ["", "../x", "a/../../x", "/etc", "./target", "a/./b"] {
+        // A trailing '/' would put the staging name `target/.spice-seeding` inside.
+        for bad in [
+            "",
+            "../x",
+            "a/../../x",
+            "/etc",
+            "./target",
+            "a/./b",
+            "target/",
+            "a//b",
+        ] {
             let e = check_relative(Path::new(bad)).unwrap_err().to_string();
             assert!(e.starts_with(&format!("{bad}: ")), "{e}");
         }
