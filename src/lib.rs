@@ -24,6 +24,7 @@
 
 pub mod agent;
 pub mod alloc;
+pub mod bed;
 pub mod cli;
 pub mod clock;
 pub mod config;
