@@ -14,6 +14,8 @@
 //! | [`git`] | worktrees and the three git boundaries: the only module that moves git |
 //! | [`land`] | completing a phase: the holder's proof, the merge into base, the store's record |
 //! | [`gate`] | measurable rules before commits and merges: caps that flex and latch, checks, hooks |
+//! | [`stage`] | the repository's own commands: the one runner (timeouts, process groups, output) |
+//! | [`bed`] | test beds: seeding worktrees from warm templates, real disk usage |
 //! | [`web`] | the operator's console (`spice serve`): routes, guards, live streams, the page |
 //! | [`cli`] | argument parsing and output; the only layer that reads env, cwd or TTY |
 //!
@@ -32,9 +34,9 @@ pub mod demo;
 pub mod error;
 pub mod fleet;
 pub mod gate;
-
 pub mod git;
 pub mod land;
+pub mod stage;
 pub mod stamp;
 pub mod steer;
 pub mod store;

@@ -1,17 +1,12 @@
 //! Repository-owned checks: commands in any language that the repository names in
 //! `[[gate.check]]`, run at the repository's root with the paths in scope in
-//! `SPICE_STAGED_PATHS` (one per line) and as a JSON array on stdin, stopped (their
-//! whole process group) at their timeout, their output kept for when they fail.
+//! `SPICE_STAGED_PATHS` (one per line) and as a JSON array on stdin, through the
+//! repository commands' one runner ([`crate::stage::run`]): stopped (their whole
+//! process group) at their timeout, the end of their output kept for when they fail.
 
 use super::config::Check;
 use super::scan::Repo;
-use std::io::{Read, Write};
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
-
-/// At most this many lines of a failed check's output are shown (the last ones).
-pub const SHOWN_LINES: usize = 60;
+use crate::stage::run::{self as runner, Job};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
@@ -38,84 +33,28 @@ pub fn run(repo: &Repo, check: &Check, paths: &[String], phase: Option<&str>) ->
     if relevant.is_empty() {
         return Outcome::Skipped;
     }
-    // One pipe for stdout and stderr, so the output keeps its order.
-    let (reader, writer) = match nix::unistd::pipe() {
-        Ok(p) => p,
-        Err(e) => return Outcome::NotRun(format!("a pipe: {e}")),
-    };
-    let mut reader = std::fs::File::from(reader);
     let listed = relevant
         .iter()
         .map(|p| p.as_str())
         .collect::<Vec<_>>()
         .join("\n");
-    let program = &check.run[0];
-    let mut cmd = Command::new(program);
-    cmd.args(&check.run[1..])
-        .current_dir(&repo.root)
-        .env("SPICE_STAGED_PATHS", &listed)
-        .env("SPICE_GATE_CHECK", &check.name)
-        .stdin(Stdio::piped())
-        .process_group(0);
-    match writer.try_clone() {
-        Ok(w2) => {
-            cmd.stdout(w2).stderr(writer);
-        }
-        Err(e) => return Outcome::NotRun(format!("a pipe: {e}")),
-    }
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Outcome::NotRun(format!("{program}: not found"));
-        }
-        Err(e) => return Outcome::NotRun(format!("{program}: {e}")),
-    };
-    // The command holds the only write ends now: the reader ends when it (and every
-    // process it started) has closed them.
-    drop(cmd);
-    let json = serde_json::to_vec(&relevant).expect("strings serialise");
-    let mut stdin = child.stdin.take().expect("piped");
-    std::thread::spawn(move || {
-        // A check that ignores stdin closes it early: that is its business.
-        let _ = stdin.write_all(&json);
+    let o = runner::run(Job {
+        argv: &check.run,
+        cwd: repo.root.clone(),
+        env: vec![
+            ("SPICE_STAGED_PATHS".into(), listed),
+            ("SPICE_GATE_CHECK".into(), check.name.clone()),
+        ],
+        stdin: serde_json::to_vec(&relevant).expect("strings serialise"),
+        timeout: check.timeout,
+        on_line: None,
     });
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut out = Vec::new();
-        let _ = reader.read_to_end(&mut out);
-        let _ = tx.send(out);
-    });
-    let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
-    let output = match rx.recv_timeout(check.timeout) {
-        Ok(out) => out,
-        Err(_) => {
-            let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
-            let _ = child.wait();
-            let secs = check.timeout.as_secs_f64();
-            return Outcome::NotRun(format!("timed out after {secs}s (stopped)"));
-        }
-    };
-    let status = match child.wait() {
-        Ok(s) => s,
-        Err(e) => return Outcome::NotRun(format!("{program}: {e}")),
-    };
-    if status.success() {
-        return Outcome::Passed;
+    match o {
+        runner::Outcome::Passed { .. } => Outcome::Passed,
+        runner::Outcome::Failed { code, output } => Outcome::Failed { code, output },
+        runner::Outcome::NotRun(why) => Outcome::NotRun(why),
+        t @ runner::Outcome::TimedOut { .. } => Outcome::NotRun(t.summary(check.timeout)),
     }
-    Outcome::Failed {
-        code: status.code(),
-        output: tail(&String::from_utf8_lossy(&output)),
-    }
-}
-
-/// The last [`SHOWN_LINES`] lines, saying how many came before.
-fn tail(text: &str) -> String {
-    let lines: Vec<&str> = text.trim_end().lines().collect();
-    if lines.len() <= SHOWN_LINES {
-        return lines.join("\n");
-    }
-    let cut = lines.len() - SHOWN_LINES;
-    format!("… {cut} lines before\n{}", lines[cut..].join("\n"))
 }
 
 #[cfg(test)]
@@ -199,13 +138,5 @@ mod tests {
             run(&r, &check(&["true"], Duration::from_secs(5)), &p, None),
             Outcome::Passed
         );
-    }
-
-    #[test]
-    fn long_output_keeps_its_end() {
-        let text: String = (1..=100).map(|i| format!("line {i}\n")).collect();
-        let t = tail(&text);
-        assert!(t.starts_with("… 40 lines before\nline 41\n"), "{t}");
-        assert!(t.ends_with("line 100"));
     }
 }

@@ -30,10 +30,20 @@ pub const DEFAULT_EXCLUDE: &[&str] = &[
     "**/*.min.js",
 ];
 
+/// The sections of `spice.toml`; each is read by its own module, strictly, and each
+/// module refuses a top-level key that is none of them.
+pub const SECTIONS: &[&str] = &["gate", "testbed", "hooks"];
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileToml {
     gate: Option<GateToml>,
+    /// Read by `bed::config`.
+    #[allow(dead_code)]
+    testbed: Option<toml::Value>,
+    /// Read by `stage::config`.
+    #[allow(dead_code)]
+    hooks: Option<toml::Value>,
 }
 
 #[derive(Debug, Deserialize)]
