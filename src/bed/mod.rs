@@ -15,10 +15,12 @@
 //!   once; where it cannot, the result says so.
 
 mod check;
+pub mod config;
 mod copy;
 mod report;
 pub mod seed;
 mod sys;
+pub mod template;
 pub mod usage;
 
 pub use seed::{

@@ -2,6 +2,7 @@
 //! the environment (`SPICE_HOME`), the working directory or the terminal; it passes
 //! explicit paths, a clock and options to the library.
 
+mod bed;
 mod demo;
 mod fleet;
 mod gate;
@@ -66,6 +67,10 @@ enum Command {
     /// repository's own checks) before every commit and before a phase merges.
     #[command(subcommand)]
     Gate(gate::GateCmd),
+    /// Test beds: warm templates of a worktree's derived state (build output,
+    /// dependencies), seeded into every task's worktree.
+    #[command(subcommand)]
+    Bed(bed::BedCmd),
     /// The first run: a scratch repository, two lanes of the scripted demo agent, the
     /// whole loop narrated (no network, no API key).
     Demo(demo::DemoArgs),
@@ -167,6 +172,7 @@ fn run(command: Command) -> Result<()> {
         Command::Fleet(cmd) => fleet::run(cmd, &Env::from_process()?),
         Command::Serve(args) => serve::serve(args, Env::from_process()?),
         Command::Store(cmd) => store::run(cmd, &Env::from_process()?),
+        Command::Bed(cmd) => bed::run(cmd, &Env::from_process()?),
     }
 }
 

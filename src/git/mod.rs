@@ -23,6 +23,7 @@
 //! [`Error::Conflict`]; a git failure is [`Error::Other`]; a branch name git would
 //! not accept is [`Error::Input`].
 
+mod bed;
 mod checkout;
 mod checkout_record;
 mod handoff;

@@ -46,8 +46,9 @@ pub(super) fn append(
 /// prepared yet (`worktree_wait`), a branch passed on from an earlier worktree
 /// (`handoff`), a phase's merge the gate refused (`gate_refused`), a way round the
 /// gate seen on a task's branch (`gate_bypass`), a commit hook's gate run in the
-/// task's worktree (`gate_run`, clean or not).
-pub const SUPERVISOR_KINDS: [&str; 11] = [
+/// task's worktree (`gate_run`, clean or not), a test bed seeded into a task's
+/// worktree, or why it stayed cold (`bed`).
+pub const SUPERVISOR_KINDS: [&str; 12] = [
     "launched",
     "conversation",
     "exited",
@@ -59,6 +60,7 @@ pub const SUPERVISOR_KINDS: [&str; 11] = [
     "gate_refused",
     "gate_bypass",
     "gate_run",
+    "bed",
 ];
 
 impl Store {

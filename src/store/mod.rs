@@ -21,6 +21,7 @@
 //!   serves reads; its writes are refused naming the file and the reason ([`open`]).
 
 mod backup;
+mod beds;
 mod check;
 mod claims;
 mod import;
@@ -37,6 +38,7 @@ mod tasks;
 mod watch;
 
 pub use backup::{list_backups, restore, Backup, Restored, BACKUPS_KEPT, BACKUP_DIR, BACKUP_EVERY};
+pub use beds::{BedSlot, SlotRequest};
 pub use check::{check, CheckReport, Verdict};
 pub use claims::{Claim, ClaimRequest, Holder, Takeover, DEFAULT_LEASE};
 pub use import::ImportReport;

@@ -140,6 +140,18 @@ const MIGRATIONS: &[&str] = &[
     r#"
     CREATE INDEX ledger_by_kind ON ledger (kind, seq);
     "#,
+    // 6: the slot and ports each live test bed holds.
+    r#"
+    CREATE TABLE bed_slots (
+        slot INTEGER PRIMARY KEY,
+        worktree TEXT NOT NULL UNIQUE,
+        task_id TEXT,
+        template TEXT,
+        method TEXT,
+        ports TEXT NOT NULL DEFAULT '[]',
+        at INTEGER NOT NULL
+    );
+    "#,
 ];
 
 /// Reads the schema version and refuses a database from a newer spice or another

@@ -34,6 +34,7 @@
 //!   changes, and with the agent's pid and start time, so the next supervisor can make
 //!   sure an agent of a killed supervisor is gone before starting its successor.
 
+mod bed;
 mod carry;
 mod machine;
 mod prepare;

@@ -123,7 +123,10 @@ impl Lane<'_> {
                 self.row.last_error = None;
             }
             return Ok(match made {
-                Ok(path) => Prepared::Ready(path),
+                Ok(path) => {
+                    self.seed_bed(git, claim, holder, &path)?;
+                    Prepared::Ready(path)
+                }
                 Err(e) => Prepared::Failed(e),
             });
         }

@@ -145,7 +145,9 @@ impl Lane<'_> {
         let opts = self.opts;
         let cfg = self.cfg;
         let worktree = work.worktree.clone();
-        let env = launch::environment(cfg, opts, &self.base, &session, &task.id);
+        let mut env = launch::environment(cfg, opts, &self.base, &session, &task.id);
+        let slot = self.store.bed_slot(&worktree.display().to_string())?;
+        env.extend(super::bed::environment(slot.as_ref()));
         // `{home}` is the HOME the agent gets (a lane's `[env] HOME` wins), which is
         // where it writes its transcript, not the supervisor's.
         let home = launch::home(&env).unwrap_or_else(|| opts.home.display().to_string());

@@ -1,0 +1,289 @@
+//! Templates: warm beds kept per repository under `<git common dir>/spice/beds/`, one
+//! directory per commit (`<id>/tree` is a worktree detached at the commit, where the
+//! warm commands ran; `<id>/bed.json` is its manifest, written atomically).
+//!
+//! Invariants:
+//! - Only a template whose manifest says `ready` is ever seeded from; a failed warm
+//!   is recorded (`failed`, with the end of its output) and never used.
+//! - Warming and seeding hold the template's lock (`<id>.lock`, `flock`), so a
+//!   template is never evicted while it is warmed or copied from.
+//! - The key of a template is the blob ids of the key files at its commit: a template
+//!   matches base exactly when base's key files are the same blobs.
+
+use super::config::BedConfig;
+use super::usage::{Meter, Usage};
+use crate::error::{Error, Result};
+use crate::git::Git;
+use crate::stage::run::{self as runner, Job};
+use nix::fcntl::{Flock, FlockArg};
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// A template's manifest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Template {
+    pub id: String,
+    pub commit: String,
+    /// Each key file with its blob id at the commit (`None`: absent).
+    pub key: Vec<(String, Option<String>)>,
+    /// `warming`, `ready` or `failed`.
+    pub state: String,
+    pub created: String,
+    pub warm_seconds: f64,
+    pub usage: Option<Usage>,
+    /// Why the warm failed: which command, what happened, the end of its output.
+    pub error: Option<String>,
+    pub last_used: String,
+    /// Where its bed paths live (the scratch worktree).
+    pub tree: PathBuf,
+}
+
+/// How a template was chosen for a commit.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Choice {
+    pub template: Template,
+    /// `exact` (same key) or `ancestor` (the nearest ancestor's, key differs).
+    pub matched: String,
+    pub behind: u64,
+}
+
+/// The templates of one repository.
+pub struct Beds {
+    pub root: PathBuf,
+}
+
+fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+fn io(context: String) -> impl FnOnce(std::io::Error) -> Error {
+    move |source| Error::Io { context, source }
+}
+
+impl Beds {
+    pub fn of(git: &Git) -> Beds {
+        Beds {
+            root: git.common_dir().join("spice").join("beds"),
+        }
+    }
+
+    fn dir(&self, id: &str) -> PathBuf {
+        self.root.join(id)
+    }
+
+    /// Holds `id`'s lock until dropped; waits for a warm in progress.
+    pub fn lock(&self, id: &str) -> Result<Flock<File>> {
+        std::fs::create_dir_all(&self.root)
+            .map_err(io(format!("creating {}", self.root.display())))?;
+        let path = self.root.join(format!("{id}.lock"));
+        let f = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(io(format!("opening {}", path.display())))?;
+        Flock::lock(f, FlockArg::LockExclusive)
+            .map_err(|(_, e)| Error::Other(format!("locking {}: {e}", path.display())))
+    }
+
+    /// Whether `id` is locked now (warmed or seeded from).
+    pub fn busy(&self, id: &str) -> bool {
+        let path = self.root.join(format!("{id}.lock"));
+        let Ok(f) = File::options().write(true).open(&path) else {
+            return false;
+        };
+        Flock::lock(f, FlockArg::LockExclusiveNonblock).is_err()
+    }
+
+    pub fn save(&self, t: &Template) -> Result<()> {
+        let dir = self.dir(&t.id);
+        std::fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
+        let tmp = dir.join("bed.json.tmp");
+        let text = serde_json::to_vec_pretty(t).expect("serialisable");
+        std::fs::write(&tmp, text).map_err(io(format!("writing {}", tmp.display())))?;
+        let path = dir.join("bed.json");
+        std::fs::rename(&tmp, &path).map_err(io(format!("writing {}", path.display())))
+    }
+
+    /// Every template with a readable manifest, oldest first; unreadable ones are
+    /// named in the second list.
+    pub fn list(&self) -> (Vec<Template>, Vec<String>) {
+        let mut out = Vec::new();
+        let mut bad = Vec::new();
+        let Ok(rd) = std::fs::read_dir(&self.root) else {
+            return (out, bad);
+        };
+        for e in rd.flatten() {
+            let m = e.path().join("bed.json");
+            if !e.path().is_dir() {
+                continue;
+            }
+            match std::fs::read(&m)
+                .map_err(|e| e.to_string())
+                .and_then(|b| serde_json::from_slice::<Template>(&b).map_err(|e| e.to_string()))
+            {
+                Ok(t) => out.push(t),
+                Err(why) => bad.push(format!("{}: {why}", m.display())),
+            }
+        }
+        out.sort_by(|a, b| a.created.cmp(&b.created).then(a.id.cmp(&b.id)));
+        (out, bad)
+    }
+
+    /// Warms a template at `rev` (unless a ready one for that commit exists), running
+    /// the warm commands in order in a scratch worktree; `on_line` sees their output.
+    pub fn warm(
+        &self,
+        git: &Git,
+        cfg: &BedConfig,
+        rev: &str,
+        on_line: &mut dyn FnMut(&str),
+    ) -> Result<Template> {
+        let commit = git.resolve_commit(rev)?;
+        let id = commit[..commit.len().min(12)].to_string();
+        let _lock = self.lock(&id)?;
+        if let Some(t) = self
+            .list()
+            .0
+            .into_iter()
+            .find(|t| t.id == id && t.state == "ready")
+        {
+            return Ok(t);
+        }
+        let dir = self.dir(&id);
+        let tree = dir.join("tree");
+        if tree.exists() {
+            let _ = git.remove_worktree(&tree, true);
+            let _ = std::fs::remove_dir_all(&tree);
+        }
+        let mut t = Template {
+            id: id.clone(),
+            commit: commit.clone(),
+            key: git.blobs_at(&commit, &cfg.key)?,
+            state: "warming".into(),
+            created: now_rfc3339(),
+            warm_seconds: 0.0,
+            usage: None,
+            error: None,
+            last_used: now_rfc3339(),
+            tree: tree.clone(),
+        };
+        self.save(&t)?;
+        git.add_scratch_worktree(&commit, &tree)?;
+        let started = Instant::now();
+        for argv in &cfg.warm {
+            on_line(&format!("$ {}", argv.join(" ")));
+            let o = runner::run(Job {
+                argv,
+                cwd: tree.clone(),
+                env: vec![("SPICE_BED_WARM".into(), "1".into())],
+                stdin: Vec::new(),
+                timeout: cfg.warm_timeout,
+                on_line: Some(&mut *on_line),
+            });
+            if !o.passed() {
+                t.state = "failed".into();
+                t.warm_seconds = started.elapsed().as_secs_f64();
+                t.error = Some(format!(
+                    "{}: {}\n{}",
+                    argv.join(" "),
+                    o.summary(cfg.warm_timeout),
+                    o.output()
+                ));
+                self.save(&t)?;
+                return Err(Error::Other(format!(
+                    "warming a test bed at {id} failed: {}: {}",
+                    argv.join(" "),
+                    o.summary(cfg.warm_timeout)
+                )));
+            }
+        }
+        t.warm_seconds = started.elapsed().as_secs_f64();
+        let present: Vec<PathBuf> = cfg
+            .seed_paths()
+            .iter()
+            .map(|p| tree.join(&p.path))
+            .filter(|p| p.exists())
+            .collect();
+        let mut m = Meter::new();
+        for p in &present {
+            m.add(p)?;
+        }
+        t.usage = Some(m.total());
+        t.state = "ready".into();
+        self.save(&t)?;
+        Ok(t)
+    }
+
+    /// The best ready template for `commit`: the same key (nearest first), else the
+    /// nearest ancestor.
+    pub fn choose(&self, git: &Git, cfg: &BedConfig, commit: &str) -> Result<Option<Choice>> {
+        let key = git.blobs_at(commit, &cfg.key)?;
+        let mut best: Option<Choice> = None;
+        for t in self.list().0.into_iter().filter(|t| t.state == "ready") {
+            let exact = !cfg.key.is_empty() && t.key == key;
+            let behind = git.behind(&t.commit, commit)?;
+            if !exact && behind.is_none() {
+                continue;
+            }
+            let c = Choice {
+                matched: if exact { "exact" } else { "ancestor" }.into(),
+                behind: behind.unwrap_or(u64::MAX),
+                template: t,
+            };
+            let better = match &best {
+                None => true,
+                Some(b) => {
+                    (c.matched == "exact", std::cmp::Reverse(c.behind))
+                        > (b.matched == "exact", std::cmp::Reverse(b.behind))
+                }
+            };
+            if better {
+                best = Some(c);
+            }
+        }
+        Ok(best)
+    }
+
+    /// Records that `t` was just seeded from (eviction is least recently used first).
+    pub fn touch(&self, t: &Template) -> Result<()> {
+        let mut t = t.clone();
+        t.last_used = now_rfc3339();
+        self.save(&t)
+    }
+
+    /// Removes a template: its worktree, its directory, its lock file.
+    pub fn remove(&self, git: &Git, t: &Template) -> Result<()> {
+        let _ = git.remove_worktree(&t.tree, true);
+        let dir = self.dir(&t.id);
+        std::fs::remove_dir_all(&dir).map_err(io(format!("removing {}", dir.display())))?;
+        let _ = std::fs::remove_file(self.root.join(format!("{}.lock", t.id)));
+        Ok(())
+    }
+}
+
+/// Free TCP ports on 127.0.0.1, found by binding them (all bound at once, so they
+/// are distinct), released for the caller to reserve.
+pub fn free_ports(n: u16) -> Result<Vec<u16>> {
+    let mut held = Vec::new();
+    for _ in 0..n {
+        let l = std::net::TcpListener::bind("127.0.0.1:0")
+            .map_err(io("binding a free port on 127.0.0.1".into()))?;
+        held.push(l);
+    }
+    Ok(held
+        .iter()
+        .map(|l| l.local_addr().map(|a| a.port()).unwrap_or(0))
+        .collect())
+}
+
+/// The real disk of every tree named, shared extents and inodes counted once.
+pub fn total_usage(trees: &[&Path]) -> Result<Usage> {
+    let mut m = Meter::new();
+    for t in trees.iter().filter(|t| t.exists()) {
+        m.add(t)?;
+    }
+    Ok(m.total())
+}

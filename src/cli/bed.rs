@@ -1,0 +1,278 @@
+//! `spice bed`: warm a template bed at a commit, see every bed of the repository
+//! (templates and the beds seeded into task worktrees) with real and apparent sizes
+//! and who uses them, and evict least recently used templates to stay under the
+//! repository's disk budget.
+
+use super::render::print_json;
+use super::Env;
+use crate::bed::config::{self, BedConfig};
+use crate::bed::template::{self, Beds, Template};
+use crate::error::{Error, Result};
+use crate::git::{Git, Runner};
+use clap::Subcommand;
+use serde_json::json;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Subcommand)]
+pub enum BedCmd {
+    /// Build a template bed at a commit: a scratch worktree, the warm commands of
+    /// spice.toml's [testbed] run in it (their output shown as it comes).
+    Warm {
+        /// The commit (default: HEAD).
+        #[arg(long, default_value = "HEAD")]
+        at: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Every bed: templates (key, commit, state, sizes, last use) and the beds of task
+    /// worktrees (slot, ports, template, method).
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Evict least recently used templates (never one being warmed or seeded from)
+    /// until every bed together fits [testbed] disk_budget; failed warms go first.
+    Gc {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn repo(env: &Env) -> Result<(Git, BedConfig)> {
+    let top = env
+        .repo_top
+        .clone()
+        .ok_or_else(|| Error::input("spice bed needs a git repository"))?;
+    let git = Git::open(&top, Runner::new(Vec::<(String, String)>::new()))?;
+    let path = top.join(config::FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::input(format!(
+                "{}: no such file: a test bed is configured in its [testbed] section",
+                config::FILE
+            )))
+        }
+        Err(source) => {
+            return Err(Error::Io {
+                context: format!("reading {}", path.display()),
+                source,
+            })
+        }
+    };
+    match config::parse(Path::new(config::FILE), &text) {
+        Ok(Some(c)) => Ok((git, c)),
+        Ok(None) => Err(Error::input(format!(
+            "{}: has no [testbed] section",
+            config::FILE
+        ))),
+        Err(errs) => {
+            let all: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+            Err(Error::Input(all.join("\n")))
+        }
+    }
+}
+
+pub fn run(cmd: BedCmd, env: &Env) -> Result<()> {
+    match cmd {
+        BedCmd::Warm { at, json } => {
+            let (git, cfg) = repo(env)?;
+            let beds = Beds::of(&git);
+            let mut err = std::io::stderr();
+            let mut show = |l: &str| {
+                let _ = writeln!(err, "  {l}");
+            };
+            eprintln!("warming a test bed at {at} ({} command(s))", cfg.warm.len());
+            let t = beds.warm(&git, &cfg, &at, &mut show)?;
+            if json {
+                print_json(&t);
+            } else {
+                println!("{}", line(&t));
+            }
+            Ok(())
+        }
+        BedCmd::Status { json } => {
+            let (git, cfg) = repo(env)?;
+            let beds = Beds::of(&git);
+            let (templates, bad) = beds.list();
+            let slots = if env.state_dir.join(crate::store::DB_FILE).is_file() {
+                env.open()?.bed_slots()?
+            } else {
+                Vec::new()
+            };
+            let mut worktrees = Vec::new();
+            for s in &slots {
+                let root = PathBuf::from(&s.worktree);
+                let bed_paths: Vec<PathBuf> = cfg
+                    .seed_paths()
+                    .iter()
+                    .map(|p| root.join(&p.path))
+                    .collect();
+                let refs: Vec<&Path> = bed_paths.iter().map(PathBuf::as_path).collect();
+                let usage = template::total_usage(&refs)?;
+                worktrees.push(json!({
+                    "worktree": s.worktree, "task": s.task_id, "slot": s.slot, "ports": s.ports,
+                    "template": s.template, "method": s.method, "usage": usage,
+                }));
+            }
+            let mut all: Vec<PathBuf> = templates
+                .iter()
+                .flat_map(|t| {
+                    cfg.seed_paths()
+                        .into_iter()
+                        .map(|p| t.tree.join(p.path))
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            for s in &slots {
+                all.extend(
+                    cfg.seed_paths()
+                        .into_iter()
+                        .map(|p| Path::new(&s.worktree).join(p.path)),
+                );
+            }
+            let refs: Vec<&Path> = all.iter().map(PathBuf::as_path).collect();
+            let total = template::total_usage(&refs)?;
+            let doc = json!({
+                "templates": templates.iter().map(|t| {
+                    let users: Vec<&str> = slots.iter()
+                        .filter(|s| s.template.as_deref() == Some(t.id.as_str()))
+                        .map(|s| s.worktree.as_str()).collect();
+                    json!({ "template": t, "busy": beds.busy(&t.id), "used_by": users })
+                }).collect::<Vec<_>>(),
+                "worktrees": worktrees,
+                "total": total,
+                "disk_budget": cfg.disk_budget,
+                "unreadable": bad,
+            });
+            if json {
+                print_json(&doc);
+                return Ok(());
+            }
+            if templates.is_empty() {
+                println!("no template beds (`spice bed warm` builds one)");
+            }
+            for t in &templates {
+                println!("{}", line(t));
+            }
+            for w in &doc["worktrees"].as_array().cloned().unwrap_or_default() {
+                println!(
+                    "slot {:<3} {}  ports {}  from {} ({})  real {}",
+                    w["slot"],
+                    w["worktree"].as_str().unwrap_or(""),
+                    w["ports"],
+                    w["template"].as_str().unwrap_or("-"),
+                    w["method"].as_str().unwrap_or("-"),
+                    size(w["usage"]["real"].as_u64().unwrap_or(0)),
+                );
+            }
+            println!(
+                "all beds: real {} (apparent {}){}",
+                size(total.real),
+                size(total.apparent),
+                cfg.disk_budget
+                    .map(|b| format!(", budget {}", size(b)))
+                    .unwrap_or_default()
+            );
+            for b in &bad {
+                println!("unreadable: {b}");
+            }
+            Ok(())
+        }
+        BedCmd::Gc { json } => {
+            let (git, cfg) = repo(env)?;
+            let beds = Beds::of(&git);
+            let evicted = gc(&git, &beds, &cfg)?;
+            if json {
+                print_json(&evicted);
+            } else if evicted.is_empty() {
+                println!("nothing to evict");
+            } else {
+                for (t, why) in &evicted {
+                    println!("evicted {} ({why})", t.id);
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Evicts failed templates, then the least recently used ready ones while every
+/// template together is over the budget; never one that is busy.
+fn gc(git: &Git, beds: &Beds, cfg: &BedConfig) -> Result<Vec<(Template, String)>> {
+    let (mut templates, _) = beds.list();
+    let mut evicted = Vec::new();
+    let mut keep = Vec::new();
+    for t in templates.drain(..) {
+        if t.state == "failed" && !beds.busy(&t.id) {
+            beds.remove(git, &t)?;
+            evicted.push((t, "failed warm".to_string()));
+        } else {
+            keep.push(t);
+        }
+    }
+    let Some(budget) = cfg.disk_budget else {
+        return Ok(evicted);
+    };
+    keep.sort_by(|a, b| a.last_used.cmp(&b.last_used));
+    let real = |ts: &[Template]| -> Result<u64> {
+        let paths: Vec<PathBuf> = ts
+            .iter()
+            .flat_map(|t| {
+                cfg.seed_paths()
+                    .into_iter()
+                    .map(|p| t.tree.join(p.path))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+        Ok(template::total_usage(&refs)?.real)
+    };
+    let mut i = 0;
+    while i < keep.len() && real(&keep)? > budget {
+        if keep[i].state == "ready" && !beds.busy(&keep[i].id) {
+            let t = keep.remove(i);
+            beds.remove(git, &t)?;
+            evicted.push((t, format!("over the disk budget of {}", size(budget))));
+        } else {
+            i += 1;
+        }
+    }
+    Ok(evicted)
+}
+
+fn line(t: &Template) -> String {
+    let usage = t
+        .usage
+        .as_ref()
+        .map(|u| format!("real {} (apparent {})", size(u.real), size(u.apparent)))
+        .unwrap_or_default();
+    format!(
+        "{} {:<8} commit {} warmed in {:.1}s {usage} last used {}{}",
+        t.id,
+        t.state,
+        &t.commit[..t.commit.len().min(12)],
+        t.warm_seconds,
+        t.last_used,
+        t.error
+            .as_ref()
+            .map(|e| format!("\n  {}", e.lines().next().unwrap_or("")))
+            .unwrap_or_default()
+    )
+}
+
+fn size(b: u64) -> String {
+    const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i < U.len() - 1 {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", U[i])
+    }
+}

@@ -1,0 +1,151 @@
+//! Test beds through the real binary: `spice bed warm` builds a template at a commit
+//! (its commands' output shown as it comes), a failed warm is recorded and never used,
+//! a fleet of demo agents seeds every lane's worktree from the one template (method,
+//! slot and ports in the ledger), and `spice bed gc` evicts under a tiny budget but
+//! never a template in use.
+
+mod common;
+use common::{git, TestEnv};
+use serde_json::Value;
+use std::os::unix::fs::MetadataExt;
+
+const LANE: &str = "profile = \"demo\"\nphases = [\"todo\"]\nlease = \"5m\"\n";
+const BED: &str = r#"[testbed]
+paths = ["build"]
+warm = [["sh", "-c", "mkdir -p build/deep && seq 1 20000 > build/deep/out.txt && echo warmed the bed"]]
+key = ["deps.lock"]
+ports = 2
+"#;
+
+fn bed_repo(toml: &str) -> TestEnv {
+    let env = TestEnv::with_lanes(&[("a", LANE), ("b", LANE)]);
+    std::fs::write(env.repo.join("spice.toml"), toml).unwrap();
+    std::fs::write(env.repo.join("deps.lock"), "dep 1\n").unwrap();
+    std::fs::write(env.repo.join(".gitignore"), "build/\n").unwrap();
+    git(&env.repo, &["add", "spice.toml", "deps.lock", ".gitignore"]);
+    git(&env.repo, &["commit", "-q", "-m", "bed"]);
+    env
+}
+
+fn status(env: &TestEnv) -> Value {
+    env.run(&["bed", "status", "--json"]).json()
+}
+
+#[test]
+fn a_fleet_seeds_every_lane_from_one_warm_template() {
+    let env = bed_repo(BED);
+    let w = env.run(&["bed", "warm"]);
+    w.ok();
+    assert!(
+        w.stderr.contains("$ sh -c mkdir -p build/deep"),
+        "{}",
+        w.stderr
+    );
+    assert!(
+        w.stderr.contains("  warmed the bed"),
+        "progress as it comes: {}",
+        w.stderr
+    );
+    let s = status(&env);
+    let t = &s["templates"][0]["template"];
+    assert_eq!(t["state"], "ready", "{s:#}");
+    assert!(t["usage"]["apparent"].as_u64().unwrap() > 100_000, "{s:#}");
+    let id = t["id"].as_str().unwrap().to_string();
+    // Warming again at the same commit reuses it.
+    env.run(&["bed", "warm", "--json"]).ok();
+    assert_eq!(status(&env)["templates"].as_array().unwrap().len(), 1);
+
+    let t1 = env.add(&["One", "--project", "demo"]);
+    let t2 = env.add(&["Two", "--project", "demo"]);
+    common::finished(env.fleet_up(&["--until-idle"]));
+    let template_file =
+        std::path::PathBuf::from(t["tree"].as_str().unwrap()).join("build/deep/out.txt");
+    let tm = std::fs::metadata(&template_file).unwrap();
+    let mut worktrees = Vec::new();
+    for task in [&t1, &t2] {
+        let bed = env.ledger_of(task, "bed");
+        assert_eq!(bed.len(), 1, "{bed:#?}");
+        let d = &bed[0]["detail"];
+        assert_eq!(d["seeded"], true, "{d:#}");
+        assert_eq!(d["template"], id.as_str(), "{d:#}");
+        assert_eq!(d["matched"], "exact", "{d:#}");
+        assert!(
+            ["reflink", "copy_file_range", "copy"].contains(&d["method"].as_str().unwrap()),
+            "{d:#}"
+        );
+        assert_eq!(d["ports"].as_array().unwrap().len(), 2, "{d:#}");
+        worktrees.push(std::path::PathBuf::from(d["worktree"].as_str().unwrap()));
+    }
+    // Both worktrees hold the seeded file, with its template's mtime.
+    for wt in &worktrees {
+        let f = wt.join("build/deep/out.txt");
+        let m = std::fs::metadata(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        assert_eq!(
+            (m.mtime(), m.mtime_nsec()),
+            (tm.mtime(), tm.mtime_nsec()),
+            "{}",
+            f.display()
+        );
+        assert_eq!(m.len(), tm.len());
+    }
+}
+#[test]
+fn a_failed_warm_is_recorded_and_never_used() {
+    let env = bed_repo(&BED.replace("echo warmed the bed", "echo broken >&2; exit 7"));
+    let w = env.run(&["bed", "warm"]);
+    assert_ne!(w.code, 0, "{}", w.stderr);
+    assert!(w.stderr.contains("  broken"), "{}", w.stderr);
+    assert!(w.stderr.contains("failed with exit code 7"), "{}", w.stderr);
+    let s = status(&env);
+    assert_eq!(s["templates"][0]["template"]["state"], "failed", "{s:#}");
+    let task = env.add(&["Cold", "--project", "demo"]);
+    common::finished(env.fleet_up(&["--until-idle"]));
+    let bed = env.ledger_of(&task, "bed");
+    assert_eq!(bed[0]["detail"]["seeded"], false, "{bed:#?}");
+    assert_eq!(bed[0]["detail"]["method"], "cold", "{bed:#?}");
+    // gc removes the failed one.
+    let g = env.run(&["bed", "gc", "--json"]).json();
+    assert_eq!(g[0][1], "failed warm", "{g:#}");
+    assert_eq!(status(&env)["templates"], serde_json::json!([]));
+}
+
+#[test]
+fn gc_under_a_tiny_budget_keeps_a_template_in_use() {
+    let env = bed_repo(&format!("{BED}disk_budget = \"1KiB\"\n"));
+    env.run(&["bed", "warm"]).ok();
+    std::fs::write(env.repo.join("deps.lock"), "dep 2\n").unwrap();
+    git(&env.repo, &["commit", "-q", "-am", "deps"]);
+    env.run(&["bed", "warm"]).ok();
+    let s = status(&env);
+    let ids: Vec<String> = s["templates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["template"]["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids.len(), 2, "{s:#}");
+    // The newer one is held (as a seeding would hold it).
+    let lock = env.repo.join(format!(".git/spice/beds/{}.lock", ids[1]));
+    let mut holder = std::process::Command::new("flock")
+        .arg(&lock)
+        .args(["sleep", "30"])
+        .spawn()
+        .unwrap();
+    common::wait_for("the lock to be held", 10, || {
+        let s = status(&env);
+        (s["templates"][1]["busy"] == true).then_some(())
+    });
+    let g = env.run(&["bed", "gc", "--json"]).json();
+    holder.kill().unwrap();
+    let _ = holder.wait();
+    let evicted: Vec<&str> = g
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e[0]["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(evicted, [ids[0].as_str()], "{g:#}");
+    let left = status(&env);
+    assert_eq!(left["templates"].as_array().unwrap().len(), 1, "{left:#}");
+    assert_eq!(left["templates"][0]["template"]["id"], ids[1].as_str());
+}
