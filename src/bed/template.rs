@@ -264,6 +264,56 @@ impl Beds {
     }
 }
 
+/// Seeds the worktree `wt` from the best template for `commit`: only the bed paths it
+/// lacks. The answer is what the ledger records (`seeded`, `template`, `matched`,
+/// `method`, counts), or why nothing was seeded (`method` `cold` or `kept`).
+pub fn seed_worktree(
+    git: &Git,
+    cfg: &BedConfig,
+    commit: &str,
+    wt: &Path,
+) -> Result<serde_json::Value> {
+    use serde_json::json;
+    let beds = Beds::of(git);
+    let Some(choice) = beds.choose(git, cfg, commit)? else {
+        return Ok(json!({ "seeded": false, "method": "cold",
+            "why": format!("no warm template for {} (run `spice bed warm`)", &commit[..commit.len().min(12)]) }));
+    };
+    let _lock = beds.lock(&choice.template.id)?;
+    let mut paths = Vec::new();
+    for p in cfg.seed_paths() {
+        if super::state(wt, &p.path)? != super::PathState::Seeded
+            && choice.template.tree.join(&p.path).exists()
+        {
+            paths.push(p);
+        }
+    }
+    if paths.is_empty() {
+        return Ok(
+            json!({ "seeded": false, "method": "kept", "template": choice.template.id,
+            "why": "every bed path is already in the worktree" }),
+        );
+    }
+    let report = super::seed(&super::SeedRequest {
+        template: choice.template.tree.clone(),
+        dest: wt.to_path_buf(),
+        paths,
+    })?;
+    beds.touch(&choice.template)?;
+    Ok(json!({
+        "seeded": true,
+        "template": choice.template.id,
+        "commit": choice.template.commit,
+        "matched": choice.matched,
+        "behind": choice.behind,
+        "method": report.method,
+        "files": report.total.files,
+        "bytes": report.total.bytes,
+        "by_method": report.total.by_method,
+        "fallbacks": report.fallbacks,
+    }))
+}
+
 /// Free TCP ports on 127.0.0.1, found by binding them (all bound at once, so they
 /// are distinct), released for the caller to reserve.
 pub fn free_ports(n: u16) -> Result<Vec<u16>> {

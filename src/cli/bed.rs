@@ -31,6 +31,14 @@ pub enum BedCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Seed a worktree (default: the current one) from the best template for its
+    /// HEAD: only the bed paths it lacks.
+    Seed {
+        /// The worktree's top.
+        path: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Evict least recently used templates (never one being warmed or seeded from)
     /// until every bed together fits [testbed] disk_budget; failed warms go first.
     Gc {
@@ -177,6 +185,39 @@ pub fn run(cmd: BedCmd, env: &Env) -> Result<()> {
             );
             for b in &bad {
                 println!("unreadable: {b}");
+            }
+            Ok(())
+        }
+        BedCmd::Seed { path, json } => {
+            let (git, cfg) = repo(env)?;
+            let wt = match path {
+                Some(p) => p,
+                None => env.repo_top.clone().expect("repo() checked it"),
+            };
+            let wt = std::fs::canonicalize(&wt).map_err(|source| Error::Io {
+                context: format!("reading {}", wt.display()),
+                source,
+            })?;
+            let wt_git = Git::open(&wt, Runner::new(Vec::<(String, String)>::new()))?;
+            let commit = wt_git.resolve_commit("HEAD")?;
+            let started = std::time::Instant::now();
+            let mut d = template::seed_worktree(&git, &cfg, &commit, &wt)?;
+            d["seconds"] = json!(started.elapsed().as_secs_f64());
+            if json {
+                print_json(&d);
+            } else if d["seeded"] == true {
+                println!(
+                    "seeded {} from {} ({} match) by {}: {} files, {} in {:.2}s",
+                    wt.display(),
+                    d["template"].as_str().unwrap_or(""),
+                    d["matched"].as_str().unwrap_or(""),
+                    d["method"].as_str().unwrap_or(""),
+                    d["files"],
+                    size(d["bytes"].as_u64().unwrap_or(0)),
+                    d["seconds"].as_f64().unwrap_or(0.0),
+                );
+            } else {
+                println!("not seeded: {}", d["why"].as_str().unwrap_or(""));
             }
             Ok(())
         }

@@ -8,7 +8,7 @@
 //! worktree keeps its own bed.
 
 use super::Lane;
-use crate::bed::{self, config, template::Beds, PathState, SeedRequest};
+use crate::bed::{config, template};
 use crate::error::Result;
 use crate::store::{BedSlot, Claim, Holder, SlotRequest};
 use serde_json::{json, Value};
@@ -46,7 +46,10 @@ impl Lane<'_> {
             }
         };
         let started = Instant::now();
-        let mut detail = match self.seed_from_template(git, &cfg, wt) {
+        let mut detail = match git
+            .resolve_commit(&self.base)
+            .and_then(|commit| template::seed_worktree(git, &cfg, &commit, wt))
+        {
             Ok(d) => d,
             Err(e) => json!({ "seeded": false, "method": "cold", "error": e.to_string() }),
         };
@@ -65,54 +68,6 @@ impl Lane<'_> {
         detail["lane"] = json!(self.cfg.name);
         self.store
             .note(&claim.task_id, "bed", &holder.claimant, detail)
-    }
-
-    /// The seeding itself: the ledger's detail.
-    fn seed_from_template(
-        &mut self,
-        git: &crate::git::Git,
-        cfg: &config::BedConfig,
-        wt: &Path,
-    ) -> Result<Value> {
-        let commit = git.resolve_commit(&self.base)?;
-        let beds = Beds::of(git);
-        let Some(choice) = beds.choose(git, cfg, &commit)? else {
-            return Ok(json!({ "seeded": false, "method": "cold",
-                "why": format!("no warm template for {} (run `spice bed warm`)", &commit[..12]) }));
-        };
-        let _lock = beds.lock(&choice.template.id)?;
-        let mut paths = Vec::new();
-        for p in cfg.seed_paths() {
-            if bed::state(wt, &p.path)? != PathState::Seeded
-                && choice.template.tree.join(&p.path).exists()
-            {
-                paths.push(p);
-            }
-        }
-        if paths.is_empty() {
-            return Ok(
-                json!({ "seeded": false, "method": "kept", "template": choice.template.id,
-                "why": "every bed path is already in the worktree" }),
-            );
-        }
-        let report = bed::seed(&SeedRequest {
-            template: choice.template.tree.clone(),
-            dest: wt.to_path_buf(),
-            paths,
-        })?;
-        beds.touch(&choice.template)?;
-        Ok(json!({
-            "seeded": true,
-            "template": choice.template.id,
-            "commit": choice.template.commit,
-            "matched": choice.matched,
-            "behind": choice.behind,
-            "method": report.method,
-            "files": report.total.files,
-            "bytes": report.total.bytes,
-            "by_method": report.total.by_method,
-            "fallbacks": report.fallbacks,
-        }))
     }
 
     /// A slot and `n` ports no other live bed holds.

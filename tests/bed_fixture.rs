@@ -1,0 +1,157 @@
+//! A real fixture crate with crates.io dependencies (taken from the local cargo cache,
+//! offline): a worktree seeded from a warm template runs its first `cargo test`
+//! without compiling a single dependency, where a cold worktree compiles them all
+//! (the crate itself is compiled in both: its package id names the worktree's path).
+//! Both first runs are timed and printed (figures, not assertions).
+
+mod common;
+use common::{git, TestEnv};
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+const CARGO_TOML: &str = r#"[package]
+name = "bedfixture"
+version = "0.1.0"
+edition = "2021"
+
+[dependencies]
+itoa = "1"
+memchr = "2"
+"#;
+
+const LIB: &str = r#"pub fn render(n: u64) -> String {
+    let mut b = itoa::Buffer::new();
+    b.format(n).to_string()
+}
+
+pub fn find(hay: &[u8]) -> Option<usize> {
+    memchr::memchr(b'x', hay)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn works() {
+        assert_eq!(super::render(42), "42");
+        assert_eq!(super::find(b"abx"), Some(2));
+    }
+}
+"#;
+
+const BED: &str = r#"[testbed]
+paths = ["target"]
+warm = [["cargo", "test", "--offline", "--no-run"]]
+key = ["Cargo.lock"]
+"#;
+
+/// `cargo ARGS` in `dir`, isolated from the outer cargo's target and flags.
+fn cargo(dir: &Path, args: &[&str]) -> (bool, String, f64) {
+    let t = Instant::now();
+    let out = Command::new("cargo")
+        .args(args)
+        .current_dir(dir)
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("CARGO_BUILD_TARGET_DIR")
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("CARGO_INCREMENTAL")
+        .output()
+        .expect("cargo runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text, t.elapsed().as_secs_f64())
+}
+
+#[test]
+fn a_seeded_worktree_runs_its_first_test_without_compiling_dependencies() {
+    let env = TestEnv::new();
+    git(&env.repo, &["checkout", "-q", "-b", "main"]);
+    std::fs::create_dir_all(env.repo.join("src")).unwrap();
+    std::fs::write(env.repo.join("Cargo.toml"), CARGO_TOML).unwrap();
+    std::fs::write(env.repo.join("src/lib.rs"), LIB).unwrap();
+    std::fs::write(env.repo.join(".gitignore"), "target/\n").unwrap();
+    std::fs::write(env.repo.join("spice.toml"), BED).unwrap();
+    let (ok, out, _) = cargo(&env.repo, &["generate-lockfile", "--offline"]);
+    assert!(ok, "the dependencies are in the local cargo cache: {out}");
+    git(&env.repo, &["add", "-A"]);
+    git(
+        &env.repo,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "-m",
+            "crate",
+        ],
+    );
+
+    // The warm runs cargo as the operator's shell would: with their toolchain and
+    // cargo cache (the test environment's HOME is a temporary one).
+    let home = std::path::PathBuf::from(std::env::var("HOME").unwrap());
+    let rustup =
+        std::env::var("RUSTUP_HOME").unwrap_or_else(|_| home.join(".rustup").display().to_string());
+    let cargo_home =
+        std::env::var("CARGO_HOME").unwrap_or_else(|_| home.join(".cargo").display().to_string());
+    let w = common::to_run(
+        env.cmd(&["bed", "warm"])
+            .env("RUSTUP_HOME", rustup)
+            .env("CARGO_HOME", cargo_home)
+            .env_remove("CARGO_TARGET_DIR")
+            .output()
+            .unwrap(),
+    );
+    w.ok();
+    assert!(
+        w.stderr.contains("Compiling memchr"),
+        "the warm builds: {}",
+        w.stderr
+    );
+
+    let cold = env.dir.path().join("cold");
+    let seeded = env.dir.path().join("seeded");
+    for wt in [&cold, &seeded] {
+        git(
+            &env.repo,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "--detach",
+                wt.to_str().unwrap(),
+                "main",
+            ],
+        );
+    }
+    let s = env
+        .run(&["bed", "seed", seeded.to_str().unwrap(), "--json"])
+        .json();
+    assert_eq!(s["seeded"], true, "{s:#}");
+    assert_eq!(s["matched"], "exact", "{s:#}");
+
+    let (ok_cold, out_cold, t_cold) = cargo(&cold, &["test", "--offline"]);
+    let (ok_seed, out_seed, t_seed) = cargo(&seeded, &["test", "--offline"]);
+    assert!(ok_cold, "{out_cold}");
+    assert!(ok_seed, "{out_seed}");
+    assert!(out_cold.contains("Compiling memchr"), "{out_cold}");
+    for dep in ["itoa", "memchr"] {
+        assert!(
+            !out_seed.contains(&format!("Compiling {dep}")),
+            "the seeded bed is fresh for cargo: {out_seed}"
+        );
+    }
+    // The crate itself is compiled again: its package id names the worktree's path,
+    // and a checkout gives its sources new mtimes. What the bed saves is the rest.
+    println!(
+        "first `cargo test`: cold {t_cold:.2}s, seeded {t_seed:.2}s (ratio {:.2}); seeding by {} took {:.3}s",
+        t_seed / t_cold,
+        s["method"],
+        s["seconds"].as_f64().unwrap()
+    );
+}
