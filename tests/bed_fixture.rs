@@ -155,3 +155,105 @@ fn a_seeded_worktree_runs_its_first_test_without_compiling_dependencies() {
         s["seconds"].as_f64().unwrap()
     );
 }
+
+/// `PROGRAM ARGS` in `dir`, required to succeed.
+fn must(dir: &Path, program: &str, args: &[&str]) -> String {
+    let out = Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("{program} must be installed (.ci/run installs it): {e}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{program} {args:?}: {text}");
+    text
+}
+
+/// A small npm project whose dependency is a package tarball in the repository
+/// (installed offline): the seeded worktree loads it without running `npm ci`.
+#[test]
+#[ignore = "needs node and npm"]
+fn a_seeded_npm_project_has_its_node_modules() {
+    let env = TestEnv::new();
+    git(&env.repo, &["checkout", "-q", "-b", "main"]);
+    let dep = env.dir.path().join("dep");
+    std::fs::create_dir_all(&dep).unwrap();
+    std::fs::write(
+        dep.join("package.json"),
+        r#"{"name":"bedfix-dep","version":"1.0.0","main":"index.js"}"#,
+    )
+    .unwrap();
+    std::fs::write(dep.join("index.js"), "module.exports = (a, b) => a + b;\n").unwrap();
+    must(
+        &dep,
+        "npm",
+        &[
+            "pack",
+            "--silent",
+            "--pack-destination",
+            env.repo.to_str().unwrap(),
+        ],
+    );
+    std::fs::write(
+        env.repo.join("package.json"),
+        r#"{"name":"proj","version":"1.0.0","private":true,"dependencies":{"bedfix-dep":"file:bedfix-dep-1.0.0.tgz"}}"#,
+    )
+    .unwrap();
+    must(
+        &env.repo,
+        "npm",
+        &["install", "--offline", "--no-audit", "--no-fund"],
+    );
+    std::fs::remove_dir_all(env.repo.join("node_modules")).unwrap();
+    std::fs::write(env.repo.join(".gitignore"), "node_modules/\n").unwrap();
+    std::fs::write(
+        env.repo.join("spice.toml"),
+        "[testbed]\npaths = [\"node_modules\"]\nwarm = [[\"npm\", \"ci\", \"--offline\", \"--no-audit\", \"--no-fund\"]]\nkey = [\"package-lock.json\"]\n",
+    )
+    .unwrap();
+    git(&env.repo, &["add", "-A"]);
+    git(
+        &env.repo,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "-m",
+            "npm",
+        ],
+    );
+    env.run(&["bed", "warm"]).ok();
+    let seeded = env.dir.path().join("seeded");
+    git(
+        &env.repo,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "--detach",
+            seeded.to_str().unwrap(),
+            "main",
+        ],
+    );
+    let probe = ["-e", "console.log(require('bedfix-dep')(2, 3))"];
+    let cold = Command::new("node")
+        .args(probe)
+        .current_dir(&seeded)
+        .output()
+        .unwrap();
+    assert!(
+        !cold.status.success(),
+        "a cold worktree has no node_modules"
+    );
+    let s = env
+        .run(&["bed", "seed", seeded.to_str().unwrap(), "--json"])
+        .json();
+    assert_eq!(s["seeded"], true, "{s:#}");
+    assert_eq!(must(&seeded, "node", &probe).trim(), "5");
+}
