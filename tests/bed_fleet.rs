@@ -149,3 +149,28 @@ fn gc_under_a_tiny_budget_keeps_a_template_in_use() {
     assert_eq!(left["templates"].as_array().unwrap().len(), 1, "{left:#}");
     assert_eq!(left["templates"][0]["template"]["id"], ids[1].as_str());
 }
+
+/// A template the seeding refuses (a link on the way to its bed path, which would
+/// lead the copy out of the template): the worktree stays cold, the ledger says why,
+/// and the lane does its task anyway.
+#[test]
+fn a_bed_that_cannot_be_seeded_never_stops_a_lane() {
+    let env = bed_repo(&BED.replace(r#"paths = ["build"]"#, r#"paths = ["build/deep"]"#));
+    env.run(&["bed", "warm"]).ok();
+    let tree = std::path::PathBuf::from(
+        status(&env)["templates"][0]["template"]["tree"]
+            .as_str()
+            .unwrap(),
+    );
+    std::fs::rename(tree.join("build"), tree.join("elsewhere")).unwrap();
+    std::os::unix::fs::symlink("elsewhere", tree.join("build")).unwrap();
+    let task = env.add(&["Anyway", "--project", "demo"]);
+    common::finished(env.fleet_up(&["--until-idle"]));
+    let bed = env.ledger_of(&task, "bed");
+    let d = &bed[0]["detail"];
+    assert_eq!(d["seeded"], false, "{d:#}");
+    assert_eq!(d["method"], "cold", "{d:#}");
+    assert!(d["error"].as_str().unwrap().contains("build"), "{d:#}");
+    let done = env.ledger_of(&task, "phase_completed");
+    assert_eq!(done.len(), 1, "the lane did its task: {done:#?}");
+}

@@ -222,7 +222,13 @@ impl Beds {
     pub fn choose(&self, git: &Git, cfg: &BedConfig, commit: &str) -> Result<Option<Choice>> {
         let key = git.blobs_at(commit, &cfg.key)?;
         let mut best: Option<Choice> = None;
-        for t in self.list().0.into_iter().filter(|t| t.state == "ready") {
+        // A template whose tree was removed by hand is no template.
+        for t in self
+            .list()
+            .0
+            .into_iter()
+            .filter(|t| t.state == "ready" && t.tree.is_dir())
+        {
             let exact = !cfg.key.is_empty() && t.key == key;
             let behind = git.behind(&t.commit, commit)?;
             if !exact && behind.is_none() {

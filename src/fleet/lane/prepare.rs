@@ -124,7 +124,14 @@ impl Lane<'_> {
             }
             return Ok(match made {
                 Ok(path) => {
-                    self.seed_bed(git, claim, holder, &path)?;
+                    // A bed is help, never a condition of the claim.
+                    if let Err(e) = self.seed_bed(git, claim, holder, &path) {
+                        let detail = json!({ "lane": self.cfg.name, "seeded": false,
+                            "method": "cold", "error": e.to_string() });
+                        let _ = self
+                            .store
+                            .note(&claim.task_id, "bed", &holder.claimant, detail);
+                    }
                     Prepared::Ready(path)
                 }
                 Err(e) => Prepared::Failed(e),
