@@ -46,8 +46,10 @@ pub(super) fn append(
 /// prepared yet (`worktree_wait`), a branch passed on from an earlier worktree
 /// (`handoff`), a phase's merge the gate refused (`gate_refused`), a way round the
 /// gate seen on a task's branch (`gate_bypass`), a commit hook's gate run in the
-/// task's worktree (`gate_run`, clean or not).
-pub const SUPERVISOR_KINDS: [&str; 11] = [
+/// task's worktree (`gate_run`, clean or not), a repository's stage hook run at one
+/// of the fleet's boundaries (`stage_hook`: stage, argv, outcome, exit code, duration,
+/// the end of its output).
+pub const SUPERVISOR_KINDS: [&str; 12] = [
     "launched",
     "conversation",
     "exited",
@@ -59,6 +61,7 @@ pub const SUPERVISOR_KINDS: [&str; 11] = [
     "gate_refused",
     "gate_bypass",
     "gate_run",
+    "stage_hook",
 ];
 
 impl Store {
