@@ -36,7 +36,7 @@ pub struct Event<'a> {
     /// The branch the task's branch merges into.
     pub base: &'a str,
     /// The state directory, when known (`SPICE_HOME`).
-    pub home: Option<&'a Path>,
+    pub home: Option<std::path::PathBuf>,
     /// The test bed seeded into the worktree, as the bed module describes it
     /// (`null` when none).
     pub bed: Option<Value>,
@@ -75,7 +75,7 @@ impl Event<'_> {
         if let Some(l) = self.lane {
             env.push(("SPICE_LANE".into(), l.to_string()));
         }
-        if let Some(h) = self.home {
+        if let Some(h) = &self.home {
             env.push(("SPICE_HOME".into(), h.display().to_string()));
         }
         env
