@@ -193,6 +193,9 @@ fn main_work_tree(wt: &Path, runner: &Runner) -> Result<Git> {
     Git::open(common.parent().unwrap_or(common), runner.clone())
 }
 
+/// The stage hooks `base` carries, or why they cannot be read.
+type Hooks = std::result::Result<HooksConfig, String>;
+
 /// Step 4: merges the task branch checked out at `wt` into the lane's `base`.
 /// Returns the merge, `base`, the remote to push it to, and the stage hooks `base`
 /// carries (or why they cannot be read).
@@ -203,12 +206,7 @@ fn merge(
     wt: &Path,
     req: &PhaseDone<'_>,
     phase: &str,
-) -> Result<(
-    Merge,
-    String,
-    Option<String>,
-    std::result::Result<HooksConfig, String>,
-)> {
+) -> Result<(Merge, String, Option<String>, Hooks)> {
     let git = lock.git();
     let branch = git.launch_check(wt)?.branch.ok_or_else(|| {
         Error::conflict(format!(
@@ -242,7 +240,7 @@ fn phase_hook(
     wt: &Path,
     base: &str,
     phase: &str,
-    hooks: &std::result::Result<HooksConfig, String>,
+    hooks: &Hooks,
 ) -> Result<()> {
     let cfg = hooks.as_ref().map_err(|why| {
         Error::Other(format!(
