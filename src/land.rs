@@ -16,10 +16,16 @@
 //!    agent sees them; its claim and lease stay) and are recorded in the task's
 //!    ledger (`gate_refused`), as are bypasses (`gate_bypass`: commits that never
 //!    passed the pre-commit gate, a `[gate]` the branch changed);
-//!    then the branch is merged into `base` ([`Merging::complete_phase`]);
+//!    then the repository's `on_phase_done` hook runs in the worktree (`[hooks]` as
+//!    `base` carries it, [`crate::stage::hooks`]): a failure, a timeout or a hook
+//!    that cannot run refuses the merge the same way, with its output; then the
+//!    branch is merged into `base` ([`Merging::complete_phase`]);
 //! 5. the phase is completed under that same fence, releasing the claim;
 //! 6. `base` is pushed where the lane says, still under the lock, so the remote sees
-//!    `base` move in the order it moved here.
+//!    `base` move in the order it moved here;
+//! 7. the lock let go, the repository's `on_release` hook runs in the worktree (the
+//!    agent's command is still running there, so no other lane takes the worktree
+//!    meanwhile); its failure is reported and changes nothing: the release stands.
 //!
 //! A failure after the merge leaves the merge in place (committed work, never
 //! undone) and says so in its message. A task that is unclaimed, or has no worktree,
@@ -35,6 +41,8 @@
 
 use crate::error::{Error, Result};
 use crate::git::{Git, Merge, Merging, Runner};
+use crate::stage::config::{HooksConfig, Stage};
+use crate::stage::hooks::{self, HookRun};
 use crate::store::{Claim, Holder, PhaseOutcome, Store};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -77,6 +85,9 @@ pub struct Landed {
     pub merge: Option<Merge>,
     /// The push of `base` after the merge, when the lane asks for one.
     pub push: Option<Pushed>,
+    /// The repository's `on_release` run after the phase completed (or why it could
+    /// not be run), when it has one: a failure changes nothing else.
+    pub release_hook: Option<std::result::Result<HookRun, String>>,
 }
 
 /// A push of `base`: a failed one loses nothing (the merge is kept locally).
@@ -96,6 +107,7 @@ pub fn complete_phase(store: &mut Store, req: &PhaseDone<'_>) -> Result<Landed> 
             phase: store.complete_phase(req.task, req.holder)?,
             merge: None,
             push: None,
+            release_hook: None,
         })
     };
     let (Some(holder), Some(claim)) = (req.holder, store.claim_on(req.task)?) else {
@@ -120,7 +132,7 @@ pub fn complete_phase(store: &mut Store, req: &PhaseDone<'_>) -> Result<Landed> 
         )));
     }
     let phase_now = store.task(req.task)?.phase;
-    let (merge, base, push) = merge(store, &lock, &proof, wt, req, &phase_now)?;
+    let (merge, base, push, hooks) = merge(store, &lock, &proof, wt, req, &phase_now)?;
     let pinned = Holder::fenced(&holder.claimant, proof.fence);
     let phase = store
         .complete_phase(req.task, Some(&pinned))
@@ -128,14 +140,54 @@ pub fn complete_phase(store: &mut Store, req: &PhaseDone<'_>) -> Result<Landed> 
     let push = push.map(|remote| Pushed {
         error: main.push(&remote, &base).err().map(|e| e.to_string()),
         remote,
-        base,
+        base: base.clone(),
     });
     drop(lock);
+    let release_hook = match hooks {
+        Ok(cfg) => {
+            let ev = event(store, Stage::OnRelease, &proof, wt, &base, &phase_now);
+            hooks::run_and_record(store, &cfg, &ev)
+                .map_err(|e| after_merge(e, &merge))?
+                .map(Ok)
+        }
+        Err(why) => Some(Err(why)),
+    };
     Ok(Landed {
         phase,
         merge: Some(merge),
         push,
+        release_hook,
     })
+}
+
+/// The test bed of the worktree `wt` as a stage hook's event names it.
+pub fn bed_of(store: &mut Store, wt: &Path) -> Option<serde_json::Value> {
+    let slot = store.bed_slot(&wt.display().to_string()).ok().flatten()?;
+    Some(serde_json::to_value(slot).expect("serialisable"))
+}
+
+/// What a stage hook of `claim`'s task is told, in the worktree `wt`.
+fn event<'a>(
+    store: &mut Store,
+    stage: Stage,
+    claim: &'a Claim,
+    wt: &'a Path,
+    base: &'a str,
+    phase: &'a str,
+) -> hooks::Event<'a> {
+    hooks::Event {
+        stage,
+        task_id: &claim.task_id,
+        handle: &claim.handle,
+        phase,
+        lane: claim.lane.as_deref(),
+        session: &claim.claimant,
+        worktree: wt,
+        base,
+        home: store.path().parent().map(Path::to_path_buf),
+        // The worktree's test bed: its slot, ports, template and method (null: none).
+        bed: bed_of(store, wt),
+    }
 }
 
 /// The repository of the task worktree `wt`, opened at its main work tree (where the
@@ -146,8 +198,12 @@ fn main_work_tree(wt: &Path, runner: &Runner) -> Result<Git> {
     Git::open(common.parent().unwrap_or(common), runner.clone())
 }
 
+/// The stage hooks `base` carries, or why they cannot be read.
+type Hooks = std::result::Result<HooksConfig, String>;
+
 /// Step 4: merges the task branch checked out at `wt` into the lane's `base`.
-/// Returns the merge, `base`, and the remote to push it to.
+/// Returns the merge, `base`, the remote to push it to, and the stage hooks `base`
+/// carries (or why they cannot be read).
 fn merge(
     store: &mut Store,
     lock: &Merging<'_>,
@@ -155,7 +211,7 @@ fn merge(
     wt: &Path,
     req: &PhaseDone<'_>,
     phase: &str,
-) -> Result<(Merge, String, Option<String>)> {
+) -> Result<(Merge, String, Option<String>, Hooks)> {
     let git = lock.git();
     let branch = git.launch_check(wt)?.branch.ok_or_else(|| {
         Error::conflict(format!(
@@ -172,8 +228,41 @@ fn merge(
             .unwrap_or_else(|| "main".into()),
     };
     gate(store, claim, wt, &base, &branch, phase)?;
+    let hooks = crate::stage::config::at_rev(git.repo(), &base).map_err(|errs| {
+        let all: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+        all.join("; ")
+    });
+    phase_hook(store, claim, wt, &base, phase, &hooks)?;
     let merge = lock.complete_phase(wt, &branch, &base)?;
-    Ok((merge, base, push))
+    Ok((merge, base, push, hooks))
+}
+
+/// Step 4's `on_phase_done`: refuses the merge, with the hook's output, unless it
+/// passes.
+fn phase_hook(
+    store: &mut Store,
+    claim: &Claim,
+    wt: &Path,
+    base: &str,
+    phase: &str,
+    hooks: &Hooks,
+) -> Result<()> {
+    let cfg = hooks.as_ref().map_err(|why| {
+        Error::Other(format!(
+            "cannot read the stage hooks: {why}; nothing was merged"
+        ))
+    })?;
+    let ev = event(store, Stage::OnPhaseDone, claim, wt, base, phase);
+    match hooks::run_and_record(store, cfg, &ev)? {
+        Some(run) if !run.passed() => Err(Error::Refused(
+            format!(
+                "{}; nothing was merged: fix what it says, commit, and complete the phase again",
+                run.summary()
+            ),
+            run.output_lines(),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Step 4's gate: refuses the merge when the branch's changes break a rule.

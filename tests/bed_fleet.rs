@@ -33,7 +33,9 @@ fn status(env: &TestEnv) -> Value {
 
 #[test]
 fn a_fleet_seeds_every_lane_from_one_warm_template() {
-    let env = bed_repo(BED);
+    // Each claim's stage hook is told the bed (its event on stdin).
+    let hooks = "[hooks]\non_claim = [\"sh\", \"-c\", \"cat > \\\"$SPICE_HOME/event-$SPICE_TASK.json\\\"\"]\n";
+    let env = bed_repo(&format!("{BED}{hooks}"));
     let w = env.run(&["bed", "warm"]);
     w.ok();
     assert!(
@@ -75,6 +77,12 @@ fn a_fleet_seeds_every_lane_from_one_warm_template() {
         );
         assert_eq!(d["ports"].as_array().unwrap().len(), 2, "{d:#}");
         worktrees.push(std::path::PathBuf::from(d["worktree"].as_str().unwrap()));
+        let ev: Value = serde_json::from_str(
+            &std::fs::read_to_string(env.home.join(format!("event-{task}.json"))).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(ev["bed"]["ports"], d["ports"], "{ev:#}");
+        assert_eq!(ev["bed"]["template"], id.as_str(), "{ev:#}");
     }
     // Both worktrees hold the seeded file, with its template's mtime.
     for wt in &worktrees {

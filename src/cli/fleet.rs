@@ -167,6 +167,14 @@ fn up(env: &Env, until_idle: bool, json: bool) -> Result<()> {
         .map(PathBuf::from)
         .unwrap_or_default();
     let opts = options(env, repo, home, until_idle)?;
+    // The stage hooks each lane's base carries: a bad [hooks] stops the fleet here.
+    let mut hooks = crate::fleet::lane::check_hooks(&fleet, &opts);
+    if let Some(last) = hooks.pop() {
+        for e in &hooks {
+            eprintln!("spice: {e}");
+        }
+        return Err(Error::from(last));
+    }
     let stop = stop_on_signals();
     let reporter = up::Reporter::start(env, json, &fleet.lanes)?;
     let reports = crate::fleet::up(&fleet, &opts, stop);

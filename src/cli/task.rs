@@ -435,6 +435,16 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
                         eprintln!("spice: {e}; the merge into {} is kept locally", p.base);
                     }
                 }
+                // The release stands whatever the repository's on_release says.
+                match &landed.release_hook {
+                    Some(Ok(run)) if !run.passed() => {
+                        eprintln!("spice: {}; the release stands", run.summary_with_output())
+                    }
+                    Some(Err(why)) => {
+                        eprintln!("spice: on_release not run: {why}; the release stands")
+                    }
+                    _ => {}
+                }
                 let out = landed.phase;
                 if json {
                     render::print_json(&out);

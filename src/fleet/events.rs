@@ -12,6 +12,7 @@
 //! | `acked`, `refused` | an acknowledgment record with that effect (a NACK with a reason refuses) |
 //! | `phase_done` | a ledger `phase_completed` (or `done`) entry by a lane's session |
 //! | `released` | a ledger `released` entry that no phase completion wrote |
+//! | `hook` | a ledger `stage_hook` entry (a repository's stage hook ran: stage, outcome) |
 //! | `waiting`, `idle`, `stalled`, `stopped` | a lane row whose state became that |
 //! | `error` | a lane row whose `last_error` became a new message |
 //!
@@ -46,6 +47,7 @@ pub enum EventKind {
     Compacted,
     PhaseDone,
     Released,
+    Hook,
     Exited,
     Successor,
     Held,
@@ -56,7 +58,7 @@ pub enum EventKind {
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 17] = [
+    pub const ALL: [EventKind; 18] = [
         EventKind::Claimed,
         EventKind::WorktreeReady,
         EventKind::Launched,
@@ -67,6 +69,7 @@ impl EventKind {
         EventKind::Compacted,
         EventKind::PhaseDone,
         EventKind::Released,
+        EventKind::Hook,
         EventKind::Exited,
         EventKind::Successor,
         EventKind::Held,
@@ -88,6 +91,7 @@ impl EventKind {
             EventKind::Compacted => "compacted",
             EventKind::PhaseDone => "phase_done",
             EventKind::Released => "released",
+            EventKind::Hook => "hook",
             EventKind::Exited => "exited",
             EventKind::Successor => "successor",
             EventKind::Held => "held",

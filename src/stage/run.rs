@@ -106,7 +106,12 @@ pub fn run(job: Job<'_>) -> Outcome {
     let mut stdin = child.stdin.take().expect("piped");
     let input = job.stdin;
     std::thread::spawn(move || {
-        // A command that ignores stdin closes it early: that is its business.
+        // A command that ignores stdin closes it early: that is its business. The
+        // CLI restores SIGPIPE's default (`spice … | head` ends quietly), which would
+        // end the whole process here: blocked in this thread, the write gets EPIPE.
+        let mut pipe = nix::sys::signal::SigSet::empty();
+        pipe.add(nix::sys::signal::Signal::SIGPIPE);
+        let _ = pipe.thread_block();
         let _ = stdin.write_all(&input);
     });
     let (tx, rx) = mpsc::channel::<Option<String>>();
@@ -237,6 +242,27 @@ mod tests {
             }
         );
         assert_eq!(o.summary(t), "timed out after 0.3s (stopped)");
+    }
+
+    /// A command that never reads its stdin does not take the caller down with
+    /// SIGPIPE, even where the caller restored SIGPIPE's default (as the CLI does).
+    #[test]
+    fn a_command_that_ignores_its_stdin_under_sigpipe_default() {
+        use nix::sys::signal::{signal, SigHandler, Signal};
+        // SAFETY: default dispositions install no handler; restored below.
+        let before = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) }.unwrap();
+        // It reads a byte (so the write has begun), then closes its stdin mid-write.
+        let a = argv(&["sh", "-c", "head -c 1 >/dev/null; exec 0<&-; echo closed"]);
+        let mut j = job(&a, Duration::from_secs(20));
+        j.stdin = vec![b'x'; 4 << 20];
+        let o = run(j);
+        unsafe { signal(Signal::SIGPIPE, before) }.unwrap();
+        assert_eq!(
+            o,
+            Outcome::Passed {
+                output: "closed".into()
+            }
+        );
     }
 
     #[test]

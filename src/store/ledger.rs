@@ -47,8 +47,10 @@ pub(super) fn append(
 /// (`handoff`), a phase's merge the gate refused (`gate_refused`), a way round the
 /// gate seen on a task's branch (`gate_bypass`), a commit hook's gate run in the
 /// task's worktree (`gate_run`, clean or not), a test bed seeded into a task's
-/// worktree, or why it stayed cold (`bed`).
-pub const SUPERVISOR_KINDS: [&str; 12] = [
+/// worktree, or why it stayed cold (`bed`), a repository's stage hook run at one of
+/// the fleet's boundaries (`stage_hook`: stage, argv, outcome, exit code, duration,
+/// the end of its output).
+pub const SUPERVISOR_KINDS: [&str; 13] = [
     "launched",
     "conversation",
     "exited",
@@ -61,6 +63,7 @@ pub const SUPERVISOR_KINDS: [&str; 12] = [
     "gate_bypass",
     "gate_run",
     "bed",
+    "stage_hook",
 ];
 
 impl Store {

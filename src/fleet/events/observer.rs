@@ -274,6 +274,11 @@ impl Observer {
                 (of_actor, EventKind::PhaseDone, detail)
             }
             "done" => (of_actor, EventKind::PhaseDone, "task done".into()),
+            "stage_hook" => (
+                text("lane").or(of_actor).or(of_claim),
+                EventKind::Hook,
+                hook_line(d),
+            ),
             "released" => {
                 let by_completion = previous.is_some_and(|(t, k)| {
                     t == &e.task_id && (k == "phase_completed" || k == "done")
@@ -468,6 +473,20 @@ impl Observer {
             out.extend(new);
             self.rows.insert(r.name.clone(), r);
         }
+    }
+}
+
+/// `on_claim passed in 0.2s`, or what went wrong with the last line of its output.
+fn hook_line(d: &serde_json::Value) -> String {
+    let stage = d["stage"].as_str().unwrap_or("hook");
+    let secs = d["duration_ms"].as_u64().unwrap_or(0) as f64 / 1000.0;
+    if d["outcome"] == "passed" {
+        return format!("{stage} passed in {secs:.1}s");
+    }
+    let summary = d["summary"].as_str().unwrap_or("failed");
+    match d["output"].as_str().and_then(|o| o.lines().last()) {
+        Some(last) if !last.trim().is_empty() => format!("{summary}: {}", last.trim()),
+        _ => summary.to_string(),
     }
 }
 

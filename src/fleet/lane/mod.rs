@@ -51,6 +51,8 @@ use crate::alloc::{next, Filter};
 use crate::config::fleet::LaneConfig;
 use crate::config::profile::{Mode, Placeholder};
 use crate::error::{Error, Result};
+use crate::stage::config::{self as stages, Stage};
+use crate::stage::hooks;
 use crate::store::{Claim, ClaimRequest, Holder, LaneRow, LaneState, Store};
 use serde_json::json;
 use std::collections::HashSet;
@@ -115,6 +117,7 @@ pub fn run(
         activity,
         busy: true,
         backoff: Backoff::new(prepare::BACKOFF_FIRST, prepare::BACKOFF_MAX),
+        repo: opts.repo.clone(),
     };
     if let Err(e) = lane.run() {
         lane.row.last_error = Some(e.to_string());
@@ -147,8 +150,11 @@ struct Lane<'a> {
     activity: &'a Activity,
     /// Whether this lane counts as busy there (it starts busy).
     busy: bool,
-    /// The pause after a worktree could not be prepared (doubling).
+    /// The pause after a worktree could not be prepared, or a stage hook refused the
+    /// claim (doubling).
     backoff: Backoff,
+    /// The lane's repository, whose `base` carries the stage hooks.
+    repo: PathBuf,
 }
 
 /// One claim being worked on: the task, its worktree and the holding.
@@ -177,6 +183,15 @@ impl Work {
             briefed: HashSet::new(),
         }
     }
+}
+
+/// What became of working on a claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Worked {
+    /// It left the lane's hands, or the supervisor stops.
+    Done,
+    /// A stage hook refused it before an agent started: handed back, the lane backs off.
+    HandedBack,
 }
 
 /// What became of a headless session between two turns.
@@ -260,14 +275,8 @@ impl Lane<'_> {
             None => self.opts.repo.clone(),
         };
         let git = crate::git::Git::open(&repo, crate::git::Runner::new(self.opts.vars.clone()))?;
-        self.base = match (&self.cfg.lane.base, &self.cfg.lane.repo) {
-            (Some(b), _) => b.clone(),
-            (None, Some(_)) => git
-                .launch_check(&repo)?
-                .branch
-                .unwrap_or_else(|| "main".into()),
-            (None, None) => self.opts.base.clone(),
-        };
+        self.base = base_of(self.cfg, self.opts, &git, &repo)?;
+        self.repo = repo;
         let inherited: Vec<Claim> = self
             .store
             .claims()?
@@ -295,7 +304,14 @@ impl Lane<'_> {
             let worktree = match &claim.worktree {
                 Some(w) if Path::new(w).is_dir() => PathBuf::from(w),
                 _ => match self.prepare(&git, &claim, &holder)? {
-                    Prepared::Ready(w) => w,
+                    Prepared::Ready(w) => {
+                        // A worktree made afresh is a claim's start: its on_claim runs.
+                        if let Some(why) = self.stage(Stage::OnClaim, &claim, &holder, &w)? {
+                            self.hand_back(&claim, &holder, Some(&w), why)?;
+                            continue;
+                        }
+                        w
+                    }
                     Prepared::Over => continue,
                     Prepared::Failed(e) => {
                         self.could_not_prepare(&claim, &holder, e)?;
@@ -345,10 +361,20 @@ impl Lane<'_> {
             self.report.claimed.push(claim.handle.clone());
             let holder = Holder::fenced(session.clone(), claim.fence);
             let worktree = match self.prepare(&git, &claim, &holder)? {
-                Prepared::Ready(w) => {
-                    self.backoff.succeeded();
-                    w
-                }
+                Prepared::Ready(w) => match self.stage(Stage::OnClaim, &claim, &holder, &w)? {
+                    None => w,
+                    // The repository's on_claim refused it: handed back, as below.
+                    Some(why) => {
+                        self.hand_back(&claim, &holder, Some(&w), why)?;
+                        self.activity.progressed();
+                        if self.opts.until_idle {
+                            return Ok(());
+                        }
+                        let pause = self.backoff.failed();
+                        self.sleep(pause);
+                        continue;
+                    }
+                },
                 Prepared::Over => {
                     self.activity.progressed();
                     continue;
@@ -369,8 +395,15 @@ impl Lane<'_> {
             self.row.transcript = None;
             let fence = claim.fence;
             let work = Work::new(claim, session, fence, worktree);
-            self.work_on(&program, work)?;
+            let worked = self.work_on(&program, work)?;
             self.activity.progressed();
+            if worked == Worked::HandedBack {
+                if self.opts.until_idle {
+                    return Ok(());
+                }
+                let pause = self.backoff.failed();
+                self.sleep(pause);
+            }
         }
         Ok(())
     }
@@ -420,9 +453,29 @@ impl Lane<'_> {
     /// A worktree could not be prepared for `claim`: nothing was started, so the task
     /// is handed back (rather than left to go stale), and the lane says why.
     fn could_not_prepare(&mut self, claim: &Claim, holder: &Holder, e: Error) -> Result<()> {
+        let why = format!("could not prepare a worktree for {}: {e}", claim.handle);
+        self.hand_back(claim, holder, None, why)
+    }
+
+    /// Hands `claim` back before any agent worked on it (the lane backs off before
+    /// its next claim) and says `why`. With its `worktree` prepared, the repository's
+    /// on_release runs there first, so what an on_claim began is undone.
+    fn hand_back(
+        &mut self,
+        claim: &Claim,
+        holder: &Holder,
+        worktree: Option<&Path>,
+        why: String,
+    ) -> Result<()> {
+        let mut why = why;
+        if let Some(wt) = worktree {
+            if let Some(also) = self.stage(Stage::OnRelease, claim, holder, wt)? {
+                why.push_str(&format!("; then {also}"));
+            }
+        }
         let _ = self.store.release(&claim.task_id, holder);
         self.row.last_error = Some(format!(
-            "could not prepare a worktree for {}: {e}; released it, next try in {}s",
+            "{why}; released {}, next try in {}s",
             claim.handle,
             self.backoff.next().as_secs()
         ));
@@ -452,10 +505,24 @@ impl Lane<'_> {
 
     /// Runs sessions on one claimed task until it leaves our hands or the supervisor
     /// stops; what follows each session is `machine::after`'s decision.
-    fn work_on(&mut self, program: &Path, mut work: Work) -> Result<()> {
+    fn work_on(&mut self, program: &Path, mut work: Work) -> Result<Worked> {
         self.row.task_id = Some(work.claim.task_id.clone());
         loop {
             self.row.session = Some(work.session.clone());
+            // Each session's first launch passes the repository's on_launch first; a
+            // refusal is a launch that failed: the claim is handed back.
+            if work.turns == 0 {
+                let holder = Holder::fenced(work.session.clone(), work.fence);
+                if let Some(why) =
+                    self.stage(Stage::OnLaunch, &work.claim, &holder, &work.worktree)?
+                {
+                    let worktree = work.worktree.clone();
+                    self.hand_back(&work.claim, &holder, Some(&worktree), why)?;
+                    self.row.lineage.clear();
+                    return Ok(Worked::HandedBack);
+                }
+                self.backoff.succeeded();
+            }
             let end = self.session(program, &mut work)?;
             let handle = work.claim.handle.clone();
             let ours = matches!(end, End::Exited(..))
@@ -468,7 +535,7 @@ impl Lane<'_> {
                 lane.row.lineage.clear();
             };
             let how = match (next, end) {
-                (Next::Done, End::Stopping) => return Ok(()),
+                (Next::Done, End::Stopping) => return Ok(Worked::Done),
                 (Next::Done, End::Lost(by)) => {
                     last(self);
                     self.row.last_error = Some(format!(
@@ -476,11 +543,11 @@ impl Lane<'_> {
                          worktree kept"
                     ));
                     self.report.error = self.row.last_error.clone();
-                    return Ok(());
+                    return Ok(Worked::Done);
                 }
                 (Next::Done, _) => {
                     last(self);
-                    return Ok(());
+                    return Ok(Worked::Done);
                 }
                 // A headless agent ends each turn by exiting cleanly: the session
                 // waits, like an interactive agent at its prompt, for steering to start
@@ -492,9 +559,9 @@ impl Lane<'_> {
                     }
                     Between::Over => {
                         last(self);
-                        return Ok(());
+                        return Ok(Worked::Done);
                     }
-                    Between::Stopping => return Ok(()),
+                    Between::Stopping => return Ok(Worked::Done),
                 },
                 (Next::Hold(hold), End::Exited(how, _)) => {
                     self.row.last_error =
@@ -507,7 +574,7 @@ impl Lane<'_> {
                              worktree kept"
                         ));
                         self.report.error = self.row.last_error.clone();
-                        return Ok(());
+                        return Ok(Worked::Done);
                     }
                     how
                 }
@@ -516,7 +583,7 @@ impl Lane<'_> {
             };
             self.row.last_error = Some(format!("the agent on {handle} {how} before finishing"));
             if self.stopping() {
-                return Ok(());
+                return Ok(Worked::Done);
             }
             // The task is still ours: a successor continues the claim.
             let next_session = uuid::Uuid::new_v4().to_string();
@@ -643,4 +710,123 @@ impl Lane<'_> {
         self.publish(true)?;
         Ok(lost)
     }
+}
+
+/// The branch a lane's task branches start from and merge into: its own `base`, else
+/// the checked-out branch of the repository it names, else the fleet's.
+pub(crate) fn base_of(
+    cfg: &LaneConfig,
+    opts: &FleetOptions,
+    git: &crate::git::Git,
+    repo: &Path,
+) -> Result<String> {
+    Ok(match (&cfg.lane.base, &cfg.lane.repo) {
+        (Some(b), _) => b.clone(),
+        (None, Some(_)) => git
+            .launch_check(repo)?
+            .branch
+            .unwrap_or_else(|| "main".into()),
+        (None, None) => opts.base.clone(),
+    })
+}
+
+/// Stage hooks: the repository's own commands at the lane's boundaries.
+impl Lane<'_> {
+    /// Runs the repository's hook for `stage` on `claim` in `worktree`, under the
+    /// `[hooks]` that `base` carries (a task branch cannot switch its hooks off),
+    /// renewing the claim while it runs. `None`: no hook, or it passed; else why it
+    /// refused, one line (a `[hooks]` that no longer parses refuses too). Each run
+    /// is in the task's ledger (`stage_hook`).
+    fn stage(
+        &mut self,
+        stage: Stage,
+        claim: &Claim,
+        holder: &Holder,
+        worktree: &Path,
+    ) -> Result<Option<String>> {
+        let cfg = match stages::at_rev(&self.repo, &self.base) {
+            Ok(c) => c,
+            Err(errs) => {
+                let all: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+                return Ok(Some(format!("{stage} not run: {}", all.join("; "))));
+            }
+        };
+        let Some(hook) = cfg.get(stage) else {
+            return Ok(None);
+        };
+        let phase = self.store.task(&claim.task_id)?.phase;
+        let (lane, base, home) = (
+            self.cfg.name.clone(),
+            self.base.clone(),
+            self.opts.state_dir.clone(),
+        );
+        let bed = crate::land::bed_of(&mut self.store, worktree);
+        let ev = hooks::Event {
+            stage,
+            task_id: &claim.task_id,
+            handle: &claim.handle,
+            phase: &phase,
+            lane: Some(&lane),
+            session: &holder.claimant,
+            worktree,
+            base: &base,
+            home: Some(home),
+            bed,
+        };
+        // The claim is renewed while the hook runs: a long on_claim (installing
+        // dependencies) must not let the lease lapse.
+        let mut renewer = Renewer::new(self.cfg.renew, Instant::now());
+        let run = std::thread::scope(|s| {
+            let running = s.spawn(|| hooks::run_hook(hook, &ev, None));
+            while !running.is_finished() {
+                if renewer.due(Instant::now()) {
+                    let _ = self.renew_claim(&claim.task_id, holder);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            running.join()
+        });
+        let run = match run {
+            Ok(r) => r,
+            Err(_) => return Ok(Some(format!("the {stage} hook's runner panicked"))),
+        };
+        self.store.note(
+            &claim.task_id,
+            "stage_hook",
+            &holder.claimant,
+            run.detail(&ev),
+        )?;
+        Ok((!run.passed()).then(|| run.summary_with_output()))
+    }
+}
+
+/// Every problem in the `[hooks]` each enabled lane's `base` carries (each repository
+/// and base read once): the fleet does not start with one (exit 2), rather than have
+/// every claim refused.
+pub fn check_hooks(
+    fleet: &crate::config::fleet::FleetConfig,
+    opts: &FleetOptions,
+) -> Vec<crate::config::ConfigError> {
+    let mut seen = HashSet::new();
+    let mut errors = Vec::new();
+    for cfg in fleet.lanes.iter().filter(|l| l.lane.enabled) {
+        let repo = match &cfg.lane.repo {
+            Some(r) => opts.repo.join(r),
+            None => opts.repo.clone(),
+        };
+        // A lane whose repository cannot be opened says so when it runs.
+        let Ok(git) = crate::git::Git::open(&repo, crate::git::Runner::new(opts.vars.clone()))
+        else {
+            continue;
+        };
+        let Ok(base) = base_of(cfg, opts, &git, &repo) else {
+            continue;
+        };
+        if seen.insert((repo.clone(), base.clone())) {
+            if let Err(e) = stages::at_rev(&repo, &base) {
+                errors.extend(e);
+            }
+        }
+    }
+    errors
 }
