@@ -285,6 +285,16 @@ pub fn brief(path: &str, events: &[Event], malformed: u64) -> Briefing {
                 }
             }
             EventKind::FileChange { path, change, .. } => {
+                // The gate's rules are the repository's: an agent that edits them is
+                // flagged (once per file), whatever it changed.
+                if gate::is_gate_config(path) && !by_path.contains_key(path.as_str()) {
+                    b.gate_bypasses.push(GateBypass {
+                        command: format!("edit {path}"),
+                        how: "an edit of spice.toml (the gate's rules)".into(),
+                        subagent: e.subagent.clone(),
+                        line: e.line,
+                    });
+                }
                 file_changed(&mut b.files_changed, &mut by_path, path, change, e);
             }
             EventKind::Commit { sha, message, .. } => b.commits.push(CommitMade {

@@ -1,7 +1,7 @@
 //! What a transcript shows of the gate: commits the pre-commit or commit-msg hook
-//! refused (their findings, as the agent saw them), and commands that went round the
+//! refused (their findings, as the agent saw them), commands that went round the
 //! hooks (`git commit --no-verify` or `-n`, hooks switched off with
-//! `core.hooksPath`). Read from the commands and their output alone, so a briefing
+//! `core.hooksPath`), and edits of the rules themselves (`spice.toml`). Read from the commands and their output alone, so a briefing
 //! flags them without a store.
 
 use crate::gate::hooks::REFUSED;
@@ -86,6 +86,12 @@ fn words(s: &str) -> Vec<String> {
     out
 }
 
+/// Whether `path` (as a transcript names it: absolute or relative) is a repository's
+/// gate configuration.
+pub fn is_gate_config(path: &str) -> bool {
+    path == crate::gate::config::FILE || path.ends_with(&format!("/{}", crate::gate::config::FILE))
+}
+
 /// How `command` goes round the commit hooks, if it does.
 pub fn bypass(command: &str) -> Option<String> {
     // One simple command at a time: split at the shell's separators (a rough cut:
@@ -163,6 +169,14 @@ mod tests {
         ] {
             assert_eq!(bypass(cmd).is_some(), seen, "{cmd}: {:?}", bypass(cmd));
         }
+    }
+
+    #[test]
+    fn the_gates_file_is_known_by_its_name() {
+        assert!(is_gate_config("spice.toml"));
+        assert!(is_gate_config("/work/repo/spice.toml"));
+        assert!(!is_gate_config("notspice.toml"));
+        assert!(!is_gate_config("spice.toml.bak"));
     }
 
     #[test]

@@ -246,3 +246,40 @@ fn a_failed_command_keeps_the_first_meaningful_lines_of_its_error() {
         "On branch main\nnothing to commit, working tree clean"
     );
 }
+
+/// The gate as a session met it: a refused commit with its findings, a commit past
+/// the hooks, and an edit of the rules, each flagged once.
+#[test]
+fn the_gate_refusals_and_bypasses_of_a_session() {
+    let refused = "src/a.rs:1: file.lines: 40 lines, past the flex ceiling 15 (base 10): split it to 10 or less\n\
+                   spice gate: commit refused (1 finding(s)); fix them and commit again\n";
+    let b = brief(
+        "t",
+        &main_events(vec![
+            call("c1", "git commit -m 'big'"),
+            result("c1", true, refused),
+            change("/repo/spice.toml", ChangeKind::Update),
+            change("/repo/spice.toml", ChangeKind::Update),
+            call("c2", "git commit --no-verify -m 'big'"),
+            result("c2", false, ""),
+        ]),
+        0,
+    );
+    assert_eq!(b.gate_refusals.len(), 1);
+    assert_eq!(b.gate_refusals[0].line, 2);
+    assert!(b.gate_refusals[0].findings[0].starts_with("src/a.rs:1: file.lines: 40 lines"));
+    let how: Vec<&str> = b.gate_bypasses.iter().map(|p| p.how.as_str()).collect();
+    assert_eq!(
+        how,
+        [
+            "an edit of spice.toml (the gate's rules)",
+            "`git commit --no-verify`"
+        ]
+    );
+    let md = markdown(&b);
+    assert!(md.contains("## Gate"), "{md}");
+    assert!(
+        md.contains("**BYPASS**: went round the gate's hooks with an edit of spice.toml"),
+        "{md}"
+    );
+}
