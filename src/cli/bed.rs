@@ -111,35 +111,20 @@ pub fn run(cmd: BedCmd, env: &Env) -> Result<()> {
             };
             let mut worktrees = Vec::new();
             for s in &slots {
-                let root = PathBuf::from(&s.worktree);
-                let bed_paths: Vec<PathBuf> = cfg
-                    .seed_paths()
-                    .iter()
-                    .map(|p| root.join(&p.path))
-                    .collect();
-                let refs: Vec<&Path> = bed_paths.iter().map(PathBuf::as_path).collect();
+                let paths = bed_paths(&cfg, &[PathBuf::from(&s.worktree)]);
+                let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
                 let usage = template::total_usage(&refs)?;
                 worktrees.push(json!({
                     "worktree": s.worktree, "task": s.task_id, "slot": s.slot, "ports": s.ports,
                     "template": s.template, "method": s.method, "usage": usage,
                 }));
             }
-            let mut all: Vec<PathBuf> = templates
+            let roots: Vec<PathBuf> = templates
                 .iter()
-                .flat_map(|t| {
-                    cfg.seed_paths()
-                        .into_iter()
-                        .map(|p| t.tree.join(p.path))
-                        .collect::<Vec<_>>()
-                })
+                .map(|t| t.tree.clone())
+                .chain(slots.iter().map(|s| PathBuf::from(&s.worktree)))
                 .collect();
-            for s in &slots {
-                all.extend(
-                    cfg.seed_paths()
-                        .into_iter()
-                        .map(|p| Path::new(&s.worktree).join(p.path)),
-                );
-            }
+            let all = bed_paths(&cfg, &roots);
             let refs: Vec<&Path> = all.iter().map(PathBuf::as_path).collect();
             let total = template::total_usage(&refs)?;
             let doc = json!({
@@ -258,15 +243,8 @@ fn gc(git: &Git, beds: &Beds, cfg: &BedConfig) -> Result<Vec<(Template, String)>
     };
     keep.sort_by(|a, b| a.last_used.cmp(&b.last_used));
     let real = |ts: &[Template]| -> Result<u64> {
-        let paths: Vec<PathBuf> = ts
-            .iter()
-            .flat_map(|t| {
-                cfg.seed_paths()
-                    .into_iter()
-                    .map(|p| t.tree.join(p.path))
-                    .collect::<Vec<_>>()
-            })
-            .collect();
+        let roots: Vec<PathBuf> = ts.iter().map(|t| t.tree.clone()).collect();
+        let paths = bed_paths(cfg, &roots);
         let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
         Ok(template::total_usage(&refs)?.real)
     };
@@ -281,6 +259,14 @@ fn gc(git: &Git, beds: &Beds, cfg: &BedConfig) -> Result<Vec<(Template, String)>
         }
     }
     Ok(evicted)
+}
+
+/// Every bed path under each of `roots` (templates' trees, task worktrees).
+fn bed_paths(cfg: &BedConfig, roots: &[PathBuf]) -> Vec<PathBuf> {
+    roots
+        .iter()
+        .flat_map(|r| cfg.seed_paths().into_iter().map(move |p| r.join(p.path)))
+        .collect()
 }
 
 fn line(t: &Template) -> String {
