@@ -36,23 +36,25 @@
 
 mod bed;
 mod carry;
+mod holding;
 mod machine;
 mod prepare;
 mod session;
+mod stages;
 
-use machine::{Backoff, BetweenNext, End, HoldNext, Holding, Next, Renewer};
+use machine::{Backoff, BetweenNext, End, Holding, Next, Renewer};
 use prepare::Prepared;
+pub use stages::check_hooks;
 
 use super::activity::Activity;
-use super::hold::{CrashLoop, CRASH_DEATHS, CRASH_WINDOW};
+use super::hold::CrashLoop;
 use super::{launch, FleetOptions, LaneReport};
 use crate::agent::inflight;
 use crate::alloc::{next, Filter};
 use crate::config::fleet::LaneConfig;
 use crate::config::profile::{Mode, Placeholder};
 use crate::error::{Error, Result};
-use crate::stage::config::{self as stages, Stage};
-use crate::stage::hooks;
+use crate::stage::config::Stage;
 use crate::store::{Claim, ClaimRequest, Holder, LaneRow, LaneState, Store};
 use serde_json::json;
 use std::collections::HashSet;
@@ -655,61 +657,6 @@ impl Lane<'_> {
             std::thread::sleep(TICK);
         }
     }
-
-    /// Holds the lane for `hold` after a crash loop (renewing the claim meanwhile)
-    /// until the hold ends or the operator lifts it. Returns who took the claim over
-    /// if that happened meanwhile (the hold then ends at once).
-    fn hold(&mut self, work: &Work, hold: Duration) -> Result<Option<String>> {
-        let reason = format!(
-            "{CRASH_DEATHS} agent deaths within {}s on {}; held for {}s",
-            CRASH_WINDOW.as_secs(),
-            work.claim.handle,
-            hold.as_secs()
-        );
-        self.row.state = LaneState::Held;
-        self.row.hold_until = Some(self.store.now() + hold.as_micros() as i64);
-        self.row.hold_reason = Some(reason.clone());
-        self.row.pid = None;
-        self.row.pid_start = None;
-        self.publish(true)?;
-        self.store.note(
-            &work.claim.task_id,
-            "held",
-            &work.session,
-            json!({ "lane": self.cfg.name, "seconds": hold.as_secs(), "reason": reason }),
-        )?;
-        let holder = Holder::fenced(work.session.clone(), work.fence);
-        let mut renewer = Renewer::new(self.cfg.renew, Instant::now());
-        let mut lost = None;
-        loop {
-            if self.stopping() {
-                return Ok(None);
-            }
-            let lifted = self
-                .store
-                .lane(&self.cfg.name)?
-                .is_none_or(|r| r.hold_until.is_none());
-            let renewal = if renewer.due(Instant::now()) {
-                self.renew_claim(&work.claim.task_id, &holder)?
-            } else {
-                None
-            };
-            let until = self.row.hold_until.unwrap_or(0);
-            match machine::hold(self.store.now(), until, lifted, renewal.as_ref()) {
-                HoldNext::Wait => std::thread::sleep(TICK),
-                HoldNext::Over => break,
-                HoldNext::Lost(by) => {
-                    lost = Some(by);
-                    break;
-                }
-            }
-        }
-        self.row.hold_until = None;
-        self.row.hold_reason = None;
-        self.row.state = LaneState::Starting;
-        self.publish(true)?;
-        Ok(lost)
-    }
 }
 
 /// The branch a lane's task branches start from and merge into: its own `base`, else
@@ -728,105 +675,4 @@ pub(crate) fn base_of(
             .unwrap_or_else(|| "main".into()),
         (None, None) => opts.base.clone(),
     })
-}
-
-/// Stage hooks: the repository's own commands at the lane's boundaries.
-impl Lane<'_> {
-    /// Runs the repository's hook for `stage` on `claim` in `worktree`, under the
-    /// `[hooks]` that `base` carries (a task branch cannot switch its hooks off),
-    /// renewing the claim while it runs. `None`: no hook, or it passed; else why it
-    /// refused, one line (a `[hooks]` that no longer parses refuses too). Each run
-    /// is in the task's ledger (`stage_hook`).
-    fn stage(
-        &mut self,
-        stage: Stage,
-        claim: &Claim,
-        holder: &Holder,
-        worktree: &Path,
-    ) -> Result<Option<String>> {
-        let cfg = match stages::at_rev(&self.repo, &self.base) {
-            Ok(c) => c,
-            Err(errs) => {
-                let all: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
-                return Ok(Some(format!("{stage} not run: {}", all.join("; "))));
-            }
-        };
-        let Some(hook) = cfg.get(stage) else {
-            return Ok(None);
-        };
-        let phase = self.store.task(&claim.task_id)?.phase;
-        let (lane, base, home) = (
-            self.cfg.name.clone(),
-            self.base.clone(),
-            self.opts.state_dir.clone(),
-        );
-        let bed = crate::land::bed_of(&mut self.store, worktree);
-        let ev = hooks::Event {
-            stage,
-            task_id: &claim.task_id,
-            handle: &claim.handle,
-            phase: &phase,
-            lane: Some(&lane),
-            session: &holder.claimant,
-            worktree,
-            base: &base,
-            home: Some(home),
-            bed,
-        };
-        // The claim is renewed while the hook runs: a long on_claim (installing
-        // dependencies) must not let the lease lapse.
-        let mut renewer = Renewer::new(self.cfg.renew, Instant::now());
-        let run = std::thread::scope(|s| {
-            let running = s.spawn(|| hooks::run_hook(hook, &ev, None));
-            while !running.is_finished() {
-                if renewer.due(Instant::now()) {
-                    let _ = self.renew_claim(&claim.task_id, holder);
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            running.join()
-        });
-        let run = match run {
-            Ok(r) => r,
-            Err(_) => return Ok(Some(format!("the {stage} hook's runner panicked"))),
-        };
-        self.store.note(
-            &claim.task_id,
-            "stage_hook",
-            &holder.claimant,
-            run.detail(&ev),
-        )?;
-        Ok((!run.passed()).then(|| run.summary_with_output()))
-    }
-}
-
-/// Every problem in the `[hooks]` each enabled lane's `base` carries (each repository
-/// and base read once): the fleet does not start with one (exit 2), rather than have
-/// every claim refused.
-pub fn check_hooks(
-    fleet: &crate::config::fleet::FleetConfig,
-    opts: &FleetOptions,
-) -> Vec<crate::config::ConfigError> {
-    let mut seen = HashSet::new();
-    let mut errors = Vec::new();
-    for cfg in fleet.lanes.iter().filter(|l| l.lane.enabled) {
-        let repo = match &cfg.lane.repo {
-            Some(r) => opts.repo.join(r),
-            None => opts.repo.clone(),
-        };
-        // A lane whose repository cannot be opened says so when it runs.
-        let Ok(git) = crate::git::Git::open(&repo, crate::git::Runner::new(opts.vars.clone()))
-        else {
-            continue;
-        };
-        let Ok(base) = base_of(cfg, opts, &git, &repo) else {
-            continue;
-        };
-        if seen.insert((repo.clone(), base.clone())) {
-            if let Err(e) = stages::at_rev(&repo, &base) {
-                errors.extend(e);
-            }
-        }
-    }
-    errors
 }
