@@ -503,7 +503,10 @@ fn a_worktree_that_cannot_be_made_releases_the_claim() {
         "mine"
     );
     let said = env.lane("a")["last_error"].as_str().unwrap().to_string();
-    assert!(said.contains(&format!("released demo-{task}, next try in")), "{said}");
+    assert!(
+        said.contains(&format!("released demo-{task}, next try in")),
+        "{said}"
+    );
 }
 
 /// One lane (`a`) of a headless profile running `fixtures/agents/fake-headless.sh`
