@@ -362,19 +362,14 @@ impl Lane<'_> {
             };
             self.report.claimed.push(claim.handle.clone());
             let holder = Holder::fenced(session.clone(), claim.fence);
-            let worktree = match self.prepare(&git, &claim, &holder)? {
+            // `None`: the claim was handed back (no worktree, or the repository's
+            // on_claim refused it); the lane backs off before its next claim.
+            let ready = match self.prepare(&git, &claim, &holder)? {
                 Prepared::Ready(w) => match self.stage(Stage::OnClaim, &claim, &holder, &w)? {
-                    None => w,
-                    // The repository's on_claim refused it: handed back, as below.
+                    None => Some(w),
                     Some(why) => {
                         self.hand_back(&claim, &holder, Some(&w), why)?;
-                        self.activity.progressed();
-                        if self.opts.until_idle {
-                            return Ok(());
-                        }
-                        let pause = self.backoff.failed();
-                        self.sleep(pause);
-                        continue;
+                        None
                     }
                 },
                 Prepared::Over => {
@@ -383,14 +378,17 @@ impl Lane<'_> {
                 }
                 Prepared::Failed(e) => {
                     self.could_not_prepare(&claim, &holder, e)?;
-                    self.activity.progressed();
-                    if self.opts.until_idle {
-                        return Ok(());
-                    }
-                    let pause = self.backoff.failed();
-                    self.sleep(pause);
-                    continue;
+                    None
                 }
+            };
+            let Some(worktree) = ready else {
+                self.activity.progressed();
+                if self.opts.until_idle {
+                    return Ok(());
+                }
+                let pause = self.backoff.failed();
+                self.sleep(pause);
+                continue;
             };
             self.row.lineage.clear();
             self.row.conversation = None;
