@@ -35,7 +35,8 @@ fn status(env: &TestEnv) -> Value {
 fn a_fleet_seeds_every_lane_from_one_warm_template() {
     // Each claim's stage hook is told the bed (its event on stdin).
     let hooks = "[hooks]\non_claim = [\"sh\", \"-c\", \"cat > \\\"$SPICE_HOME/event-$SPICE_TASK.json\\\"\"]\n";
-    let env = bed_repo(&format!("{BED}{hooks}"));
+    // No pool: each lane's worktree is seeded from the template (tests/bed_pool.rs).
+    let env = bed_repo(&format!("{BED}pool = 0\n{hooks}"));
     let w = env.run(&["bed", "warm"]);
     w.ok();
     assert!(
@@ -113,7 +114,7 @@ fn a_failed_warm_is_recorded_and_never_used() {
     assert_eq!(bed[0]["detail"]["method"], "cold", "{bed:#?}");
     // gc removes the failed one.
     let g = env.run(&["bed", "gc", "--json"]).json();
-    assert_eq!(g[0][1], "failed warm", "{g:#}");
+    assert_eq!(g[0]["why"], "failed warm", "{g:#}");
     assert_eq!(status(&env)["templates"], serde_json::json!([]));
 }
 
@@ -150,7 +151,7 @@ fn gc_under_a_tiny_budget_keeps_a_template_in_use() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|e| e[0]["id"].as_str().unwrap())
+        .map(|e| e["id"].as_str().unwrap())
         .collect();
     assert_eq!(evicted, [ids[0].as_str()], "{g:#}");
     let left = status(&env);

@@ -15,6 +15,10 @@ pub const FILE: &str = "spice.toml";
 pub const DEFAULT_WARM_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 /// At most this many ports per bed.
 pub const MAX_PORTS: u16 = 64;
+/// Finished tasks' worktrees kept for reuse, unless `pool` says otherwise.
+pub const DEFAULT_POOL: usize = 2;
+/// At most this many.
+pub const MAX_POOL: usize = 64;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -41,6 +45,7 @@ struct TestbedToml {
     ports: Option<Spanned<i64>>,
     disk_budget: Option<Spanned<String>>,
     warm_timeout: Option<Spanned<String>>,
+    pool: Option<Spanned<i64>>,
 }
 
 /// The repository's `[testbed]`.
@@ -58,6 +63,9 @@ pub struct BedConfig {
     /// Every bed of the repository together, in bytes of real disk.
     pub disk_budget: Option<u64>,
     pub warm_timeout: Duration,
+    /// How many finished tasks' worktrees (with their beds) are kept for the
+    /// repository's next tasks; 0: none, every worktree starts from a template.
+    pub pool: usize,
 }
 
 impl BedConfig {
@@ -162,6 +170,19 @@ pub fn parse(file: &Path, text: &str) -> Result<Option<BedConfig>, Vec<ConfigErr
         },
         None => DEFAULT_WARM_TIMEOUT,
     };
+    let pool = match &t.pool {
+        Some(p) => match usize::try_from(*p.get_ref()) {
+            Ok(n) if n <= MAX_POOL => n,
+            _ => {
+                at(
+                    p.span().start,
+                    format!("pool: {} must be between 0 and {MAX_POOL}", p.get_ref()),
+                );
+                DEFAULT_POOL
+            }
+        },
+        None => DEFAULT_POOL,
+    };
     if errs.is_empty() {
         Ok(Some(BedConfig {
             paths,
@@ -171,6 +192,7 @@ pub fn parse(file: &Path, text: &str) -> Result<Option<BedConfig>, Vec<ConfigErr
             ports,
             disk_budget,
             warm_timeout,
+            pool,
         }))
     } else {
         errs.sort_by_key(|e| (e.line, e.col));
@@ -237,6 +259,7 @@ key = ["Cargo.lock", "web/package-lock.json"]
 ports = 3
 disk_budget = "40GiB"
 warm_timeout = "20m"
+pool = 4
 "#,
         )
         .unwrap()
@@ -251,15 +274,20 @@ warm_timeout = "20m"
         assert_eq!(c.disk_budget, Some(40 << 30));
         assert_eq!(c.warm_timeout, Duration::from_secs(1200));
         assert_eq!(c.seed_paths().len(), 3);
+        assert_eq!(c.pool, 4);
         assert!(parse(Path::new(FILE), "[gate]\n").unwrap().is_none());
     }
 
     #[test]
     fn every_problem_is_located() {
         let e = errors(
-            "[testbed]\npaths = [\"../x\", \"target\", \"target/debug\"]\nwarm = [[]]\nports = 99\ndisk_budget = \"lots\"\n",
+            "[testbed]\npaths = [\"../x\", \"target\", \"target/debug\"]\nwarm = [[]]\nports = 99\ndisk_budget = \"lots\"\npool = -1\n",
         );
-        assert_eq!(e.len(), 5, "{e:?}");
+        assert_eq!(e.len(), 6, "{e:?}");
+        assert!(
+            e[5].starts_with("spice.toml:6:8: pool: -1 must be between 0 and 64"),
+            "{e:?}"
+        );
         assert!(
             e[0].starts_with("spice.toml:2:10: paths: ../x: escapes"),
             "{e:?}"

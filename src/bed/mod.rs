@@ -17,6 +17,8 @@
 mod check;
 pub mod config;
 mod copy;
+pub mod evict;
+pub mod pool;
 mod report;
 pub mod seed;
 mod sys;

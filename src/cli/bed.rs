@@ -6,6 +6,8 @@
 use super::render::print_json;
 use super::Env;
 use crate::bed::config::{self, BedConfig};
+use crate::bed::evict::{self, bed_paths};
+use crate::bed::pool::Pool;
 use crate::bed::template::{self, Beds, Template};
 use crate::error::{Error, Result};
 use crate::git::{Git, Runner};
@@ -39,8 +41,9 @@ pub enum BedCmd {
         #[arg(long)]
         json: bool,
     },
-    /// Evict least recently used templates (never one being warmed or seeded from)
-    /// until every bed together fits [testbed] disk_budget; failed warms go first.
+    /// Evict least recently used templates and pooled worktrees (never a template
+    /// being warmed or seeded from, never the bed of a task in progress) until every
+    /// bed together fits [testbed] disk_budget; failed warms go first.
     Gc {
         #[arg(long)]
         json: bool,
@@ -104,11 +107,8 @@ pub fn run(cmd: BedCmd, env: &Env) -> Result<()> {
             let (git, cfg) = repo(env)?;
             let beds = Beds::of(&git);
             let (templates, bad) = beds.list();
-            let slots = if env.state_dir.join(crate::store::DB_FILE).is_file() {
-                env.open()?.bed_slots()?
-            } else {
-                Vec::new()
-            };
+            let slots = slots(env)?;
+            let pooled = Pool::of(&git).list();
             let mut worktrees = Vec::new();
             for s in &slots {
                 let paths = bed_paths(&cfg, &[PathBuf::from(&s.worktree)]);
@@ -123,7 +123,15 @@ pub fn run(cmd: BedCmd, env: &Env) -> Result<()> {
                 .iter()
                 .map(|t| t.tree.clone())
                 .chain(slots.iter().map(|s| PathBuf::from(&s.worktree)))
+                .chain(pooled.iter().map(|p| p.path.clone()))
                 .collect();
+            let mut pool_rows = Vec::new();
+            for p in &pooled {
+                let paths = bed_paths(&cfg, std::slice::from_ref(&p.path));
+                let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+                let usage = template::total_usage(&refs)?;
+                pool_rows.push(json!({ "pooled": p, "usage": usage }));
+            }
             let all = bed_paths(&cfg, &roots);
             let refs: Vec<&Path> = all.iter().map(PathBuf::as_path).collect();
             let total = template::total_usage(&refs)?;
@@ -135,6 +143,8 @@ pub fn run(cmd: BedCmd, env: &Env) -> Result<()> {
                     json!({ "template": t, "busy": beds.busy(&t.id), "used_by": users })
                 }).collect::<Vec<_>>(),
                 "worktrees": worktrees,
+                "pool": pool_rows,
+                "pool_size": cfg.pool,
                 "total": total,
                 "disk_budget": cfg.disk_budget,
                 "unreadable": bad,
@@ -158,6 +168,18 @@ pub fn run(cmd: BedCmd, env: &Env) -> Result<()> {
                     w["template"].as_str().unwrap_or("-"),
                     w["method"].as_str().unwrap_or("-"),
                     size(w["usage"]["real"].as_u64().unwrap_or(0)),
+                );
+            }
+            for p in &pool_rows {
+                println!(
+                    "pooled   {}  from task {}  real {}{}",
+                    p["pooled"]["path"].as_str().unwrap_or(""),
+                    p["pooled"]["task"].as_str().unwrap_or(""),
+                    size(p["usage"]["real"].as_u64().unwrap_or(0)),
+                    p["pooled"]["saved"]
+                        .as_str()
+                        .map(|r| format!("  (its leftovers saved as {r})"))
+                        .unwrap_or_default(),
                 );
             }
             println!(
@@ -208,15 +230,18 @@ pub fn run(cmd: BedCmd, env: &Env) -> Result<()> {
         }
         BedCmd::Gc { json } => {
             let (git, cfg) = repo(env)?;
-            let beds = Beds::of(&git);
-            let evicted = gc(&git, &beds, &cfg)?;
+            let in_use: Vec<PathBuf> = slots(env)?
+                .iter()
+                .map(|s| PathBuf::from(&s.worktree))
+                .collect();
+            let evicted = evict::gc(&git, &cfg, &in_use)?;
             if json {
                 print_json(&evicted);
             } else if evicted.is_empty() {
                 println!("nothing to evict");
             } else {
-                for (t, why) in &evicted {
-                    println!("evicted {} ({why})", t.id);
+                for e in &evicted {
+                    println!("evicted {} {} ({})", e.kind, e.id, e.why);
                 }
             }
             Ok(())
@@ -224,49 +249,13 @@ pub fn run(cmd: BedCmd, env: &Env) -> Result<()> {
     }
 }
 
-/// Evicts failed templates, then the least recently used ready ones while every
-/// template together is over the budget; never one that is busy.
-fn gc(git: &Git, beds: &Beds, cfg: &BedConfig) -> Result<Vec<(Template, String)>> {
-    let (mut templates, _) = beds.list();
-    let mut evicted = Vec::new();
-    let mut keep = Vec::new();
-    for t in templates.drain(..) {
-        if t.state == "failed" && !beds.busy(&t.id) {
-            beds.remove(git, &t)?;
-            evicted.push((t, "failed warm".to_string()));
-        } else {
-            keep.push(t);
-        }
+/// The bed slots of task worktrees, when the state directory has a store.
+fn slots(env: &Env) -> Result<Vec<crate::store::BedSlot>> {
+    if env.state_dir.join(crate::store::DB_FILE).is_file() {
+        env.open()?.bed_slots()
+    } else {
+        Ok(Vec::new())
     }
-    let Some(budget) = cfg.disk_budget else {
-        return Ok(evicted);
-    };
-    keep.sort_by(|a, b| a.last_used.cmp(&b.last_used));
-    let real = |ts: &[Template]| -> Result<u64> {
-        let roots: Vec<PathBuf> = ts.iter().map(|t| t.tree.clone()).collect();
-        let paths = bed_paths(cfg, &roots);
-        let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
-        Ok(template::total_usage(&refs)?.real)
-    };
-    let mut i = 0;
-    while i < keep.len() && real(&keep)? > budget {
-        if keep[i].state == "ready" && !beds.busy(&keep[i].id) {
-            let t = keep.remove(i);
-            beds.remove(git, &t)?;
-            evicted.push((t, format!("over the disk budget of {}", size(budget))));
-        } else {
-            i += 1;
-        }
-    }
-    Ok(evicted)
-}
-
-/// Every bed path under each of `roots` (templates' trees, task worktrees).
-fn bed_paths(cfg: &BedConfig, roots: &[PathBuf]) -> Vec<PathBuf> {
-    roots
-        .iter()
-        .flat_map(|r| cfg.seed_paths().into_iter().map(move |p| r.join(p.path)))
-        .collect()
 }
 
 fn line(t: &Template) -> String {

@@ -48,6 +48,7 @@ pub enum EventKind {
     PhaseDone,
     Released,
     Hook,
+    Recycled,
     Exited,
     Successor,
     Held,
@@ -58,7 +59,7 @@ pub enum EventKind {
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 18] = [
+    pub const ALL: [EventKind; 19] = [
         EventKind::Claimed,
         EventKind::WorktreeReady,
         EventKind::Launched,
@@ -70,6 +71,7 @@ impl EventKind {
         EventKind::PhaseDone,
         EventKind::Released,
         EventKind::Hook,
+        EventKind::Recycled,
         EventKind::Exited,
         EventKind::Successor,
         EventKind::Held,
@@ -92,6 +94,7 @@ impl EventKind {
             EventKind::PhaseDone => "phase_done",
             EventKind::Released => "released",
             EventKind::Hook => "hook",
+            EventKind::Recycled => "recycled",
             EventKind::Exited => "exited",
             EventKind::Successor => "successor",
             EventKind::Held => "held",

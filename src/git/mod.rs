@@ -14,8 +14,10 @@
 //!
 //! Activation (an agent re-reading its task after a restart or a compaction) calls
 //! nothing in this module, so it cannot touch git. Nothing here ever resets, stashes,
-//! checks out over, or deletes uncommitted work: the only destructive operation is
-//! [`Git::remove_worktree`] with `force`, which the caller asks for by name.
+//! checks out over, or deletes uncommitted work it has not saved: the destructive
+//! operations are [`Git::remove_worktree`] with `force`, which the caller asks for by
+//! name, and [`Git::recycle_worktree`], which empties a finished task's worktree only
+//! once everything it held beyond its commits and its test bed is saved under a ref.
 //!
 //! All git runs through [`Runner`] (the `git` CLI in a cleared environment); errors
 //! are one line naming the repository, the branch and git's first line of complaint.
@@ -30,6 +32,7 @@ mod handoff;
 mod lock;
 mod merge;
 mod merge_commit;
+mod pool;
 mod refname;
 mod run;
 mod status;
@@ -41,6 +44,7 @@ pub use handoff::{BranchHolder, Freed};
 pub use lock::Merging;
 pub use merge::{Merge, MergeKind};
 pub use merge_commit::MergeMethod;
+pub use pool::Recycled;
 pub use refname::{check_branch_name, task_branch, PREFIX};
 pub use run::{Output, Runner, PASSED};
 pub use status::LaunchState;

@@ -49,8 +49,10 @@ pub(super) fn append(
 /// task's worktree (`gate_run`, clean or not), a test bed seeded into a task's
 /// worktree, or why it stayed cold (`bed`), a repository's stage hook run at one of
 /// the fleet's boundaries (`stage_hook`: stage, argv, outcome, exit code, duration,
-/// the end of its output).
-pub const SUPERVISOR_KINDS: [&str; 13] = [
+/// the end of its output), a finished task's worktree put in the repository's pool
+/// or taken from it for a new task (`pool`: with the ref its leftovers were saved
+/// under, or why it was not).
+pub const SUPERVISOR_KINDS: [&str; 14] = [
     "launched",
     "conversation",
     "exited",
@@ -64,6 +66,7 @@ pub const SUPERVISOR_KINDS: [&str; 13] = [
     "gate_run",
     "bed",
     "stage_hook",
+    "pool",
 ];
 
 impl Store {

@@ -279,6 +279,7 @@ impl Observer {
                 EventKind::Hook,
                 hook_line(d),
             ),
+            "pool" => (text("lane").or(of_actor), EventKind::Recycled, pool_line(d)),
             "released" => {
                 let by_completion = previous.is_some_and(|(t, k)| {
                     t == &e.task_id && (k == "phase_completed" || k == "done")
@@ -477,6 +478,25 @@ impl Observer {
 }
 
 /// `on_claim passed in 0.2s`, or what went wrong with the last line of its output.
+/// A worktree pooled, taken from the pool, kept out of it, or beds evicted.
+fn pool_line(d: &serde_json::Value) -> String {
+    let s = |k: &str| d[k].as_str().unwrap_or("").to_string();
+    match d["action"].as_str().unwrap_or("") {
+        "pooled" => match d["saved"].as_str() {
+            Some(r) => format!("worktree pooled for the next task; what it held beyond its commits is saved as {r}"),
+            None => "worktree pooled for the next task".into(),
+        },
+        "taken" => format!("started in the pooled worktree of {} (its bed kept)", s("from_task")),
+        "kept" => format!("worktree not pooled: {}", s("why")),
+        "cold" => format!("the pool's worktree could not be used: {}", s("error")),
+        "evicted" => match d["evicted"].as_array() {
+            Some(e) => format!("{} bed(s) evicted to stay within the disk budget", e.len()),
+            None => format!("eviction failed: {}", s("error")),
+        },
+        other => other.to_string(),
+    }
+}
+
 fn hook_line(d: &serde_json::Value) -> String {
     let stage = d["stage"].as_str().unwrap_or("hook");
     let secs = d["duration_ms"].as_u64().unwrap_or(0) as f64 / 1000.0;

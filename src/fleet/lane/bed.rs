@@ -8,7 +8,8 @@
 //! worktree keeps its own bed.
 
 use super::Lane;
-use crate::bed::{config, template};
+use crate::bed::config::{self, BedConfig};
+use crate::bed::template;
 use crate::error::Result;
 use crate::store::{BedSlot, Claim, Holder, SlotRequest};
 use serde_json::{json, Value};
@@ -28,21 +29,11 @@ impl Lane<'_> {
         holder: &Holder,
         wt: &Path,
     ) -> Result<()> {
-        let text = match git.file_at(&self.base, config::FILE)? {
-            Some(t) => t,
+        let cfg = match self.bed_config(git)? {
+            Some(Ok(c)) => c,
             None => return Ok(()),
-        };
-        let shown = format!("{} (at {})", config::FILE, self.base);
-        let cfg = match config::parse(Path::new(&shown), &text) {
-            Ok(Some(c)) => c,
-            Ok(None) => return Ok(()),
-            Err(errs) => {
-                let why: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
-                return self.note_bed(
-                    claim,
-                    holder,
-                    json!({ "seeded": false, "error": why.join("; ") }),
-                );
+            Some(Err(why)) => {
+                return self.note_bed(claim, holder, json!({ "seeded": false, "error": why }));
             }
         };
         let started = Instant::now();
@@ -62,6 +53,26 @@ impl Lane<'_> {
         detail["slot"] = json!(slot.slot);
         detail["ports"] = json!(slot.ports);
         self.note_bed(claim, holder, detail)
+    }
+
+    /// The repository's `[testbed]` at base: `None` without one, an error when it
+    /// does not parse.
+    pub(super) fn bed_config(
+        &self,
+        git: &crate::git::Git,
+    ) -> Result<Option<std::result::Result<BedConfig, String>>> {
+        let Some(text) = git.file_at(&self.base, config::FILE)? else {
+            return Ok(None);
+        };
+        let shown = format!("{} (at {})", config::FILE, self.base);
+        Ok(match config::parse(Path::new(&shown), &text) {
+            Ok(Some(c)) => Some(Ok(c)),
+            Ok(None) => None,
+            Err(errs) => {
+                let why: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+                Some(Err(why.join("; ")))
+            }
+        })
     }
 
     fn note_bed(&mut self, claim: &Claim, holder: &Holder, mut detail: Value) -> Result<()> {

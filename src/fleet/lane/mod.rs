@@ -38,6 +38,7 @@ mod bed;
 mod carry;
 mod holding;
 mod machine;
+mod pool;
 mod prepare;
 mod session;
 mod stages;
@@ -192,6 +193,8 @@ impl Work {
 enum Worked {
     /// It left the lane's hands, or the supervisor stops.
     Done,
+    /// Its session completed the phase and released it: the worktree is free.
+    Finished,
     /// A stage hook refused it before an agent started: handed back, the lane backs off.
     HandedBack,
 }
@@ -329,7 +332,7 @@ impl Lane<'_> {
             }
             self.row.lineage = lineage;
             let work = Work::new(claim, session, passed.fence, worktree);
-            self.work_on(&program, work)?;
+            self.work_then_recycle(&git, &program, work)?;
             self.activity.progressed();
         }
         let filter = Filter {
@@ -395,7 +398,7 @@ impl Lane<'_> {
             self.row.transcript = None;
             let fence = claim.fence;
             let work = Work::new(claim, session, fence, worktree);
-            let worked = self.work_on(&program, work)?;
+            let worked = self.work_then_recycle(&git, &program, work)?;
             self.activity.progressed();
             if worked == Worked::HandedBack {
                 if self.opts.until_idle {
@@ -545,9 +548,13 @@ impl Lane<'_> {
                     self.report.error = self.row.last_error.clone();
                     return Ok(Worked::Done);
                 }
+                (Next::Done, End::Finished) => {
+                    last(self);
+                    return Ok(Worked::Finished);
+                }
                 (Next::Done, _) => {
                     last(self);
-                    return Ok(Worked::Done);
+                    return self.released_or_done(&work);
                 }
                 // A headless agent ends each turn by exiting cleanly: the session
                 // waits, like an interactive agent at its prompt, for steering to start
@@ -559,7 +566,7 @@ impl Lane<'_> {
                     }
                     Between::Over => {
                         last(self);
-                        return Ok(Worked::Done);
+                        return self.released_or_done(&work);
                     }
                     Between::Stopping => return Ok(Worked::Done),
                 },

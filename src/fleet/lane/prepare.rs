@@ -95,6 +95,13 @@ impl Lane<'_> {
                 }
                 Handoff::Free => {
                     let h = holder_wt.as_ref().expect("freeing names the worktree");
+                    // The lane that finished with it may be recycling it right now
+                    // (under the pool's lock): look again once that is over.
+                    let _pool = crate::bed::pool::Pool::of(git).lock();
+                    if !matches!(git.branch_holder(&branch, &target), Ok(Some(ref again)) if again.path == h.path)
+                    {
+                        continue;
+                    }
                     let tag = crate::stamp::encode(self.store.now().max(0) as u64);
                     match git.free_branch(&branch, &h.path, &tag) {
                         Ok(freed) => self.store.note(
@@ -110,6 +117,8 @@ impl Lane<'_> {
                     }
                 }
             }
+            // A finished task's worktree from the pool, with its bed, when there is one.
+            self.take_pooled(git, claim, holder, &target)?;
             let made = launch::worktree(
                 &mut self.store,
                 git,
