@@ -183,3 +183,61 @@ fn a_bed_that_cannot_be_seeded_never_stops_a_lane() {
     let done = env.ledger_of(&task, "phase_completed");
     assert_eq!(done.len(), 1, "the lane did its task: {done:#?}");
 }
+
+/// The fleet warms a template in the background when base names a commit no template
+/// matches by key (at its start, and when a dependency changes on base), says so on
+/// its stderr, and a warm still running when it stops is stopped with it (its
+/// commands killed) and leaves nothing behind.
+#[test]
+fn the_fleet_warms_in_the_background_when_base_moves_and_stops_a_warm_with_it() {
+    let env = bed_repo(BED);
+    let sup = env.fleet_up(&[]);
+    let env = &env;
+    let ready = |n: usize| {
+        move || {
+            let s = status(&env);
+            let t = s["templates"].as_array().cloned().unwrap_or_default();
+            (t.len() == n && t.iter().all(|t| t["template"]["state"] == "ready")).then_some(t)
+        }
+    };
+    let first = common::wait_for("a template warmed at start", 60, ready(1));
+    let head = git(&env.repo, &["rev-parse", "HEAD"]);
+    assert_eq!(first[0]["template"]["commit"], head.trim());
+    // A commit that keeps the key needs no new template; one that changes it does.
+    std::fs::write(env.repo.join("README"), "hello\n").unwrap();
+    git(&env.repo, &["add", "README"]);
+    git(&env.repo, &["commit", "-q", "-m", "readme"]);
+    std::fs::write(env.repo.join("deps.lock"), "dep 2\n").unwrap();
+    git(&env.repo, &["commit", "-q", "-am", "deps"]);
+    let second = common::wait_for("a template for the new key", 60, ready(2));
+    let head = git(&env.repo, &["rev-parse", "HEAD"]);
+    assert_eq!(second[1]["template"]["commit"], head.trim(), "{second:#?}");
+    // A slow warm, stopped by the supervisor's stop.
+    let pidfile = env.home.join("warm.pid");
+    let slow = BED.replace(
+        "mkdir -p build/deep && seq 1 20000 > build/deep/out.txt && echo warmed the bed",
+        &format!("echo $$ > {}; exec sleep 120", pidfile.display()),
+    );
+    std::fs::write(env.repo.join("spice.toml"), slow).unwrap();
+    std::fs::write(env.repo.join("deps.lock"), "dep 3\n").unwrap();
+    git(&env.repo, &["commit", "-q", "-am", "slow"]);
+    let pid: i32 = common::wait_for("the slow warm to start", 60, || {
+        std::fs::read_to_string(&pidfile).ok()?.trim().parse().ok()
+    });
+    assert_eq!(status(&env)["templates"][2]["template"]["state"], "warming");
+    env.run(&["fleet", "down"]).ok();
+    let out = common::to_run(sup.wait_with_output());
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("in the background: no template matches its deps.lock"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("ready, warmed in"), "{}", out.stderr);
+    // The warm's command is gone, and so is its template (not a failed one).
+    let gone = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_err();
+    assert!(gone, "the warm command {pid} still runs");
+    let left = status(&env);
+    assert_eq!(left["templates"].as_array().unwrap().len(), 2, "{left:#}");
+}

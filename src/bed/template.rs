@@ -134,12 +134,14 @@ impl Beds {
 
     /// Warms a template at `rev` (unless a ready one for that commit exists), running
     /// the warm commands in order in a scratch worktree; `on_line` sees their output.
+    /// A warm stopped by `stop` leaves nothing behind (it was not a failure).
     pub fn warm(
         &self,
         git: &Git,
         cfg: &BedConfig,
         rev: &str,
         on_line: &mut dyn FnMut(&str),
+        stop: &std::sync::atomic::AtomicBool,
     ) -> Result<Template> {
         let commit = git.resolve_commit(rev)?;
         let id = commit[..commit.len().min(12)].to_string();
@@ -175,14 +177,24 @@ impl Beds {
         let started = Instant::now();
         for argv in &cfg.warm {
             on_line(&format!("$ {}", argv.join(" ")));
-            let o = runner::run(Job {
-                argv,
-                cwd: tree.clone(),
-                env: vec![("SPICE_BED_WARM".into(), "1".into())],
-                stdin: Vec::new(),
-                timeout: cfg.warm_timeout,
-                on_line: Some(&mut *on_line),
-            });
+            let o = runner::run_until(
+                Job {
+                    argv,
+                    cwd: tree.clone(),
+                    env: vec![("SPICE_BED_WARM".into(), "1".into())],
+                    stdin: Vec::new(),
+                    timeout: cfg.warm_timeout,
+                    on_line: Some(&mut *on_line),
+                },
+                stop,
+            );
+            if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                self.remove(git, &t)?;
+                return Err(Error::Other(format!(
+                    "warming a test bed at {id} was stopped: {}",
+                    argv.join(" ")
+                )));
+            }
             if !o.passed() {
                 t.state = "failed".into();
                 t.warm_seconds = started.elapsed().as_secs_f64();

@@ -95,7 +95,7 @@ pub fn run(cmd: BedCmd, env: &Env) -> Result<()> {
                 let _ = writeln!(err, "  {l}");
             };
             eprintln!("warming a test bed at {at} ({} command(s))", cfg.warm.len());
-            let t = beds.warm(&git, &cfg, &at, &mut show)?;
+            let t = beds.warm(&git, &cfg, &at, &mut show, &Default::default())?;
             if json {
                 print_json(&t);
             } else {

@@ -15,6 +15,7 @@ pub mod hold;
 pub mod lane;
 mod launch;
 pub mod status;
+mod warm;
 
 use crate::config::fleet::FleetConfig;
 use crate::error::{Error, Result};
@@ -201,6 +202,7 @@ pub fn up(
         let claimants: Vec<String> = store.claims()?.into_iter().map(|c| c.claimant).collect();
         crate::agent::inflight::prune(&opts.state_dir, &claimants);
     }
+    let warmer = warm::spawn(cfg, opts, stop.clone());
     let mut listeners = Vec::new();
     let mut handles = Vec::new();
     let enabled: Vec<_> = cfg.lanes.iter().filter(|l| l.lane.enabled).collect();
@@ -245,6 +247,7 @@ pub fn up(
     for l in listeners {
         let _ = l.join();
     }
+    let _ = warmer.join();
     Ok(reports)
 }
 

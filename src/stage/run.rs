@@ -1,7 +1,8 @@
 //! The one runner for the repository's own commands: the gates' checks, the test
 //! beds' warm commands and the fleet's stage hooks. A command runs in its own process
 //! group with stdout and stderr through one pipe (its output keeps its order), gets
-//! its input on stdin, and is stopped, with everything it started, at its timeout.
+//! its input on stdin, and is stopped, with everything it started, at its timeout
+//! (or when its caller says so: a background warm when the supervisor stops).
 //! Each line of output can be handed on as it comes (progress), and the end of it is
 //! kept for when it fails.
 
@@ -9,6 +10,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -72,6 +74,16 @@ impl Outcome {
 
 /// Runs `job` to its end or its timeout.
 pub fn run(job: Job<'_>) -> Outcome {
+    run_until(job, &AtomicBool::new(false))
+}
+
+/// How often a running command's caller is asked whether to stop it.
+const STOP_EVERY: Duration = Duration::from_millis(100);
+
+/// Runs `job` to its end, its timeout, or until `stop` is set: then it is stopped
+/// (its whole process group) and reported as killed by a signal, with the output it
+/// had given. The caller, who set `stop`, knows why.
+pub fn run_until(job: Job<'_>, stop: &AtomicBool) -> Outcome {
     let Some(program) = job.argv.first() else {
         return Outcome::NotRun("an empty command".into());
     };
@@ -139,8 +151,16 @@ pub fn run(job: Job<'_>) -> Outcome {
     let mut on_line = job.on_line;
     let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
     loop {
+        if stop.load(Ordering::SeqCst) {
+            let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+            let _ = child.wait();
+            return Outcome::Failed {
+                code: None,
+                output: joined(&kept, dropped),
+            };
+        }
         let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
+        match rx.recv_timeout(left.min(STOP_EVERY)) {
             Ok(Some(line)) => {
                 if let Some(f) = on_line.as_mut() {
                     f(&line);
@@ -152,6 +172,7 @@ pub fn run(job: Job<'_>) -> Outcome {
                 }
             }
             Ok(None) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < deadline => {}
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
                 let _ = child.wait();
@@ -263,6 +284,32 @@ mod tests {
                 output: "closed".into()
             }
         );
+    }
+
+    #[test]
+    fn a_stopped_command_and_its_children_are_killed() {
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let a = argv(&["sh", "-c", "echo started; sleep 30 & sleep 30"]);
+        let mut seen = 0;
+        let flag = stop.clone();
+        let mut f = |_: &str| {
+            seen += 1;
+            flag.store(true, Ordering::SeqCst);
+        };
+        let mut j = job(&a, Duration::from_secs(60));
+        j.on_line = Some(&mut f);
+        let started = Instant::now();
+        let o = run_until(j, &stop);
+        assert_eq!(
+            o,
+            Outcome::Failed {
+                code: None,
+                output: "started".into()
+            }
+        );
+        assert_eq!(seen, 1);
+        // Well before either sleep (or the timeout) could end.
+        assert!(started.elapsed() < Duration::from_secs(20));
     }
 
     #[test]

@@ -1,0 +1,160 @@
+//! Warming in the background: while the fleet runs, each repository's `base` is
+//! watched, and when it names a commit no template matches by key (a dependency
+//! changed, or there never was one), a template is warmed there beside the lanes, so
+//! the next claims seed from it. A lane never waits for it: until it is ready, claims
+//! seed from the nearest ancestor's template, or start cold.
+//!
+//! Invariants:
+//! - One warm at a time per supervisor, in this thread; the template's own lock
+//!   keeps it apart from `spice bed warm` and from seedings.
+//! - A commit with a template in any state but a stale `warming` one is not warmed
+//!   again: a failed warm is reported once, not retried at every look (the operator
+//!   fixes the commands, and the next commit is warmed).
+//! - The supervisor stopping stops the warm (its commands' process group killed), and
+//!   a stopped warm leaves nothing behind.
+//! - What happens is said on the supervisor's stderr as it happens: warming, ready
+//!   (with the time taken), failed (with why), beds evicted after it.
+
+use super::FleetOptions;
+use crate::bed::config::{self, BedConfig};
+use crate::bed::template::Beds;
+use crate::config::fleet::FleetConfig;
+use crate::git::Git;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often each repository's base is looked at.
+const LOOK_EVERY: Duration = Duration::from_secs(2);
+
+/// Starts the warmer for the repositories of `cfg`'s enabled lanes.
+pub(super) fn spawn(
+    cfg: &FleetConfig,
+    opts: &FleetOptions,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    let mut places: Vec<(PathBuf, PathBuf, String)> = Vec::new();
+    for l in cfg.lanes.iter().filter(|l| l.lane.enabled) {
+        let repo = match &l.lane.repo {
+            Some(r) => opts.repo.join(r),
+            None => opts.repo.clone(),
+        };
+        let Ok(git) = Git::open(&repo, crate::git::Runner::new(opts.vars.clone())) else {
+            continue;
+        };
+        let Ok(base) = super::lane::base_of(l, opts, &git, &repo) else {
+            continue;
+        };
+        let common = git.common_dir().to_path_buf();
+        if !places.iter().any(|(_, c, b)| *c == common && *b == base) {
+            places.push((repo, common, base));
+        }
+    }
+    let vars = opts.vars.clone();
+    let (state_dir, clock) = (opts.state_dir.clone(), opts.clock.clone());
+    std::thread::spawn(move || {
+        let gits: Vec<(Git, String)> = places
+            .into_iter()
+            .filter_map(|(repo, _, base)| {
+                Git::open(&repo, crate::git::Runner::new(vars.clone()))
+                    .ok()
+                    .map(|g| (g, base))
+            })
+            .collect();
+        let in_use = || -> Vec<PathBuf> {
+            let Ok(mut store) = crate::store::Store::open_dir(&state_dir, clock.clone()) else {
+                return Vec::new();
+            };
+            let now = store.now();
+            store
+                .claims()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|c| c.is_live(now))
+                .filter_map(|c| c.worktree.map(PathBuf::from))
+                .collect()
+        };
+        let mut looked: Vec<Option<String>> = vec![None; gits.len()];
+        while !stop.load(Ordering::SeqCst) {
+            for (i, (git, base)) in gits.iter().enumerate() {
+                let Ok(commit) = git.resolve_commit(base) else {
+                    continue;
+                };
+                if looked[i].as_deref() == Some(commit.as_str()) {
+                    continue;
+                }
+                looked[i] = Some(commit.clone());
+                look(git, base, &commit, &stop, &in_use);
+                if stop.load(Ordering::SeqCst) {
+                    return;
+                }
+            }
+            let mut waited = Duration::ZERO;
+            while waited < LOOK_EVERY && !stop.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(100));
+                waited += Duration::from_millis(100);
+            }
+        }
+    })
+}
+
+/// The repository's `[testbed]` at `commit`, when it has one that parses (a lane
+/// reports one that does not, at its next claim).
+fn bed_config(git: &Git, commit: &str) -> Option<BedConfig> {
+    let text = git.file_at(commit, config::FILE).ok()??;
+    config::parse(Path::new(config::FILE), &text).ok()?
+}
+
+/// Warms a template at `commit` (base) when none matches it (module invariants).
+fn look(git: &Git, base: &str, commit: &str, stop: &AtomicBool, in_use: &dyn Fn() -> Vec<PathBuf>) {
+    let Some(cfg) = bed_config(git, commit) else {
+        return;
+    };
+    if cfg.warm.is_empty() {
+        return;
+    }
+    let beds = Beds::of(git);
+    let id = &commit[..commit.len().min(12)];
+    let here = beds.list().0.into_iter().find(|t| t.commit == commit);
+    if here.is_some_and(|t| t.state != "warming" || beds.busy(&t.id)) {
+        return;
+    }
+    match beds.choose(git, &cfg, commit) {
+        Ok(Some(c)) if c.matched == "exact" => return,
+        Ok(_) => {}
+        Err(_) => return,
+    }
+    eprintln!(
+        "spice: warming a test bed at {id} ({base} in {}) in the background: no template \
+         matches its {}",
+        git.common_dir().display(),
+        if cfg.key.is_empty() {
+            "commit".to_string()
+        } else {
+            cfg.key.join(", ")
+        }
+    );
+    let mut last = String::new();
+    let mut keep = |l: &str| last = l.to_string();
+    match beds.warm(git, &cfg, commit, &mut keep, stop) {
+        Ok(t) => {
+            eprintln!(
+                "spice: test bed {} ready, warmed in {:.1}s",
+                t.id, t.warm_seconds
+            );
+            if cfg.disk_budget.is_some() {
+                match crate::bed::evict::gc(git, &cfg, &in_use()) {
+                    Ok(ev) => {
+                        for e in ev {
+                            eprintln!("spice: evicted {} {} ({})", e.kind, e.id, e.why);
+                        }
+                    }
+                    Err(e) => eprintln!("spice: evicting test beds failed: {e}"),
+                }
+            }
+        }
+        Err(_) if stop.load(Ordering::SeqCst) => {}
+        Err(e) => eprintln!("spice: {e} (last output: {last})"),
+    }
+}
