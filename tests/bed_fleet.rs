@@ -195,7 +195,7 @@ fn the_fleet_warms_in_the_background_when_base_moves_and_stops_a_warm_with_it() 
     let env = &env;
     let ready = |n: usize| {
         move || {
-            let s = status(&env);
+            let s = status(env);
             let t = s["templates"].as_array().cloned().unwrap_or_default();
             (t.len() == n && t.iter().all(|t| t["template"]["state"] == "ready")).then_some(t)
         }
@@ -224,7 +224,7 @@ fn the_fleet_warms_in_the_background_when_base_moves_and_stops_a_warm_with_it() 
     let pid: i32 = common::wait_for("the slow warm to start", 60, || {
         std::fs::read_to_string(&pidfile).ok()?.trim().parse().ok()
     });
-    assert_eq!(status(&env)["templates"][2]["template"]["state"], "warming");
+    assert_eq!(status(env)["templates"][2]["template"]["state"], "warming");
     env.run(&["fleet", "down"]).ok();
     let out = common::to_run(sup.wait_with_output());
     assert_eq!(out.code, 0, "{}", out.stderr);
@@ -238,6 +238,6 @@ fn the_fleet_warms_in_the_background_when_base_moves_and_stops_a_warm_with_it() 
     // The warm's command is gone, and so is its template (not a failed one).
     let gone = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_err();
     assert!(gone, "the warm command {pid} still runs");
-    let left = status(&env);
+    let left = status(env);
     assert_eq!(left["templates"].as_array().unwrap().len(), 2, "{left:#}");
 }
