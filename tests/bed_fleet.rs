@@ -241,3 +241,36 @@ fn the_fleet_warms_in_the_background_when_base_moves_and_stops_a_warm_with_it() 
     let left = status(env);
     assert_eq!(left["templates"].as_array().unwrap().len(), 2, "{left:#}");
 }
+
+/// A `[testbed]` that does not parse: `fleet check` refuses it (exit 2, located in the
+/// file base carries); `fleet up` says so and runs, its worktrees cold.
+#[test]
+fn a_bad_testbed_is_refused_by_fleet_check_and_reported_by_fleet_up() {
+    let env = bed_repo(&BED.replace("ports = 2", "ports = 99"));
+    let check = env.run(&["fleet", "check"]);
+    assert_eq!(check.code, 2, "{}", check.stderr);
+    assert!(
+        check
+            .stderr
+            .contains("spice.toml (at main):5:9: ports: 99 must be between 0 and 64"),
+        "{}",
+        check.stderr
+    );
+    let task = env.add(&["Anyway", "--project", "demo"]);
+    let run = common::finished(env.fleet_up(&["--until-idle"]));
+    assert!(
+        run.stderr
+            .contains("ports: 99 must be between 0 and 64 (the fleet runs"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(env.ledger_of(&task, "phase_completed").len(), 1);
+    let bed = env.ledger_of(&task, "bed");
+    assert!(
+        bed[0]["detail"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("ports"),
+        "{bed:#?}"
+    );
+}

@@ -557,6 +557,23 @@ fn a_bad_hooks_section_keeps_the_fleet_from_starting() {
         assert!(l.starts_with(w), "{l:?} should start with {w:?}");
     }
     assert!(env.ledger_of(&id, "claimed").is_empty(), "nothing ran");
+    // `fleet check` finds the same problems, without starting anything.
+    let check = env.run(&["fleet", "check"]);
+    assert_eq!(check.code, 2, "{}", check.stderr);
+    assert!(check.stderr.contains(want[0]), "{}", check.stderr);
+    assert!(
+        check.stderr.contains("spice.toml (at main):6:14"),
+        "{}",
+        check.stderr
+    );
+    let check = env.run(&["fleet", "check", "--json"]);
+    assert_eq!(check.code, 2, "{}", check.stderr);
+    let doc: Value = serde_json::from_str(&check.stdout).unwrap();
+    assert_eq!(
+        doc["repository_errors"].as_array().unwrap().len(),
+        4,
+        "{doc:#}"
+    );
 
     // A key that is not a stage, or the wrong type: one line, exit 2.
     std::fs::write(env.repo.join("spice.toml"), "[hooks]\non_clam = [\"x\"]\n").unwrap();

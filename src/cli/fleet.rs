@@ -175,6 +175,9 @@ fn up(env: &Env, until_idle: bool, json: bool) -> Result<()> {
         }
         return Err(Error::from(last));
     }
+    for e in crate::fleet::lane::check_beds(&fleet, &opts) {
+        eprintln!("spice: {e} (the fleet runs; its worktrees start without a test bed)");
+    }
     let stop = stop_on_signals();
     let reporter = up::Reporter::start(env, json, &fleet.lanes)?;
     let reports = crate::fleet::up(&fleet, &opts, stop);
@@ -271,13 +274,34 @@ pub(super) fn options(
 }
 
 fn check(env: &Env, json: bool) -> Result<()> {
-    let (_, fleet) = load(env)?;
+    let (repo, fleet) = load(env)?;
+    // What each lane's base carries in spice.toml: [hooks] (which `fleet up` refuses
+    // to start with) and [testbed].
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let opts = options(env, repo, home, false)?;
+    let mut problems = crate::fleet::lane::check_hooks(&fleet, &opts);
+    problems.extend(crate::fleet::lane::check_beds(&fleet, &opts));
     if json {
-        render::print_json(&check_json(&fleet));
+        let mut doc = check_json(&fleet);
+        doc["repository_errors"] =
+            json!(problems.iter().map(|e| e.to_string()).collect::<Vec<_>>());
+        render::print_json(&doc);
     } else {
         print_table(&fleet);
     }
-    Ok(())
+    match problems.pop() {
+        None => Ok(()),
+        Some(last) => {
+            if !json {
+                for e in &problems {
+                    eprintln!("spice: {e}");
+                }
+            }
+            Err(Error::from(last))
+        }
+    }
 }
 
 fn source(l: &LaneConfig) -> String {

@@ -34,29 +34,16 @@ pub(super) fn spawn(
     opts: &FleetOptions,
     stop: Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<()> {
-    let mut places: Vec<(PathBuf, PathBuf, String)> = Vec::new();
-    for l in cfg.lanes.iter().filter(|l| l.lane.enabled) {
-        let repo = match &l.lane.repo {
-            Some(r) => opts.repo.join(r),
-            None => opts.repo.clone(),
-        };
-        let Ok(git) = Git::open(&repo, crate::git::Runner::new(opts.vars.clone())) else {
-            continue;
-        };
-        let Ok(base) = super::lane::base_of(l, opts, &git, &repo) else {
-            continue;
-        };
-        let common = git.common_dir().to_path_buf();
-        if !places.iter().any(|(_, c, b)| *c == common && *b == base) {
-            places.push((repo, common, base));
-        }
-    }
+    let places: Vec<(PathBuf, String)> = super::lane::bases(cfg, opts)
+        .into_iter()
+        .map(|(repo, _, base)| (repo, base))
+        .collect();
     let vars = opts.vars.clone();
     let (state_dir, clock) = (opts.state_dir.clone(), opts.clock.clone());
     std::thread::spawn(move || {
         let gits: Vec<(Git, String)> = places
             .into_iter()
-            .filter_map(|(repo, _, base)| {
+            .filter_map(|(repo, base)| {
                 Git::open(&repo, crate::git::Runner::new(vars.clone()))
                     .ok()
                     .map(|g| (g, base))

@@ -45,7 +45,7 @@ mod stages;
 
 use machine::{Backoff, BetweenNext, End, Holding, Next, Renewer};
 use prepare::Prepared;
-pub use stages::check_hooks;
+pub use stages::{bases, check_beds, check_hooks};
 
 use super::activity::Activity;
 use super::hold::CrashLoop;

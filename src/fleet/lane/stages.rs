@@ -82,21 +82,20 @@ impl Lane<'_> {
     }
 }
 
-/// Every problem in the `[hooks]` each enabled lane's `base` carries (each repository
-/// and base read once): the fleet does not start with one (exit 2), rather than have
-/// every claim refused.
-pub fn check_hooks(
+/// Each repository the enabled lanes of `fleet` work in, once per base they name,
+/// with its repository path opened (a lane whose repository cannot be opened, or
+/// whose base cannot be told or names no commit, says so when it runs).
+pub fn bases(
     fleet: &crate::config::fleet::FleetConfig,
     opts: &FleetOptions,
-) -> Vec<crate::config::ConfigError> {
+) -> Vec<(std::path::PathBuf, crate::git::Git, String)> {
     let mut seen = HashSet::new();
-    let mut errors = Vec::new();
+    let mut out = Vec::new();
     for cfg in fleet.lanes.iter().filter(|l| l.lane.enabled) {
         let repo = match &cfg.lane.repo {
             Some(r) => opts.repo.join(r),
             None => opts.repo.clone(),
         };
-        // A lane whose repository cannot be opened says so when it runs.
         let Ok(git) = crate::git::Git::open(&repo, crate::git::Runner::new(opts.vars.clone()))
         else {
             continue;
@@ -104,10 +103,49 @@ pub fn check_hooks(
         let Ok(base) = base_of(cfg, opts, &git, &repo) else {
             continue;
         };
-        if seen.insert((repo.clone(), base.clone())) {
-            if let Err(e) = stages::at_rev(&repo, &base) {
-                errors.extend(e);
-            }
+        // A base with no commit yet carries nothing (the lane says so if it runs).
+        if git.resolve_commit(&base).is_err() {
+            continue;
+        }
+        if seen.insert((git.common_dir().to_path_buf(), base.clone())) {
+            out.push((repo, git, base));
+        }
+    }
+    out
+}
+
+/// Every problem in the `[hooks]` each enabled lane's `base` carries (each repository
+/// and base read once): the fleet does not start with one (exit 2), rather than have
+/// every claim refused.
+pub fn check_hooks(
+    fleet: &crate::config::fleet::FleetConfig,
+    opts: &FleetOptions,
+) -> Vec<crate::config::ConfigError> {
+    let mut errors = Vec::new();
+    for (repo, _, base) in bases(fleet, opts) {
+        if let Err(e) = stages::at_rev(&repo, &base) {
+            errors.extend(e);
+        }
+    }
+    errors
+}
+
+/// Every problem in the `[testbed]` each enabled lane's `base` carries. A bed is help,
+/// not a condition: the fleet runs with one (its claims start cold, and say why), but
+/// `spice fleet check` refuses it.
+pub fn check_beds(
+    fleet: &crate::config::fleet::FleetConfig,
+    opts: &FleetOptions,
+) -> Vec<crate::config::ConfigError> {
+    use crate::bed::config;
+    let mut errors = Vec::new();
+    for (_, git, base) in bases(fleet, opts) {
+        let Ok(Some(text)) = git.file_at(&base, config::FILE) else {
+            continue;
+        };
+        let shown = format!("{} (at {base})", config::FILE);
+        if let Err(e) = config::parse(Path::new(&shown), &text) {
+            errors.extend(e);
         }
     }
     errors
