@@ -274,3 +274,51 @@ fn a_bad_testbed_is_refused_by_fleet_check_and_reported_by_fleet_up() {
         "{bed:#?}"
     );
 }
+
+/// A supervisor killed, and its task's worktree lost meanwhile: the next supervisor
+/// makes the worktree again for the same claim, and the bed keeps its slot and its
+/// ports (the agent's conversation was told them).
+#[test]
+fn a_worktree_made_again_after_a_restart_keeps_its_ports() {
+    let env = bed_repo(BED);
+    std::fs::create_dir_all(env.repo.join("profiles")).unwrap();
+    std::fs::write(
+        env.repo.join("profiles/sleeper.toml"),
+        "command = [\"sh\", \"-c\", \"echo \\\"$SPICE_SLOT $SPICE_PORTS\\\" >> \\\"$SPICE_HOME/ports.log\\\"; exec sleep 120\"]\nmode = \"pty\"\n",
+    )
+    .unwrap();
+    std::fs::remove_file(env.repo.join("lanes/b.toml")).unwrap();
+    std::fs::write(
+        env.repo.join("lanes/a.toml"),
+        "profile = \"sleeper\"\nphases = [\"todo\"]\nlease = \"5m\"\n",
+    )
+    .unwrap();
+    env.run(&["bed", "warm"]).ok();
+    let task = env.add(&["Sleep", "--project", "demo"]);
+    let log = env.home.join("ports.log");
+    let lines = |n: usize| {
+        let log = log.clone();
+        move || {
+            let text = std::fs::read_to_string(&log).ok()?;
+            let l: Vec<String> = text.lines().map(str::to_string).collect();
+            (l.len() >= n).then_some(l)
+        }
+    };
+    let mut sup = env.fleet_up(&[]);
+    let first = common::wait_for("the agent to start", 30, lines(1));
+    let wt = env.run(&["task", "show", &task, "--json"]).json()["claim"]["worktree"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    sup.kill9();
+    std::fs::remove_dir_all(&wt).unwrap();
+    let _sup = env.fleet_up(&[]);
+    let both = common::wait_for("the successor to start", 30, lines(2));
+    assert_eq!(both[1], first[0], "same slot and ports: {both:?}");
+    assert!(std::path::Path::new(&wt)
+        .join("build/deep/out.txt")
+        .exists());
+    let beds = env.ledger_of(&task, "bed");
+    assert_eq!(beds.len(), 2, "{beds:#?}");
+    assert_eq!(beds[0]["detail"]["ports"], beds[1]["detail"]["ports"]);
+}

@@ -12,7 +12,7 @@
 use super::Store;
 use crate::clock::Micros;
 use crate::error::{Error, Result};
-use rusqlite::{params, Transaction};
+use rusqlite::{params, OptionalExtension, Transaction};
 use serde::Serialize;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -66,13 +66,21 @@ fn drop_dead(tx: &Transaction<'_>) -> Result<()> {
 }
 
 impl Store {
-    /// Reserves a slot for the bed in `req.worktree` (replacing its earlier row), or
-    /// says which offered ports another live bed holds (`Ok(Err(ports))`).
+    /// Reserves a slot for the bed in `req.worktree` (replacing its earlier row, whose
+    /// slot number it keeps when that is still free), or says which offered ports
+    /// another live bed holds (`Ok(Err(ports))`).
     pub fn reserve_bed_slot(
         &mut self,
         req: &SlotRequest<'_>,
     ) -> Result<std::result::Result<BedSlot, Vec<u16>>> {
         self.write("reserving a bed slot", |tx, now| {
+            let before: Option<u32> = tx
+                .query_row(
+                    "SELECT slot FROM bed_slots WHERE worktree = ?1",
+                    [req.worktree],
+                    |r| r.get(0),
+                )
+                .optional()?;
             drop_dead(tx)?;
             tx.execute("DELETE FROM bed_slots WHERE worktree = ?1", [req.worktree])?;
             let mut taken = Vec::new();
@@ -85,12 +93,15 @@ impl Store {
             if !taken.is_empty() {
                 return Ok(Err(taken));
             }
-            // The smallest free slot number.
+            // The worktree's own number again, else the smallest free one.
             let used: Vec<u32> = tx
                 .prepare_cached("SELECT slot FROM bed_slots ORDER BY slot")?
                 .query_map([], |r| r.get(0))?
                 .collect::<rusqlite::Result<_>>()?;
-            let slot = (0u32..).find(|n| !used.contains(n)).expect("a free number");
+            let slot = before
+                .filter(|n| !used.contains(n))
+                .or_else(|| (0u32..).find(|n| !used.contains(n)))
+                .expect("a free number");
             let ports = serde_json::to_string(req.ports).expect("serialisable");
             tx.execute(
                 "INSERT INTO bed_slots (slot, worktree, task_id, template, method, ports, at)
@@ -197,5 +208,29 @@ mod tests {
         let (c, _) = claim(&mut s, "c", "/w/c");
         let sc = s.reserve_bed_slot(&req("/w/c", &c, &[4002])).unwrap();
         assert_eq!(sc.unwrap().slot, 1);
+    }
+
+    #[test]
+    fn a_worktree_made_again_keeps_its_slot_number() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = std::sync::Arc::new(crate::clock::SystemClock);
+        let mut s = Store::open_dir(dir.path(), clock).unwrap();
+        let (a, ha) = claim(&mut s, "a", "/w/a");
+        let (b, _) = claim(&mut s, "b", "/w/b");
+        s.reserve_bed_slot(&req("/w/a", &a, &[4000]))
+            .unwrap()
+            .unwrap();
+        let sb = s
+            .reserve_bed_slot(&req("/w/b", &b, &[4001]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(sb.slot, 1);
+        // Slot 0 comes free; b's worktree is made again: it keeps 1.
+        s.release(&a, &ha).unwrap();
+        let again = s
+            .reserve_bed_slot(&req("/w/b", &b, &[4001]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(again.slot, 1);
     }
 }

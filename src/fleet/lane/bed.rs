@@ -91,8 +91,19 @@ impl Lane<'_> {
         method: Option<&str>,
     ) -> Result<BedSlot> {
         let worktree = wt.display().to_string();
-        for _ in 0..PORT_TRIES {
-            let ports = crate::bed::template::free_ports(n)?;
+        // A worktree made again for the same task (after a supervisor restart found it
+        // gone) keeps its ports when they are still free: its agent was told them.
+        let before = self
+            .store
+            .bed_slot(&worktree)?
+            .filter(|s| s.task_id.as_deref() == Some(claim.task_id.as_str()))
+            .map(|s| s.ports)
+            .filter(|p| p.len() == usize::from(n) && bindable(p));
+        for i in 0..PORT_TRIES {
+            let ports = match (&before, i) {
+                (Some(p), 0) => p.clone(),
+                _ => crate::bed::template::free_ports(n)?,
+            };
             let req = SlotRequest {
                 worktree: &worktree,
                 task_id: &claim.task_id,
@@ -109,6 +120,15 @@ impl Lane<'_> {
             claim.handle
         )))
     }
+}
+
+/// Whether every one of `ports` can be bound on 127.0.0.1 now.
+fn bindable(ports: &[u16]) -> bool {
+    let held: Vec<_> = ports
+        .iter()
+        .map(|p| std::net::TcpListener::bind(("127.0.0.1", *p)))
+        .collect();
+    held.iter().all(|l| l.is_ok())
 }
 
 /// What the agent is told of its bed.
