@@ -105,11 +105,24 @@ impl Meter {
         let mut own = HashSet::new();
         let mut new_apparent = 0;
         let mut stack = vec![tree.to_path_buf()];
+        let gone = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
         while let Some(path) = stack.pop() {
-            let meta = fs::symlink_metadata(&path).at("measuring", &path)?;
+            // What vanishes inside the tree while it is measured (a warm or a removal
+            // under way) no longer takes any disk; a tree that is not there is named.
+            let meta = match fs::symlink_metadata(&path) {
+                Err(e) if gone(&e) && path != tree => continue,
+                m => m.at("measuring", &path)?,
+            };
             if meta.is_dir() {
-                for entry in fs::read_dir(&path).at("listing", &path)? {
-                    stack.push(entry.at("listing", &path)?.path());
+                let entries = match fs::read_dir(&path) {
+                    Err(e) if gone(&e) => continue,
+                    rd => rd.at("listing", &path)?,
+                };
+                for entry in entries {
+                    match entry {
+                        Err(e) if gone(&e) => {}
+                        e => stack.push(e.at("listing", &path)?.path()),
+                    }
                 }
             }
             let id = (meta.dev(), meta.ino());
@@ -137,6 +150,7 @@ impl Meter {
                     added.fiemap_unsupported += 1;
                     added.real += blocks;
                 }
+                Err(e) if gone(&e) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
                     added.fiemap_unsupported += 1;
                     added.real += blocks;

@@ -176,6 +176,11 @@ struct Work {
 
 impl Work {
     /// A session's first turn on `claim`, held with `fence`.
+    /// How its current session holds the claim.
+    fn holder(&self) -> Holder {
+        Holder::fenced(self.session.clone(), self.fence)
+    }
+
     fn new(claim: Claim, session: String, fence: i64, worktree: PathBuf) -> Work {
         Work {
             claim,
@@ -189,12 +194,15 @@ impl Work {
 }
 
 /// What became of working on a claim.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 enum Worked {
-    /// It left the lane's hands, or the supervisor stops.
+    /// The supervisor stops (the claim stays leased for a successor).
     Done,
-    /// Its session completed the phase and released it: the worktree is free.
-    Finished,
+    /// Nobody holds it any more (its session completed the phase, or someone
+    /// released it by hand), as its last session and fence held it.
+    Finished(Holder),
+    /// Someone else holds it now: the worktree is kept as it is.
+    Lost(Holder),
     /// A stage hook refused it before an agent started: handed back, the lane backs off.
     HandedBack,
 }
@@ -400,7 +408,7 @@ impl Lane<'_> {
             let work = Work::new(claim, session, fence, worktree);
             let worked = self.work_then_recycle(&git, &program, work)?;
             self.activity.progressed();
-            if worked == Worked::HandedBack {
+            if matches!(worked, Worked::HandedBack) {
                 if self.opts.until_idle {
                     return Ok(());
                 }
@@ -546,11 +554,11 @@ impl Lane<'_> {
                          worktree kept"
                     ));
                     self.report.error = self.row.last_error.clone();
-                    return Ok(Worked::Done);
+                    return Ok(Worked::Lost(work.holder()));
                 }
                 (Next::Done, End::Finished) => {
                     last(self);
-                    return Ok(Worked::Finished);
+                    return Ok(Worked::Finished(work.holder()));
                 }
                 (Next::Done, _) => {
                     last(self);
@@ -581,7 +589,7 @@ impl Lane<'_> {
                              worktree kept"
                         ));
                         self.report.error = self.row.last_error.clone();
-                        return Ok(Worked::Done);
+                        return Ok(Worked::Lost(work.holder()));
                     }
                     how
                 }

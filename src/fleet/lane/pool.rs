@@ -8,13 +8,17 @@
 use super::{Holding, Lane, Work, Worked};
 use crate::bed::pool::Pool;
 use crate::error::Result;
+use crate::stage::config::Stage;
 use crate::store::{Claim, Holder};
 use serde_json::{json, Value};
 use std::path::Path;
 
 impl Lane<'_> {
-    /// [`Lane::work_on`], then the worktree of a phase its session completed goes to
-    /// the repository's pool of worktrees for the next tasks.
+    /// [`Lane::work_on`], then what follows a claim that left the lane's hands: the
+    /// worktree of a phase its session completed goes to the repository's pool for
+    /// the next tasks; a claim released by hand, or taken over, has its on_release
+    /// hook run in its worktree (what its on_claim began is undone), the worktree
+    /// kept as it is.
     pub(super) fn work_then_recycle(
         &mut self,
         git: &crate::git::Git,
@@ -23,19 +27,39 @@ impl Lane<'_> {
     ) -> Result<Worked> {
         let (claim, wt) = (work.claim.clone(), work.worktree.clone());
         let worked = self.work_on(program, work)?;
-        if worked == Worked::Finished && !self.stopping() {
-            let session = self.row.session.clone().unwrap_or_default();
-            self.recycle(git, &claim, &session, &wt)?;
+        if self.stopping() {
+            return Ok(worked);
+        }
+        match &worked {
+            Worked::Finished(h) if self.completed_by(&claim.task_id, &h.claimant)? => {
+                self.recycle(git, &claim, &h.claimant, &wt)?;
+            }
+            Worked::Finished(h) | Worked::Lost(h) if wt.is_dir() => {
+                if let Some(why) = self.stage(Stage::OnRelease, &claim, h, &wt)? {
+                    self.row.last_error = Some(why);
+                    self.report.error = self.row.last_error.clone();
+                }
+            }
+            _ => {}
         }
         Ok(worked)
     }
 
-    /// `Finished` when nobody holds the claim any more (its session released it),
-    /// else `Done` (taken over: the worktree is kept as it is).
+    /// Whether `session` completed a phase of `task` (its phase's completion
+    /// released the claim, and ran on_release), rather than someone releasing it.
+    fn completed_by(&mut self, task: &str, session: &str) -> Result<bool> {
+        Ok(self.store.ledger(task)?.iter().any(|e| {
+            matches!(e.kind.as_str(), "phase_completed" | "done")
+                && e.actor.as_deref() == Some(session)
+        }))
+    }
+
+    /// `Finished` when nobody holds the claim any more, `Lost` when someone else does.
     pub(super) fn released_or_done(&mut self, work: &Work) -> Result<Worked> {
         Ok(match self.holding(&work.claim.task_id, &work.session)? {
-            Holding::Released => Worked::Finished,
-            _ => Worked::Done,
+            Holding::Released => Worked::Finished(work.holder()),
+            Holding::Other(_) => Worked::Lost(work.holder()),
+            Holding::Ours => Worked::Done,
         })
     }
 
