@@ -101,7 +101,7 @@ fn a_claim_taken_over_runs_on_release_once_its_agent_stopped() {
     let claim = claim_of(&env, &task);
     let wt = claim["worktree"].as_str().unwrap().to_string();
     let fence = claim["fence"].to_string();
-    let taken = wait_for("the lease to lapse and be taken over", 30, || {
+    wait_for("the lease to lapse and be taken over", 30, || {
         let r = env.run(&[
             "task",
             "takeover",
@@ -115,7 +115,7 @@ fn a_claim_taken_over_runs_on_release_once_its_agent_stopped() {
         ]);
         (r.code == 0).then_some(())
     });
-    let () = taken;
+
     kill(pid, Signal::SIGCONT).unwrap();
     released_in_place(&env, &task, &wt);
     assert_eq!(claim_of(&env, &task)["claimant"], "operator");
