@@ -19,6 +19,7 @@ pub mod judge;
 pub mod matcher;
 pub mod maxim;
 pub mod propose;
+pub mod scan;
 pub mod watch;
 
 use crate::error::Result;

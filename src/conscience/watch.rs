@@ -19,7 +19,7 @@ use crate::clock::Clock;
 use crate::store::Store;
 use crate::transcript::acks::ScanReport;
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -28,11 +28,39 @@ use std::thread::JoinHandle;
 pub struct Seat {
     pub state_dir: PathBuf,
     pub clock: Arc<dyn Clock>,
-    /// The maxims in force (read by the caller, e.g. at the lane's base).
-    pub book: Book,
+    pub maxims: Maxims,
     /// Where judges run.
     pub worktree: PathBuf,
     pub scope: Scope,
+}
+
+/// The maxims a watcher hears with.
+pub enum Maxims {
+    Book(Book),
+    /// Those a revision of a repository carries, read on the watcher's thread (the
+    /// lane does not wait for git); maxims that no longer parse are logged as an
+    /// `error` step and nothing is heard.
+    AtRev(PathBuf, String),
+}
+
+impl Seat {
+    /// A lane's seat: the maxims `base` carries in `repo`.
+    pub fn at_rev(
+        state_dir: &Path,
+        clock: Arc<dyn Clock>,
+        repo: &Path,
+        base: &str,
+        worktree: &Path,
+        scope: Scope,
+    ) -> Seat {
+        Seat {
+            state_dir: state_dir.to_path_buf(),
+            clock,
+            maxims: Maxims::AtRev(repo.to_path_buf(), base.to_string()),
+            worktree: worktree.to_path_buf(),
+            scope,
+        }
+    }
 }
 
 enum Msg {
@@ -64,7 +92,6 @@ impl Watcher {
         let worker = std::thread::Builder::new()
             .name(format!("conscience-{}", seat.scope.lane))
             .spawn(move || {
-                let conscience = Arc::new(Conscience::new(seat.book));
                 let mut store = match Store::open_dir(&seat.state_dir, seat.clock) {
                     Ok(s) => s,
                     Err(e) => {
@@ -72,6 +99,25 @@ impl Watcher {
                         return;
                     }
                 };
+                let book = match seat.maxims {
+                    Maxims::Book(b) => b,
+                    Maxims::AtRev(repo, rev) => match super::maxim::at_rev(&repo, &rev) {
+                        Ok(b) => b,
+                        Err(errs) => {
+                            let why: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+                            *err.lock().expect("not poisoned") = Some(why.join("; "));
+                            let _ = store.conscience_note(&crate::store::NewStep {
+                                lane: &seat.scope.lane,
+                                maxim: "",
+                                epoch: 0,
+                                step: "error",
+                                detail: serde_json::json!({ "why": why.join("; ") }),
+                            });
+                            return;
+                        }
+                    },
+                };
+                let conscience = Arc::new(Conscience::new(book));
                 let mut w = Worker {
                     store: &mut store,
                     c: conscience,

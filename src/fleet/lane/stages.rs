@@ -108,6 +108,9 @@ pub fn check_hooks(
             if let Err(e) = stages::at_rev(&repo, &base) {
                 errors.extend(e);
             }
+            if let Err(e) = crate::conscience::maxim::at_rev(&repo, &base) {
+                errors.extend(e);
+            }
         }
     }
     errors
