@@ -5,6 +5,8 @@
 //! from a history of items and ACKs; bad maxim files located.
 
 mod common;
+#[path = "common/console.rs"]
+mod console;
 use common::{git, wait_for, TestEnv};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -376,6 +378,17 @@ fn a_reminder_reaches_a_demo_agent_in_a_fleet_and_is_acked() {
     let item = inbox(&env).into_iter().find(|i| i["key"] == key).unwrap();
     assert_eq!(item["state"], "acked", "{item}");
     assert_eq!(item["target"], "a");
+    // The console's panel: the same steps, the reminder's answer last.
+    let srv = console::Server::start(&env, &[]);
+    let c = srv.get("/api/conscience").expect(200);
+    let panel: Vec<&str> = c["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["step"].as_str().unwrap())
+        .collect();
+    assert_eq!(panel, ["fired", "published", "acked"], "{c:#}");
+    assert_eq!(c["steps"][1]["key"], key);
 }
 
 /// A scripted agent that says something and then works on, never running a command

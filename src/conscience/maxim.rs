@@ -211,6 +211,16 @@ fn check_name(name: &str) -> Result<(), String> {
 
 /// Parses one maxim file `file` (shown so in errors) named `name`.
 pub fn parse_maxim(file: &Path, name: &str, text: &str) -> Result<Maxim, Vec<ConfigError>> {
+    parse_maxim_with(file, name, text, true)
+}
+
+/// [`parse_maxim`], refusing `judges = true` when no judge is configured.
+fn parse_maxim_with(
+    file: &Path,
+    name: &str,
+    text: &str,
+    judge_configured: bool,
+) -> Result<Maxim, Vec<ConfigError>> {
     let raw: MaximToml =
         toml::from_str(text).map_err(|e| vec![ConfigError::from_toml(file, text, &e)])?;
     let mut errs = Vec::new();
@@ -252,6 +262,16 @@ pub fn parse_maxim(file: &Path, name: &str, text: &str) -> Result<Maxim, Vec<Con
         } else {
             phrases.push(t.join(" "));
         }
+    }
+    if let Some(j) = raw
+        .judges
+        .as_ref()
+        .filter(|j| *j.get_ref() && !judge_configured)
+    {
+        at(
+            j.span().start,
+            format!("judges: no judge is configured ([judge] in {DIR}/{SETTINGS})"),
+        );
     }
     if raw.words.is_empty() && raw.phrases.is_empty() {
         at(0, "a maxim needs words or phrases to trigger on".into());
@@ -371,20 +391,11 @@ pub fn compile(shown: &Path, files: &[(String, String)]) -> Result<Book, Vec<Con
             continue;
         };
         let path = shown.join(file);
-        match parse_maxim(&path, stem, text) {
+        match parse_maxim_with(&path, stem, text, book.judge.is_some()) {
             Ok(m) if book.maxims.iter().any(|b| b.name == m.name) => errs.push(ConfigError::whole(
                 &path,
                 format!("{stem:?} is a built-in maxim: disable it in {SETTINGS} first, or pick another name"),
             )),
-            Ok(m) if m.judges && book.judge.is_none() => {
-                let off = text.find("judges").unwrap_or(0);
-                errs.push(ConfigError::at(
-                    &path,
-                    text,
-                    off,
-                    format!("judges: no judge is configured ([judge] in {DIR}/{SETTINGS})"),
-                ));
-            }
             Ok(m) => book.maxims.push(m),
             Err(e) => errs.extend(e),
         }
@@ -534,7 +545,7 @@ mod tests {
             "x.toml",
             "message = \"m\"\nwords = [\"w\"]\njudges = true\n",
         )]);
-        assert_eq!(e, ["maxims/x.toml:3:1: judges: no judge is configured ([judge] in maxims/conscience.toml)"]);
+        assert_eq!(e, ["maxims/x.toml:3:10: judges: no judge is configured ([judge] in maxims/conscience.toml)"]);
         let e = errors(&[(
             "conscience.toml",
             "disable = [\"nope\"]\n[judge]\nargv = []\nattempts = 0\n",
