@@ -15,6 +15,7 @@
 //! | [`land`] | completing a phase: the holder's proof, the merge into base, the store's record |
 //! | [`gate`] | measurable rules before commits and merges: caps that flex and latch, checks, hooks |
 //! | [`stage`] | the repository's own commands: the one runner (timeouts, process groups, output) |
+//! | [`conscience`] | maxims watching the agents' prose, bounded judges, reminders as steering |
 //! | [`bed`] | test beds: seeding worktrees from warm templates, real disk usage |
 //! | [`web`] | the operator's console (`spice serve`): routes, guards, live streams, the page |
 //! | [`cli`] | argument parsing and output; the only layer that reads env, cwd or TTY |
@@ -30,6 +31,7 @@ pub mod bed;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod conscience;
 pub mod demo;
 pub mod error;
 pub mod fleet;

@@ -3,6 +3,7 @@
 //! explicit paths, a clock and options to the library.
 
 mod bed;
+mod conscience;
 mod demo;
 mod fleet;
 mod gate;
@@ -71,6 +72,9 @@ enum Command {
     /// dependencies), seeded into every task's worktree.
     #[command(subcommand)]
     Bed(bed::BedCmd),
+    /// The conscience: maxims watching the agents' prose, its log, proposed maxims.
+    #[command(subcommand)]
+    Conscience(conscience::ConscienceCmd),
     /// The first run: a scratch repository, two lanes of the scripted demo agent, the
     /// whole loop narrated (no network, no API key).
     Demo(demo::DemoArgs),
@@ -173,6 +177,7 @@ fn run(command: Command) -> Result<()> {
         Command::Serve(args) => serve::serve(args, Env::from_process()?),
         Command::Store(cmd) => store::run(cmd, &Env::from_process()?),
         Command::Bed(cmd) => bed::run(cmd, &Env::from_process()?),
+        Command::Conscience(cmd) => conscience::run(cmd, &Env::from_process()?),
     }
 }
 

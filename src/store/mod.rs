@@ -24,6 +24,7 @@ mod backup;
 mod beds;
 mod check;
 mod claims;
+mod conscience;
 mod import;
 mod inbox;
 mod lanes;
@@ -41,6 +42,7 @@ pub use backup::{list_backups, restore, Backup, Restored, BACKUPS_KEPT, BACKUP_D
 pub use beds::{BedSlot, SlotRequest};
 pub use check::{check, CheckReport, Verdict};
 pub use claims::{Claim, ClaimRequest, Holder, Takeover, DEFAULT_LEASE};
+pub use conscience::{ConscienceEntry, NewStep, Proposal};
 pub use import::ImportReport;
 pub use inbox::{AckRecord, Effect, Item, ItemState, Outcome, Scope, DEFAULT_TTL};
 pub use lanes::{LaneRow, LaneState};

@@ -152,6 +152,35 @@ const MIGRATIONS: &[&str] = &[
         at INTEGER NOT NULL
     );
     "#,
+    // 7: the conscience's log, each lane's compaction epoch, which maxim published in
+    // which epoch, and the maxims proposed as tasks.
+    r#"
+    CREATE TABLE conscience_log (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        at INTEGER NOT NULL,
+        lane TEXT NOT NULL,
+        maxim TEXT NOT NULL,
+        epoch INTEGER NOT NULL,
+        step TEXT NOT NULL,
+        key TEXT,
+        detail TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX conscience_log_by_lane ON conscience_log (lane, seq);
+    CREATE TABLE conscience_epochs (lane TEXT PRIMARY KEY, epoch INTEGER NOT NULL) WITHOUT ROWID;
+    CREATE TABLE conscience_fired (
+        lane TEXT NOT NULL,
+        maxim TEXT NOT NULL,
+        epoch INTEGER NOT NULL,
+        key TEXT NOT NULL UNIQUE,
+        at INTEGER NOT NULL,
+        PRIMARY KEY (lane, maxim, epoch)
+    ) WITHOUT ROWID;
+    CREATE TABLE conscience_proposals (
+        theme TEXT PRIMARY KEY,
+        task_id TEXT NOT NULL,
+        at INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// Reads the schema version and refuses a database from a newer spice or another

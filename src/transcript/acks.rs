@@ -40,6 +40,20 @@ pub struct ScanReport {
     pub session_id: Option<String>,
     /// Whom its directives count for: the items addressed to these targets.
     pub counts_for: Vec<Target>,
+    /// The main conversation's assistant messages read in this scan, in order: what
+    /// the conscience hears.
+    #[serde(skip)]
+    pub said: Vec<Said>,
+}
+
+/// One assistant message of the main conversation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Said {
+    /// The transcript line it was read from.
+    pub line: u64,
+    pub text: String,
+    /// The compactions read before it in the same scan.
+    pub compactions_before: u64,
 }
 
 /// Reads `path` from where the store last left it and applies the ACK/NACK
@@ -94,6 +108,7 @@ impl Scanner {
             compactions: 0,
             session_id: None,
             counts_for: self.writer.clone(),
+            said: Vec::new(),
         };
         loop {
             let mut events = Vec::new();
@@ -115,6 +130,11 @@ impl Scanner {
                                 directives.push(d);
                             }
                         }
+                        report.said.push(Said {
+                            line: e.line,
+                            text: text.clone(),
+                            compactions_before: report.compactions,
+                        });
                     }
                     EventKind::SessionMeta(m) if m.session_id.is_some() => {
                         report.session_id.clone_from(&m.session_id);

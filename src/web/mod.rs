@@ -21,6 +21,7 @@
 //! - Every route sits behind [`guard`]; the live streams end when the server shuts
 //!   down, so a graceful shutdown never waits on an open page.
 
+pub mod conscience;
 pub mod docs;
 pub mod gate;
 pub mod guard;

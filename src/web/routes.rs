@@ -116,6 +116,12 @@ pub(super) fn all(
         .and(get)
         .and(with_app.clone())
         .then(|app: Arc<App>| async move { reply(app.store(|s, _| super::gate::doc(s)).await) });
+    let conscience = warp::path!("api" / "conscience")
+        .and(get)
+        .and(with_app.clone())
+        .then(
+            |app: Arc<App>| async move { reply(app.store(|s, _| super::conscience::doc(s)).await) },
+        );
     let claims = warp::path!("api" / "claims")
         .and(get)
         .and(with_app.clone())
@@ -214,6 +220,8 @@ pub(super) fn all(
         .or(claims)
         .unify()
         .or(gate)
+        .unify()
+        .or(conscience)
         .unify()
         .or(inbox)
         .unify()

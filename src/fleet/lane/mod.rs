@@ -127,6 +127,11 @@ pub fn run(
         lane.report.error = Some(e.to_string());
         lane.report.failed = true;
     }
+    // No reminder of the conscience stays pending for an agent that will not see it.
+    let _ = lane.store.expire_reminders(
+        &cfg.name,
+        "the supervisor stopped before the agent answered",
+    );
 
     lane.row.state = LaneState::Stopped;
     lane.row.pid = None;

@@ -207,6 +207,22 @@ impl Lane<'_> {
         let (exact, search) = transcript_place(cfg, &value);
         let known = self.row.transcript.clone().map(PathBuf::from).or(exact);
         let mut follow = Follow::new(known, search, launched_at, targets.clone());
+        // The conscience hears the agent's prose on a thread beside the lane.
+        let scope = crate::conscience::Scope {
+            lane: cfg.name.clone(),
+            profile: Some(cfg.profile.name.clone()),
+            project: task.project.clone(),
+            phase: Some(task.phase.clone()),
+        };
+        let conscience =
+            crate::conscience::watch::Watcher::start(crate::conscience::watch::Seat::at_rev(
+                &opts.state_dir,
+                opts.clock.clone(),
+                &self.repo,
+                &self.base,
+                &worktree,
+                scope,
+            ));
         let mut pasted: HashSet<String> = pending.iter().map(|i| i.key.clone()).collect();
         let mut seen_version: Option<i64> = None;
         let holder = Holder::fenced(session.clone(), work.fence);
@@ -227,6 +243,7 @@ impl Lane<'_> {
             let mut actions = Vec::new();
             // What the transcript says.
             if let Some(report) = follow.poll(&work.worktree, &mut self.store)? {
+                conscience.hear(&report);
                 if report.events > 0 {
                     self.row.last_activity = Some(self.store.now());
                     self.row.transcript = follow.path.as_ref().map(|p| p.display().to_string());
@@ -333,6 +350,7 @@ impl Lane<'_> {
         // successor resumes is known.
         follow.locate_now(&work.worktree);
         if let Some(report) = follow.poll(&work.worktree, &mut self.store)? {
+            conscience.hear(&report);
             if report.events > 0 {
                 wrote = true;
                 self.row.transcript = follow.path.as_ref().map(|p| p.display().to_string());

@@ -114,7 +114,7 @@ pub fn bases(
     out
 }
 
-/// Every problem in the `[hooks]` each enabled lane's `base` carries (each repository
+/// Every problem in the `[hooks]` and the maxims each enabled lane's `base` carries (each repository
 /// and base read once): the fleet does not start with one (exit 2), rather than have
 /// every claim refused.
 pub fn check_hooks(
@@ -124,6 +124,9 @@ pub fn check_hooks(
     let mut errors = Vec::new();
     for (repo, _, base) in bases(fleet, opts) {
         if let Err(e) = stages::at_rev(&repo, &base) {
+            errors.extend(e);
+        }
+        if let Err(e) = crate::conscience::maxim::at_rev(&repo, &base) {
             errors.extend(e);
         }
     }

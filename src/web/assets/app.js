@@ -108,6 +108,7 @@ async function refreshStatus() {
   renderLanes(s);
   renderClaims(s);
   renderGates(await api('/api/gate'));
+  renderConscience(await api('/api/conscience'));
   $('summary').textContent = `${s.lanes.length} lane(s), ${s.claims.length} claim(s), ${s.pending_steering} pending steering`;
 }
 
@@ -207,6 +208,26 @@ function renderGates(g) {
       el('td', {}, rel(x.since, 'ago')))));
   $('latches').tBodies[0].replaceChildren(...latches);
   $('latches-empty').hidden = latches.length > 0;
+}
+
+// The conscience's log, newest first: each step, and the answer each reminder got.
+function renderConscience(c) {
+  const badge = { published: 'it-pending', acked: 'it-acked', nacked: 'it-refused', expired: 'it-expired',
+    abandoned: 'it-refused', disputed: 'it-refused' };
+  const steps = [...c.steps].reverse();
+  $('conscience').tBodies[0].replaceChildren(...steps.map((e) => {
+    const d = e.detail || {};
+    const what = d.judge ? `judge ${d.judge} (attempt ${d.attempt}): ${d.raw}` : (d.sentence || d.body || d.why || '');
+    return el('tr', { 'data-step': e.step },
+      el('td', {}, rel(e.at, 'ago')),
+      el('td', {}, el('strong', {}, e.lane)),
+      el('td', {}, e.maxim),
+      el('td', {}, String(e.epoch)),
+      el('td', {}, el('span', { class: `badge ${badge[e.step] || ''}` }, e.step)),
+      el('td', { class: 'mono small' }, e.key || '–'),
+      el('td', { class: 'small' }, what));
+  }));
+  $('conscience-empty').hidden = c.steps.length > 0;
 }
 
 async function takeover(id, handle, fence) {
