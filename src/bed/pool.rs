@@ -19,7 +19,7 @@
 use super::config::BedConfig;
 use crate::error::{Error, Result};
 use crate::git::{Git, Recycled};
-use nix::fcntl::{Flock, FlockArg};
+use nix::fcntl::Flock;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -77,17 +77,7 @@ impl Pool {
 
     /// Holds the pool's lock until dropped.
     pub fn lock(&self) -> Result<Flock<File>> {
-        std::fs::create_dir_all(&self.root)
-            .map_err(io(format!("creating {}", self.root.display())))?;
-        let path = self.root.join("pool.lock");
-        let f = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(io(format!("opening {}", path.display())))?;
-        Flock::lock(f, FlockArg::LockExclusive)
-            .map_err(|(_, e)| Error::Other(format!("locking {}: {e}", path.display())))
+        super::template::lock_file(&self.root, "pool.lock")
     }
 
     fn manifest(&self, id: &str) -> PathBuf {
@@ -210,19 +200,8 @@ fn safe(task: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::git::testutil::sh;
     use crate::git::Runner;
-
-    fn sh(dir: &Path, args: &[&str]) -> String {
-        let out = std::process::Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
-    }
 
     fn cfg(pool: usize) -> BedConfig {
         super::super::config::parse(

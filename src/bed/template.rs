@@ -75,17 +75,7 @@ impl Beds {
 
     /// Holds `id`'s lock until dropped; waits for a warm in progress.
     pub fn lock(&self, id: &str) -> Result<Flock<File>> {
-        std::fs::create_dir_all(&self.root)
-            .map_err(io(format!("creating {}", self.root.display())))?;
-        let path = self.root.join(format!("{id}.lock"));
-        let f = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(io(format!("opening {}", path.display())))?;
-        Flock::lock(f, FlockArg::LockExclusive)
-            .map_err(|(_, e)| Error::Other(format!("locking {}: {e}", path.display())))
+        lock_file(&self.root, &format!("{id}.lock"))
     }
 
     /// Whether `id` is locked now (warmed or seeded from).
@@ -280,6 +270,21 @@ impl Beds {
         let _ = std::fs::remove_file(self.root.join(format!("{}.lock", t.id)));
         Ok(())
     }
+}
+
+/// Holds an exclusive `flock` on `dir/name` (made, with `dir`, when missing) until
+/// dropped; waits for its holder.
+pub(crate) fn lock_file(dir: &Path, name: &str) -> Result<Flock<File>> {
+    std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
+    let path = dir.join(name);
+    let f = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(io(format!("opening {}", path.display())))?;
+    Flock::lock(f, FlockArg::LockExclusive)
+        .map_err(|(_, e)| Error::Other(format!("locking {}: {e}", path.display())))
 }
 
 /// Seeds the worktree `wt` from the best template for `commit`: only the bed paths it

@@ -86,21 +86,13 @@ impl Git {
     /// scratch index so the worktree's own index is not touched.
     fn save_uncommitted(&self, path: &Path, branch: &str, tag: &str) -> Result<String> {
         let scratch = tempfile_path(&self.common_dir, tag);
-        let index = [("GIT_INDEX_FILE", scratch.as_os_str())];
         let run = |a: &[&OsStr], what: &str| -> Result<String> {
-            let out = self
-                .runner
-                .run_with(path, a, &index)
-                .map_err(|e| Error::Other(format!("cannot run git in {}: {e}", path.display())))?;
-            if out.ok() {
-                Ok(out.stdout.trim().to_string())
-            } else {
-                Err(Error::Other(format!(
-                    "cannot save the uncommitted work in {} ({what}): {}",
-                    path.display(),
-                    out.first_line()
-                )))
-            }
+            self.run_indexed(path, &scratch, a, || {
+                format!(
+                    "cannot save the uncommitted work in {} ({what})",
+                    path.display()
+                )
+            })
         };
         let result = (|| {
             run(&args!["read-tree", "HEAD"], "read-tree")?;
@@ -117,6 +109,29 @@ impl Git {
         })();
         let _ = std::fs::remove_file(&scratch);
         result
+    }
+}
+
+impl Git {
+    /// Runs git in `path` with `index` as its index (a scratch one, so the worktree's
+    /// own is untouched); its trimmed stdout, or `failing()` with git's complaint.
+    pub(super) fn run_indexed(
+        &self,
+        path: &Path,
+        index: &Path,
+        a: &[&OsStr],
+        failing: impl FnOnce() -> String,
+    ) -> Result<String> {
+        let env = [("GIT_INDEX_FILE", index.as_os_str())];
+        let out = self
+            .runner
+            .run_with(path, a, &env)
+            .map_err(|e| Error::Other(format!("cannot run git in {}: {e}", path.display())))?;
+        if out.ok() {
+            Ok(out.stdout.trim().to_string())
+        } else {
+            Err(Error::Other(format!("{}: {}", failing(), out.first_line())))
+        }
     }
 }
 

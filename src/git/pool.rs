@@ -176,21 +176,10 @@ impl Git {
             .common_dir
             .join(format!("spice-recycle-{}.index", std::process::id()));
         let specs = scratch.with_extension("paths");
-        let index = [("GIT_INDEX_FILE", scratch.as_os_str())];
         let run = |a: &[&OsStr], what: &str| -> Result<String> {
-            let out = self
-                .runner
-                .run_with(path, a, &index)
-                .map_err(|e| Error::Other(format!("cannot run git in {}: {e}", path.display())))?;
-            if out.ok() {
-                Ok(out.stdout.trim().to_string())
-            } else {
-                Err(Error::Other(format!(
-                    "cannot save what {} holds ({what}): {}",
-                    path.display(),
-                    out.first_line()
-                )))
-            }
+            self.run_indexed(path, &scratch, a, || {
+                format!("cannot save what {} holds ({what})", path.display())
+            })
         };
         let result = (|| {
             run(&args!["read-tree", "HEAD"], "read-tree")?;
