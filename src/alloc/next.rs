@@ -6,13 +6,17 @@
 //! it ranks afresh, so concurrent claimers never take the same task and never stop
 //! while ready work remains.
 
-use super::{rank, Candidate, Cell, Filter, Input};
+use super::{rank_top, Candidate, Cell, Filter, Input};
 use crate::error::Result;
 use crate::store::{Claim, ClaimRequest, Snapshot, Store};
 use std::collections::{HashMap, HashSet};
 
 /// Bound on re-rankings, so a pathological churn of releases cannot spin forever.
 const MAX_ROUNDS: usize = 64;
+
+/// How many candidates a claim ranks before trying them (more are ranked when a whole
+/// tier of inherited priority ties, and afresh when all of them were lost).
+const CLAIM_BATCH: usize = 8;
 
 /// Builds the ranking input for `claimant` from a snapshot.
 pub fn input<'a>(
@@ -21,17 +25,24 @@ pub fn input<'a>(
     last_cell: Option<Cell>,
     filter: Filter,
 ) -> Input<'a> {
+    // Only the claimed tasks' cells are needed: index those, not the whole graph.
+    let peers: Vec<&str> = snap
+        .claims
+        .iter()
+        .filter(|c| c.is_live(snap.now) && Some(c.claimant.as_str()) != claimant)
+        .map(|c| c.task_id.as_str())
+        .collect();
+    let wanted: HashSet<&str> = peers.iter().copied().collect();
     let cell_of: HashMap<&str, Cell> = snap
         .tasks
         .iter()
+        .filter(|t| wanted.contains(t.id.as_str()))
         .map(|t| (t.id.as_str(), (t.project.clone(), t.phase.clone())))
         .collect();
     let mut peer_cells: HashMap<Cell, usize> = HashMap::new();
-    for c in &snap.claims {
-        if c.is_live(snap.now) && Some(c.claimant.as_str()) != claimant {
-            if let Some(cell) = cell_of.get(c.task_id.as_str()) {
-                *peer_cells.entry(cell.clone()).or_default() += 1;
-            }
+    for id in peers {
+        if let Some(cell) = cell_of.get(id) {
+            *peer_cells.entry(cell.clone()).or_default() += 1;
         }
     }
     Input {
@@ -54,12 +65,23 @@ pub fn ranked(
     claimant: Option<&str>,
     filter: &Filter,
 ) -> Result<(Snapshot, Vec<Candidate>)> {
+    ranked_top(store, claimant, filter, usize::MAX)
+}
+
+/// The first `limit` (at least) of [`ranked`]'s order, computing release counts only
+/// where they decide it ([`rank_top`]).
+pub fn ranked_top(
+    store: &mut Store,
+    claimant: Option<&str>,
+    filter: &Filter,
+    limit: usize,
+) -> Result<(Snapshot, Vec<Candidate>)> {
     let last = match claimant {
         Some(c) => store.last_cell(c)?,
         None => None,
     };
     let snap = store.snapshot()?;
-    let ranking = rank(&input(&snap, claimant, last, filter.clone()));
+    let ranking = rank_top(&input(&snap, claimant, last, filter.clone()), limit);
     Ok((snap, ranking))
 }
 
@@ -67,7 +89,7 @@ pub fn ranked(
 /// matching `filter` is ready.
 pub fn claim_next(store: &mut Store, req: &ClaimRequest, filter: &Filter) -> Result<Option<Claim>> {
     for _ in 0..MAX_ROUNDS {
-        let (snap, ranking) = ranked(store, Some(&req.claimant), filter)?;
+        let (snap, ranking) = ranked_top(store, Some(&req.claimant), filter, CLAIM_BATCH)?;
         if ranking.is_empty() {
             return Ok(None);
         }
