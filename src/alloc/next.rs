@@ -101,3 +101,121 @@ pub fn claim_next(store: &mut Store, req: &ClaimRequest, filter: &Filter) -> Res
     }
     Ok(None)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alloc::shape;
+    use crate::clock::ManualClock;
+    use crate::store::DEFAULT_LEASE;
+    use crate::task::{NewTask, Priority};
+    use std::sync::Arc;
+
+    fn open(dir: &std::path::Path) -> Store {
+        Store::open_dir(dir, Arc::new(ManualClock::new(1_790_000_000_000_000))).unwrap()
+    }
+
+    fn add(s: &mut Store, title: &str, prio: Option<Priority>, deps: &[String]) -> String {
+        s.add_task(
+            NewTask {
+                title: title.into(),
+                priority: prio,
+                ..Default::default()
+            },
+            deps,
+        )
+        .unwrap()
+        .id
+    }
+
+    fn req(who: &str) -> ClaimRequest {
+        ClaimRequest {
+            claimant: who.into(),
+            lane: None,
+            worktree: None,
+            lease: DEFAULT_LEASE,
+        }
+    }
+
+    fn top(s: &mut Store) -> Vec<String> {
+        let (snap, ranking) = ranked_top(s, None, &Filter::default(), 10).unwrap();
+        ranking
+            .iter()
+            .map(|c| snap.tasks[c.index].id.clone())
+            .collect()
+    }
+
+    /// A claim does not change the graph's shape: the ranking after it reuses the
+    /// shape (and its release counts) instead of measuring the graph again.
+    #[test]
+    fn a_claim_reuses_the_shape() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = open(dir.path());
+        let a = add(&mut s, "a", None, &[]);
+        let b = add(&mut s, "b", None, &[]);
+        add(&mut s, "c", Some(Priority::H), std::slice::from_ref(&b));
+        let before = shape::of(&s.snapshot().unwrap().tasks);
+        let claim = claim_next(&mut s, &req("me"), &Filter::default())
+            .unwrap()
+            .unwrap();
+        assert_eq!(claim.task_id, b, "b inherits H from c");
+        let after = shape::of(&s.snapshot().unwrap().tasks);
+        assert!(
+            Arc::ptr_eq(&before, &after),
+            "a claim re-measured the graph"
+        );
+        assert_eq!(top(&mut s), vec![a]);
+    }
+
+    /// Another connection (another process, to SQLite) changes the graph: the next
+    /// ranking here sees the new shape, not the cached one.
+    #[test]
+    fn a_graph_change_elsewhere_is_seen_by_the_next_ranking() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut here = open(dir.path());
+        let mut there = open(dir.path());
+        let a = add(&mut here, "a", None, &[]);
+        let b = add(&mut here, "b", None, &[]);
+        assert_eq!(top(&mut here), vec![a.clone(), b.clone()]);
+        // b now releases a high-priority task, and a waits on b.
+        add(&mut there, "c", Some(Priority::H), std::slice::from_ref(&b));
+        there
+            .change_deps(&a, std::slice::from_ref(&b), &[])
+            .unwrap();
+        let (snap, ranking) = ranked_top(&mut here, None, &Filter::default(), 10).unwrap();
+        let ids: Vec<&str> = ranking
+            .iter()
+            .map(|c| snap.tasks[c.index].id.as_str())
+            .collect();
+        assert_eq!(ids, [b.as_str()]);
+        assert_eq!(ranking[0].releases, 2);
+        assert_eq!(ranking[0].inherited_priority, Some(Priority::H));
+    }
+
+    /// A claim racing a graph change: the ranking was read before another connection
+    /// made the best candidate wait on a new task; the claim, re-checking readiness in
+    /// its own transaction, does not take it, and claim_next takes what is ready now.
+    #[test]
+    fn a_claim_racing_a_graph_change_never_takes_a_task_no_longer_ready() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut here = open(dir.path());
+        let mut there = open(dir.path());
+        let a = add(&mut here, "a", Some(Priority::H), &[]);
+        let b = add(&mut here, "b", None, &[]);
+        let (snap, ranking) = ranked_top(&mut here, Some("me"), &Filter::default(), 10).unwrap();
+        assert_eq!(snap.tasks[ranking[0].index].id, a);
+        let blocker = add(&mut there, "blocker", None, &[]);
+        there
+            .change_deps(&a, std::slice::from_ref(&blocker), &[])
+            .unwrap();
+        let stale = here
+            .claim_if_ready(&a, &req("me"), &Filter::default())
+            .unwrap();
+        assert!(stale.is_none(), "claimed a task that waits on another");
+        let claim = claim_next(&mut here, &req("me"), &Filter::default())
+            .unwrap()
+            .unwrap();
+        assert_eq!(claim.task_id, blocker, "the blocker inherits H from a");
+        assert_ne!(claim.task_id, b);
+    }
+}
