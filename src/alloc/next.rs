@@ -1,10 +1,11 @@
 //! Allocation against the store: rank a snapshot, then claim optimistically.
 //!
-//! Ranking runs outside the write lock (it reads one snapshot); each claim attempt is
-//! its own short `BEGIN IMMEDIATE` transaction that re-checks readiness. A claimant that
-//! loses a race moves on to the next candidate, and when a whole ranking has been lost
-//! it ranks afresh, so concurrent claimers never take the same task and never stop
-//! while ready work remains.
+//! Ranking runs outside the write lock (it reads one snapshot); the claim is one short
+//! `BEGIN IMMEDIATE` transaction that re-checks the readiness of the ranked candidates
+//! in order and takes the first still ready. A claimant that lost the race for the best
+//! moves on to the next within the same transaction, and when a whole ranking has been
+//! lost it ranks afresh, so concurrent claimers never take the same task and never
+//! stop while ready work remains.
 
 use super::{rank_top, Candidate, Cell, Filter, Input};
 use crate::error::Result;
@@ -14,9 +15,11 @@ use std::collections::{HashMap, HashSet};
 /// Bound on re-rankings, so a pathological churn of releases cannot spin forever.
 const MAX_ROUNDS: usize = 64;
 
-/// How many candidates a claim ranks before trying them (more are ranked when a whole
-/// tier of inherited priority ties, and afresh when all of them were lost).
-const CLAIM_BATCH: usize = 8;
+/// How many candidates a claim ranks and then tries, best first, in one transaction
+/// (more are ranked when a whole tier of inherited priority ties, and afresh when all
+/// of them were lost): enough that concurrent claimers racing for the same best
+/// candidates rarely run out.
+const CLAIM_BATCH: usize = 64;
 
 /// Builds the ranking input for `claimant` from a snapshot.
 pub fn input<'a>(
@@ -93,10 +96,12 @@ pub fn claim_next(store: &mut Store, req: &ClaimRequest, filter: &Filter) -> Res
         if ranking.is_empty() {
             return Ok(None);
         }
-        for c in &ranking {
-            if let Some(claim) = store.claim_if_ready(&snap.tasks[c.index].id, req, filter)? {
-                return Ok(Some(claim));
-            }
+        let ids: Vec<&str> = ranking
+            .iter()
+            .map(|c| snap.tasks[c.index].id.as_str())
+            .collect();
+        if let Some(claim) = store.claim_first_ready(&ids, req, filter)? {
+            return Ok(Some(claim));
         }
     }
     Ok(None)
@@ -210,6 +215,10 @@ mod tests {
             .unwrap();
         let stale = here
             .claim_if_ready(&a, &req("me"), &Filter::default())
+            .unwrap();
+        assert!(stale.is_none(), "claimed a task that waits on another");
+        let stale = here
+            .claim_first_ready(&[a.as_str()], &req("me"), &Filter::default())
             .unwrap();
         assert!(stale.is_none(), "claimed a task that waits on another");
         let claim = claim_next(&mut here, &req("me"), &Filter::default())
