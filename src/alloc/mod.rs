@@ -14,6 +14,7 @@
 
 pub mod graph;
 pub mod next;
+pub mod shape;
 pub mod urgency;
 
 use crate::clock::Micros;
@@ -76,57 +77,69 @@ pub struct Candidate {
 /// The graph measures of `tasks` (inherited priority, release counts) and, for each
 /// task, the indices of the tasks it waits on. Only tasks in the slice count: a
 /// snapshot holds the open ones, so finished prerequisites no longer block or inherit.
+/// Computes every release count; [`rank`] computes only those it needs.
 pub fn measure(tasks: &[Task]) -> (Vec<Vec<usize>>, graph::Measures) {
-    let index: HashMap<&str, usize> = tasks
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.id.as_str(), i))
-        .collect();
-    let waits_on: Vec<Vec<usize>> = tasks
-        .iter()
-        .map(|t| {
-            t.depends
-                .iter()
-                .filter_map(|d| index.get(d.as_str()).copied())
-                .collect()
-        })
-        .collect();
-    let priority: Vec<Option<Priority>> = tasks.iter().map(|t| t.priority).collect();
-    let m = graph::measure(&priority, &waits_on);
-    (waits_on, m)
+    let g = shape::of(tasks);
+    let all: Vec<usize> = (0..tasks.len()).collect();
+    let releases = g.shape.releases(&all);
+    let m = graph::Measures {
+        inherited: g.shape.inherited.clone(),
+        inherited_from: g.shape.inherited_from.clone(),
+        releases,
+    };
+    (g.waits_on.clone(), m)
 }
 
 /// Ranks the ready tasks, best first.
 pub fn rank(input: &Input<'_>) -> Vec<Candidate> {
-    let tasks = input.tasks;
-    let (waits_on, m) = measure(tasks);
+    rank_top(input, usize::MAX)
+}
 
-    let mut out: Vec<Candidate> = tasks
-        .iter()
-        .enumerate()
-        .filter(|(i, t)| {
+/// The first `limit` (at least) of [`rank`]'s order, computing release counts only for
+/// the candidates that tie on inherited priority with one of those: whole tiers of
+/// inherited priority are ranked, best first, until `limit` candidates are placed.
+/// The shape-derived measures come from [`shape::of`], shared while the graph's
+/// shape is unchanged.
+pub fn rank_top(input: &Input<'_>, limit: usize) -> Vec<Candidate> {
+    let tasks = input.tasks;
+    let g = shape::of(tasks);
+    let m = &g.shape;
+    let mut ready: Vec<usize> = (0..tasks.len())
+        .filter(|&i| {
+            let t = &tasks[i];
             // Taskwarrior turns "waiting" into "pending" with a future wait date on
             // import, so the wait date decides, whatever the status says.
             let awake = t.status.is_open() && t.wait.is_none_or(|w| w <= input.now);
             awake
-                && waits_on[*i].is_empty()
+                && g.waits_on[i].is_empty()
                 && !input.claimed.contains(t.id.as_str())
                 && input.filter.admits(t)
         })
-        .map(|(i, t)| {
+        .collect();
+    ready.sort_by(|&a, &b| m.inherited[b].cmp(&m.inherited[a]).then(a.cmp(&b)));
+    let mut out: Vec<Candidate> = Vec::new();
+    for tier in ready.chunk_by(|&a, &b| m.inherited[a] == m.inherited[b]) {
+        if out.len() >= limit {
+            break;
+        }
+        let releases = m.releases(tier);
+        let start = out.len();
+        out.extend(tier.iter().zip(releases).map(|(&i, releases)| {
+            let t = &tasks[i];
             let cell = (t.project.clone(), t.phase.clone());
             Candidate {
                 index: i,
                 inherited_priority: m.inherited[i],
                 inherited_from: tasks[m.inherited_from[i]].id.clone(),
-                releases: m.releases[i],
+                releases,
                 urgency: urgency::urgency(t, input.now),
                 peers: input.peer_cells.get(&cell).copied().unwrap_or(0),
                 local: input.last_cell.as_ref() == Some(&cell),
             }
-        })
-        .collect();
-    out.sort_by(|a, b| compare(a, b).then_with(|| tasks[a.index].id.cmp(&tasks[b.index].id)));
+        }));
+        out[start..]
+            .sort_by(|a, b| compare(a, b).then_with(|| tasks[a.index].id.cmp(&tasks[b.index].id)));
+    }
     out
 }
 

@@ -218,3 +218,99 @@ proptest! {
         }
     }
 }
+
+/// The ranking by its definition: every measure by search from each task, then one
+/// sort on the five criteria and the id.
+fn naive_rank(inp: &Input<'_>) -> Vec<(String, Option<Priority>, usize)> {
+    let tasks = inp.tasks;
+    let ids: HashMap<&str, usize> = tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.id.as_str(), i))
+        .collect();
+    let mut dependents = vec![Vec::new(); tasks.len()];
+    for (i, t) in tasks.iter().enumerate() {
+        for d in &t.depends {
+            if let Some(&j) = ids.get(d.as_str()) {
+                if j != i {
+                    dependents[j].push(i);
+                }
+            }
+        }
+    }
+    let mut out: Vec<Candidate> = Vec::new();
+    for (i, t) in tasks.iter().enumerate() {
+        let blocked = t.depends.iter().any(|d| ids.contains_key(d.as_str()));
+        let awake = t.wait.is_none_or(|w| w <= inp.now);
+        if blocked || !awake || inp.claimed.contains(t.id.as_str()) || !inp.filter.admits(t) {
+            continue;
+        }
+        let mut seen = HashSet::new();
+        let mut stack = vec![i];
+        while let Some(x) = stack.pop() {
+            for &y in &dependents[x] {
+                if seen.insert(y) {
+                    stack.push(y);
+                }
+            }
+        }
+        seen.remove(&i);
+        let cell = (t.project.clone(), t.phase.clone());
+        out.push(Candidate {
+            index: i,
+            inherited_priority: seen
+                .iter()
+                .map(|&x| tasks[x].priority)
+                .chain([t.priority])
+                .max()
+                .flatten(),
+            inherited_from: String::new(),
+            releases: seen.len(),
+            urgency: urgency::urgency(t, inp.now),
+            peers: inp.peer_cells.get(&cell).copied().unwrap_or(0),
+            local: inp.last_cell.as_ref() == Some(&cell),
+        });
+    }
+    out.sort_by(|a, b| compare(a, b).then_with(|| tasks[a.index].id.cmp(&tasks[b.index].id)));
+    out.iter()
+        .map(|c| (tasks[c.index].id.clone(), c.inherited_priority, c.releases))
+        .collect()
+}
+
+proptest! {
+    /// The lazy ranking (release counts only for the tiers it places) gives the naive
+    /// model's order, ties on priority and release included, for the whole ranking and
+    /// for any prefix of it.
+    #[test]
+    fn rank_matches_the_naive_model(
+        tasks in arb_tasks(),
+        claimed in proptest::collection::vec(0usize..40, 0..5),
+        peers in proptest::collection::vec((0u8..3, 0u8..2, 1usize..3), 0..3),
+        last in proptest::option::of((0u8..3, 0u8..2)),
+        limit in 1usize..12,
+    ) {
+        let mut inp = input(&tasks);
+        for c in &claimed {
+            if let Some(t) = tasks.get(*c) {
+                inp.claimed.insert(t.id.as_str());
+            }
+        }
+        let cell = |p: u8, ph: u8| (Some(format!("p{p}")), ["todo", "review"][ph as usize].to_string());
+        for (p, ph, n) in peers {
+            inp.peer_cells.insert(cell(p, ph), n);
+        }
+        inp.last_cell = last.map(|(p, ph)| cell(p, ph));
+        let want = naive_rank(&inp);
+        let got: Vec<_> = rank(&inp)
+            .iter()
+            .map(|c| (tasks[c.index].id.clone(), c.inherited_priority, c.releases))
+            .collect();
+        prop_assert_eq!(&got, &want);
+        let top: Vec<_> = rank_top(&inp, limit)
+            .iter()
+            .map(|c| (tasks[c.index].id.clone(), c.inherited_priority, c.releases))
+            .collect();
+        prop_assert!(top.len() >= limit.min(want.len()));
+        prop_assert_eq!(&top[..], &want[..top.len()]);
+    }
+}

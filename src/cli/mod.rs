@@ -213,8 +213,9 @@ pub(crate) struct Env {
 
 impl Env {
     fn from_process() -> Result<Env> {
-        let (repo_top, common) = git_dirs();
-        let state_dir = match std::env::var_os("SPICE_HOME").filter(|v| !v.is_empty()) {
+        let home = std::env::var_os("SPICE_HOME").filter(|v| !v.is_empty());
+        let (repo_top, common) = git_dirs(home.is_some());
+        let state_dir = match home {
             Some(home) => PathBuf::from(home),
             None => match common {
                 Some(common) => common.join("spice"),
@@ -246,9 +247,31 @@ impl Env {
 }
 
 /// The work tree's top and the git common directory (shared by every worktree of a
-/// repository). Relative output is resolved against the current directory, so this
-/// works on git versions without `--path-format`.
-fn git_dirs() -> (Option<PathBuf>, Option<PathBuf>) {
+/// repository). Found without running git ([`find_git`]) unless the environment
+/// redirects git (`GIT_DIR` and kin) or nothing was found: then `git rev-parse`
+/// decides (it also knows bare repositories), except when `SPICE_HOME` already says
+/// where the state is (`home_set`) and no work tree was found, where git could only
+/// say there is none. Relative output is resolved against the current directory, so
+/// this works on git versions without `--path-format`.
+fn git_dirs(home_set: bool) -> (Option<PathBuf>, Option<PathBuf>) {
+    let redirected = [
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_COMMON_DIR",
+        "GIT_CEILING_DIRECTORIES",
+    ]
+    .iter()
+    .any(|v| std::env::var_os(v).is_some());
+    if !redirected {
+        let cwd = std::env::current_dir().unwrap_or_default();
+        if let Some((top, common)) = find_git(&cwd) {
+            let top = std::fs::canonicalize(&top).unwrap_or(top);
+            return (Some(top), Some(common));
+        }
+        if home_set {
+            return (None, None);
+        }
+    }
     match git_lines(&["rev-parse", "--show-toplevel", "--git-common-dir"]).as_slice() {
         [top, common] => (Some(top.clone()), Some(common.clone())),
         // A bare repository has no work tree, so the first form fails there.

@@ -87,7 +87,9 @@ pub fn run(s: &mut Store, env: &Env, args: NextArgs) -> Result<()> {
         }
         return Ok(());
     }
-    let (snap, ranking) = next::ranked(s, args.claimant.as_deref(), &filter)?;
+    // --explain compares the first two, so at least two are ranked.
+    let (snap, ranking) =
+        next::ranked_top(s, args.claimant.as_deref(), &filter, args.limit.max(2))?;
     if args.json {
         let v: Vec<_> = ranking
             .iter()
@@ -116,5 +118,8 @@ pub fn run(s: &mut Store, env: &Env, args: NextArgs) -> Result<()> {
             println!("{why}");
         }
     }
+    // The process ends here: returning a large graph's allocations one by one would
+    // cost more than the ranking (the kernel takes the pages back at once).
+    std::mem::forget((snap, ranking));
     Ok(())
 }

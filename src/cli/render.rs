@@ -23,6 +23,46 @@ pub fn print_json<T: serde::Serialize + ?Sized>(v: &T) {
     );
 }
 
+/// A JSON array written to stdout element by element (buffered), for listings too
+/// large to hold as one document: the bytes are those of [`print_json`] on the
+/// whole list. A closed pipe ends the listing as an error the caller returns.
+pub struct JsonArray {
+    out: std::io::BufWriter<std::io::StdoutLock<'static>>,
+    first: bool,
+}
+
+impl JsonArray {
+    pub fn stdout() -> JsonArray {
+        JsonArray {
+            out: std::io::BufWriter::with_capacity(64 << 10, std::io::stdout().lock()),
+            first: true,
+        }
+    }
+
+    pub fn push<T: serde::Serialize + ?Sized>(&mut self, v: &T) -> crate::error::Result<()> {
+        use std::io::Write;
+        let sep: &[u8] = if self.first { b"[" } else { b"," };
+        self.first = false;
+        self.out.write_all(sep).map_err(write_error)?;
+        serde_json::to_writer(&mut self.out, v)
+            .map_err(|e| crate::error::Error::Other(format!("failed to write JSON: {e}")))
+    }
+
+    pub fn finish(mut self) -> crate::error::Result<()> {
+        use std::io::Write;
+        let end: &[u8] = if self.first { b"[]\n" } else { b"]\n" };
+        self.out.write_all(end).map_err(write_error)?;
+        self.out.flush().map_err(write_error)
+    }
+}
+
+fn write_error(source: std::io::Error) -> crate::error::Error {
+    crate::error::Error::Io {
+        context: "failed to write to standard output".into(),
+        source,
+    }
+}
+
 fn time(t: Option<Micros>) -> Value {
     t.map(|t| Value::String(when::rfc3339(t)))
         .unwrap_or(Value::Null)

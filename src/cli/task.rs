@@ -316,25 +316,25 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
             } else {
                 status
             };
-            let tasks = s.list(&ListFilter {
+            let filter = ListFilter {
                 statuses,
                 project,
                 phase,
                 tag,
-            })?;
-            let claims = s.claims()?;
+            };
             let short = s.short_ids()?;
             if json {
-                let docs: Vec<_> = tasks
-                    .iter()
-                    .map(|t| {
-                        let mut v = render::task_json(t);
-                        v["short"] = short.id(&t.id).into();
-                        v
-                    })
-                    .collect();
-                render::print_json(&docs);
+                // Streamed: one task's document at a time, never the whole list.
+                let mut out = render::JsonArray::stdout();
+                s.each_task(&filter, |t| {
+                    let mut v = render::task_json(&t);
+                    v["short"] = short.id(&t.id).into();
+                    out.push(&v)
+                })?;
+                out.finish()?;
             } else {
+                let tasks = s.list(&filter)?;
+                let claims = s.claims()?;
                 render::task_table(&tasks, &claims, s.now(), &short);
             }
         }

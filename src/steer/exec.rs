@@ -10,7 +10,9 @@
 //!   and death by signal N exits 128+N.
 //! - New items are pushed by a change notification on the store (inotify on the state
 //!   directory: every commit touches the WAL), with a once-a-second safety poll; the
-//!   wrapper never polls faster than that.
+//!   wrapper never polls faster than that. The notification is set up only once the
+//!   command has run [`WATCH_AFTER`] (the store is read again then), so a command that
+//!   ends sooner costs no inotify instance.
 //! - Without a store, the wrapper replaces itself with the command (`execvp`): no
 //!   output added, no process in between.
 //! - A broken store never stops the command: the wrapper warns once and runs it.
@@ -46,6 +48,8 @@ pub const BACKOFF: [Duration; 3] = [
 const SAFETY_POLL: Duration = Duration::from_secs(1);
 /// How long after a change notification the store is read once more.
 const SETTLE: Duration = Duration::from_millis(30);
+/// How long the command runs before the wrapper watches the store for changes.
+const WATCH_AFTER: Duration = Duration::from_millis(50);
 
 /// Everything the wrapper needs, gathered by the CLI layer.
 pub struct ExecConfig {
@@ -156,10 +160,12 @@ pub fn run(cfg: ExecConfig, clock: Arc<dyn Clock>) -> Result<i32> {
     let pgid = Pid::from_raw(child.id() as i32);
     let _ = nix::unistd::setpgid(pgid, pgid); // also from the parent: no race either way
 
-    let watch = shower
-        .store
-        .as_ref()
-        .and_then(|_| watch_dir(cfg.state_dir.as_deref()?));
+    // The change notification is set up only once the command has run WATCH_AFTER:
+    // a command that ends sooner (most of an agent's) never pays for an inotify
+    // instance, whose closing can block in the kernel for milliseconds. Until then the
+    // wrapper wakes at WATCH_AFTER anyway and reads the store once more.
+    let mut watch: Option<Inotify> = None;
+    let mut watch_at = shower.store.as_ref().map(|_| Instant::now() + WATCH_AFTER);
     let session = shower
         .targets
         .iter()
@@ -192,8 +198,14 @@ pub fn run(cfg: ExecConfig, clock: Arc<dyn Clock>) -> Result<i32> {
         {
             break st;
         }
+        if watch_at.is_some_and(|at| at <= Instant::now()) {
+            watch_at = None;
+            watch = cfg.state_dir.as_deref().and_then(watch_dir);
+            // Whatever was committed before the watch existed made no event.
+            shower.show(Moment::During);
+        }
         let mut wait = shower.next_due().min(SAFETY_POLL);
-        if let Some(at) = recheck {
+        for at in [recheck, watch_at].into_iter().flatten() {
             wait = wait.min(at.saturating_duration_since(Instant::now()));
         }
         let timeout = PollTimeout::try_from(wait.as_millis().clamp(1, 60_000) as i32)

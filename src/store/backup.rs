@@ -105,7 +105,13 @@ impl Verified {
         let mut wal = db.as_os_str().to_owned();
         wal.push("-wal");
         std::fs::metadata(db).ok()?;
-        Some(format!("{} | {}", stat(db), stat(Path::new(&wal))))
+        // An empty WAL holds nothing: the same as none (the last connection's close
+        // removes it, and the next open creates it empty).
+        let wal = match std::fs::metadata(Path::new(&wal)) {
+            Ok(m) if m.size() > 0 => stat(Path::new(&wal)),
+            _ => "none".into(),
+        };
+        Some(format!("{} | {wal}", stat(db)))
     }
 
     pub(super) fn matches(db: &Path) -> bool {
@@ -413,6 +419,34 @@ mod tests {
             ..Default::default()
         };
         store.add_task(t, &[]).unwrap();
+    }
+
+    /// Regression (#20): the last connection's close checkpointed the WAL after the
+    /// write had recorded the files as verified, so every next command's first write
+    /// ran `quick_check` (a cost that grows with the store) despite the record.
+    #[test]
+    fn a_clean_close_leaves_the_files_verified_for_the_next_connection() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(1_790_000_000_000_000));
+        let db = dir.path().join(crate::store::DB_FILE);
+        {
+            let mut store = Store::open_dir(dir.path(), clock.clone()).unwrap();
+            add(&mut store, "a");
+            add(&mut store, "b");
+        }
+        let mut again = Store::open_dir(dir.path(), clock.clone()).unwrap();
+        again.snapshot().unwrap();
+        assert!(
+            Verified::matches(&db),
+            "the next first write would run quick_check"
+        );
+        add(&mut again, "c");
+        drop(again);
+        // Anything else touching the file still makes the check run.
+        let c = Connection::open(&db).unwrap();
+        c.execute_batch("CREATE TABLE stray (x)").unwrap();
+        drop(c);
+        assert!(!Verified::matches(&db));
     }
 
     fn names(dir: &Path) -> Vec<String> {

@@ -77,6 +77,29 @@ pub struct Store {
     next_guard: Micros,
 }
 
+/// Closing the last connection checkpoints the WAL into the database, which changes
+/// both files after the last write recorded them as verified ([`backup::Verified`]), so
+/// the next process's first write would run `quick_check` every time. A connection
+/// that wrote, when the files are still as a verified write left them, closes first
+/// and records them again.
+impl Drop for Store {
+    fn drop(&mut self) {
+        if self.next_guard == Micros::MIN || self.read_only.is_some() {
+            return;
+        }
+        if !backup::Verified::matches(&self.path) {
+            return;
+        }
+        let Ok(spare) = Connection::open_in_memory() else {
+            return;
+        };
+        let conn = std::mem::replace(&mut self.conn, spare);
+        if conn.close().is_ok() {
+            backup::Verified::record(&self.path);
+        }
+    }
+}
+
 impl Store {
     /// Opens (creating if needed) `state_dir/spice.db`.
     pub fn open_dir(state_dir: &Path, clock: Arc<dyn Clock>) -> Result<Store> {

@@ -107,6 +107,16 @@ impl Store {
         self.read("listing tasks", |tx, _| list_tasks(tx, filter))
     }
 
+    /// Tasks matching `filter`, oldest first, one at a time (memory stays that of one
+    /// task, however many there are), all from one read transaction.
+    pub fn each_task(
+        &mut self,
+        filter: &ListFilter,
+        f: impl FnMut(Task) -> Result<()>,
+    ) -> Result<()> {
+        self.read("listing tasks", |tx, _| each_task(tx, filter, f))
+    }
+
     /// The ids of open tasks that directly wait on `id`.
     pub fn dependents(&mut self, input: &str) -> Result<Vec<String>> {
         self.read("reading dependents", |tx, _| {
@@ -378,6 +388,24 @@ pub(super) fn load_task(tx: &Transaction<'_>, id: &str) -> Result<Task> {
 /// Lists tasks with their tags, deps and annotations, in three bulk queries rather
 /// than three per task.
 pub(super) fn list_tasks(tx: &Transaction<'_>, filter: &ListFilter) -> Result<Vec<Task>> {
+    let mut tasks = Vec::new();
+    each_task(tx, filter, |t| {
+        tasks.push(t);
+        Ok(())
+    })?;
+    Ok(tasks)
+}
+
+/// Calls `f` with each task matching `filter`, oldest id first, complete with its
+/// tags, dependencies and annotations, holding one task at a time. The tasks and
+/// each side table are read in id order (SQLite's binary collation is byte order,
+/// which is `str`'s), so a merge join attaches each side row to its task without an
+/// index of ids or an owned key per row.
+pub(super) fn each_task(
+    tx: &Transaction<'_>,
+    filter: &ListFilter,
+    mut f: impl FnMut(Task) -> Result<()>,
+) -> Result<()> {
     let statuses: Vec<&str> = filter.statuses.iter().map(|s| s.as_str()).collect();
     let status_sql = if statuses.is_empty() {
         "1".to_string()
@@ -397,48 +425,77 @@ pub(super) fn list_tasks(tx: &Transaction<'_>, filter: &ListFilter) -> Result<Ve
          AND (?3 IS NULL OR id IN (SELECT task_id FROM tags WHERE tag = ?3))
          ORDER BY id"
     );
-    let mut stmt = tx.prepare(&sql)?;
-    let mut tasks: Vec<Task> = stmt
-        .query_map(
-            params![filter.project, filter.phase, filter.tag],
-            row_to_task,
-        )?
-        .collect::<std::result::Result<_, _>>()?;
-    let index: HashMap<String, usize> = tasks
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.id.clone(), i))
-        .collect();
-    let mut stmt = tx.prepare("SELECT task_id, tag FROM tags ORDER BY task_id, tag")?;
-    let mut rows = stmt.query([])?;
-    while let Some(r) = rows.next()? {
-        let id: String = r.get(0)?;
-        if let Some(&i) = index.get(&id) {
-            tasks[i].tags.push(r.get(1)?);
-        }
-    }
-    let mut stmt = tx.prepare("SELECT task_id, dep_id FROM deps ORDER BY task_id, dep_id")?;
-    let mut rows = stmt.query([])?;
-    while let Some(r) = rows.next()? {
-        let id: String = r.get(0)?;
-        if let Some(&i) = index.get(&id) {
-            tasks[i].depends.push(r.get(1)?);
-        }
-    }
-    let mut stmt = tx.prepare(
+    let mut tags = tx.prepare("SELECT task_id, tag FROM tags ORDER BY task_id, tag")?;
+    let mut tags = Side::new(tags.query([])?, |r| r.get(1));
+    let mut deps = tx.prepare("SELECT task_id, dep_id FROM deps ORDER BY task_id, dep_id")?;
+    let mut deps = Side::new(deps.query([])?, |r| r.get(1));
+    let mut notes = tx.prepare(
         "SELECT task_id, entry, description FROM annotations ORDER BY task_id, entry, rowid",
     )?;
-    let mut rows = stmt.query([])?;
+    let mut notes = Side::new(notes.query([])?, |r| {
+        Ok(Annotation {
+            entry: r.get(1)?,
+            description: r.get(2)?,
+        })
+    });
+    let mut stmt = tx.prepare(&sql)?;
+    let mut rows = stmt.query(params![filter.project, filter.phase, filter.tag])?;
     while let Some(r) = rows.next()? {
-        let id: String = r.get(0)?;
-        if let Some(&i) = index.get(&id) {
-            tasks[i].annotations.push(Annotation {
-                entry: r.get(1)?,
-                description: r.get(2)?,
-            });
+        let mut t = row_to_task(r)?;
+        tags.take(&t.id, &mut t.tags)?;
+        deps.take(&t.id, &mut t.depends)?;
+        notes.take(&t.id, &mut t.annotations)?;
+        f(t)?;
+    }
+    Ok(())
+}
+
+/// The rows of a side table keyed by task id in its first column, read in id order
+/// alongside the tasks, with one row of look-ahead.
+struct Side<'s, T> {
+    rows: rusqlite::Rows<'s>,
+    decode: fn(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ahead: Option<(String, T)>,
+    done: bool,
+}
+
+impl<'s, T> Side<'s, T> {
+    fn new(
+        rows: rusqlite::Rows<'s>,
+        decode: fn(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> Self {
+        Side {
+            rows,
+            decode,
+            ahead: None,
+            done: false,
         }
     }
-    Ok(tasks)
+
+    /// Appends to `out` every row for task `id`, skipping rows of earlier ids (tasks
+    /// the filter left out); the first row of a later id is kept for the next call.
+    fn take(&mut self, id: &str, out: &mut Vec<T>) -> Result<()> {
+        loop {
+            if self.ahead.is_none() && !self.done {
+                match self.rows.next()? {
+                    Some(r) => self.ahead = Some((r.get(0)?, (self.decode)(r)?)),
+                    None => self.done = true,
+                }
+            }
+            let Some((key, _)) = &self.ahead else {
+                return Ok(());
+            };
+            match key.as_str().cmp(id) {
+                std::cmp::Ordering::Greater => return Ok(()),
+                std::cmp::Ordering::Less => self.ahead = None,
+                std::cmp::Ordering::Equal => {
+                    if let Some((_, v)) = self.ahead.take() {
+                        out.push(v);
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// A path `from → … → to` along "waits on" edges, if there is one (breadth-first, so
