@@ -294,8 +294,10 @@ mod tests {
     #[test]
     fn a_judge_past_its_timeout_gave_no_answer() {
         let (v, a) = run_with(
-            "if [ $SPICE_JUDGE = 2 ]; then sleep 30; fi; echo YES",
-            |c| c.timeout = Duration::from_millis(500),
+            "if [ $SPICE_JUDGE = 2 ]; then sleep 60; fi; echo YES",
+            // Long enough for the judge that answers at once on a loaded machine (CI
+            // runs the tests in parallel): 500 ms was not.
+            |c| c.timeout = Duration::from_secs(5),
         );
         assert_eq!(v, Verdict::Unanswered);
         assert_eq!(
