@@ -87,8 +87,11 @@ pub fn run_until(job: Job<'_>, stop: &AtomicBool) -> Outcome {
     let Some(program) = job.argv.first() else {
         return Outcome::NotRun("an empty command".into());
     };
-    // One pipe for stdout and stderr, so the output keeps its order.
-    let (reader, writer) = match nix::unistd::pipe() {
+    // One pipe for stdout and stderr, so the output keeps its order. Close-on-exec:
+    // a command started meanwhile by another thread (the other judge, another lane's
+    // hook) must not inherit this pipe's write end, or this one's output would not
+    // end until that command did.
+    let (reader, writer) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
         Ok(p) => p,
         Err(e) => return Outcome::NotRun(format!("a pipe: {e}")),
     };
@@ -284,6 +287,54 @@ mod tests {
                 output: "closed".into()
             }
         );
+    }
+
+    #[test]
+    fn regression_a_command_run_beside_others_being_started_ends_when_it_does() {
+        // Before: the pipe was not close-on-exec, so a slow command that another thread
+        // started while this one's pipe was being handed to its child inherited the
+        // write end and held the output open: the quick command "timed out" (two
+        // judges in parallel, two lanes' hooks at once). Here another thread starts
+        // slow commands as fast as it can while quick ones run.
+        let done = AtomicBool::new(false);
+        let quick = argv(&["sh", "-c", "echo done"]);
+        std::thread::scope(|s| {
+            let spawner = s.spawn(|| {
+                let mut slow = Vec::new();
+                while !done.load(Ordering::SeqCst) {
+                    if let Ok(c) = Command::new("sleep")
+                        .arg("20")
+                        .stdin(Stdio::null())
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::null())
+                        .spawn()
+                    {
+                        slow.push(c);
+                    }
+                }
+                for mut c in slow {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
+            });
+            let outcomes: Vec<Outcome> = (0..30)
+                .map(|_| {
+                    let mut j = job(&quick, Duration::from_secs(5));
+                    j.stdin = Vec::new();
+                    run(j)
+                })
+                .collect();
+            done.store(true, Ordering::SeqCst);
+            spawner.join().unwrap();
+            for o in outcomes {
+                assert_eq!(
+                    o,
+                    Outcome::Passed {
+                        output: "done".into()
+                    }
+                );
+            }
+        });
     }
 
     #[test]
