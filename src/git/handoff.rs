@@ -97,15 +97,8 @@ impl Git {
         let result = (|| {
             run(&args!["read-tree", "HEAD"], "read-tree")?;
             run(&args!["add", "--all", "."], "add")?;
-            let tree = run(&args!["write-tree"], "write-tree")?;
             let msg = format!("spice: uncommitted work in {} on {branch}", path.display());
-            let commit = run(
-                &args!["commit-tree", &tree, "-p", "HEAD", "-m", &msg],
-                "commit-tree",
-            )?;
-            let name = format!("refs/spice/saved/{branch}/{tag}");
-            run(&args!["update-ref", &name, &commit], "update-ref")?;
-            Ok(name)
+            self.save_index(&run, branch, tag, &msg)
         })();
         let _ = std::fs::remove_file(&scratch);
         result
@@ -113,6 +106,25 @@ impl Git {
 }
 
 impl Git {
+    /// Writes the scratch index that `run` runs with as a commit on HEAD saying `msg`,
+    /// under `refs/spice/saved/<branch>/<tag>`; the ref's name.
+    pub(super) fn save_index(
+        &self,
+        run: &dyn Fn(&[&OsStr], &str) -> Result<String>,
+        branch: &str,
+        tag: &str,
+        msg: &str,
+    ) -> Result<String> {
+        let tree = run(&args!["write-tree"], "write-tree")?;
+        let commit = run(
+            &args!["commit-tree", &tree, "-p", "HEAD", "-m", msg],
+            "commit-tree",
+        )?;
+        let name = format!("refs/spice/saved/{branch}/{tag}");
+        run(&args!["update-ref", &name, &commit], "update-ref")?;
+        Ok(name)
+    }
+
     /// Runs git in `path` with `index` as its index (a scratch one, so the worktree's
     /// own is untouched); its trimmed stdout, or `failing()` with git's complaint.
     pub(super) fn run_indexed(

@@ -199,18 +199,11 @@ impl Git {
                 &args!["add", "--all", "--force", "--pathspec-file-nul", &from],
                 "add",
             )?;
-            let tree = run(&args!["write-tree"], "write-tree")?;
             let msg = format!(
                 "spice: what {} held when its task ended ({branch})",
                 path.display()
             );
-            let commit = run(
-                &args!["commit-tree", &tree, "-p", "HEAD", "-m", &msg],
-                "commit-tree",
-            )?;
-            let name = format!("refs/spice/saved/{branch}/{tag}");
-            run(&args!["update-ref", &name, &commit], "update-ref")?;
-            Ok(name)
+            self.save_index(&run, branch, tag, &msg)
         })();
         let _ = std::fs::remove_file(&scratch);
         let _ = std::fs::remove_file(&specs);
