@@ -23,7 +23,7 @@ mod restarts;
 use common::{git, wait_for, TestEnv};
 use mock::{last_user_text, Logged, Mock, Step};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 #[derive(Clone, Copy, PartialEq, Debug)]
@@ -108,6 +108,8 @@ struct Fleet {
     bin_dir: PathBuf,
     isolated: bool,
     up: Option<(Child, Instant)>,
+    /// How many times `fleet up` was started (names its log files).
+    starts: std::cell::Cell<usize>,
     started: Instant,
 }
 
@@ -142,6 +144,7 @@ impl Fleet {
             bin_dir: bin.parent().unwrap().to_path_buf(),
             isolated,
             up: None,
+            starts: std::cell::Cell::new(0),
             started,
         };
         std::fs::create_dir_all(f.env.repo.join("lanes")).unwrap();
@@ -225,16 +228,39 @@ impl Fleet {
             self.bin_dir.display(),
             std::env::var("PATH").unwrap_or_default()
         );
+        // Files, not pipes: a pipe nobody reads until the end can fill and block the
+        // supervisor; and what it said is there to show when a wait times out.
+        let (out, err) = self.supervisor_logs();
         let child = self
             .env
             .cmd(&["fleet", "up", "--json"])
             .env("HOME", self.agent_home())
             .env("PATH", path)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stdout(std::fs::File::create(out).unwrap())
+            .stderr(std::fs::File::create(err).unwrap())
             .spawn()
             .unwrap();
         self.up = Some((child, Instant::now()));
+    }
+
+    /// Where the supervisor's stdout and stderr go (appended to by each `start`).
+    fn supervisor_logs(&self) -> (PathBuf, PathBuf) {
+        let dir = self.env.home.parent().unwrap().to_path_buf();
+        let n = self.starts.get();
+        self.starts.set(n + 1);
+        (
+            dir.join(format!("up-{n}.out")),
+            dir.join(format!("up-{n}.err")),
+        )
+    }
+
+    /// The end of what the last `fleet up` wrote on stderr.
+    fn supervisor_said(&self) -> String {
+        let n = self.starts.get().saturating_sub(1);
+        let dir = self.env.home.parent().unwrap().to_path_buf();
+        let text = std::fs::read_to_string(dir.join(format!("up-{n}.err"))).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
     }
 
     fn up_at(&self) -> Instant {
@@ -267,10 +293,11 @@ impl Fleet {
             .unwrap_or_default();
         let tail: Vec<&str> = transcript.lines().rev().take(6).collect();
         panic!(
-            "timed out after {secs}s waiting for {what}; lane: {last}\nmock:\n{}\nscreen (last output):\n{}\ntranscript (last lines, newest first):\n{}",
+            "timed out after {secs}s waiting for {what}; lane: {last}\nmock:\n{}\nscreen (last output):\n{}\ntranscript (last lines, newest first):\n{}\nsupervisor's stderr (last lines):\n{}",
             self.mock.summary(),
             screen_tail(&last, 3000),
-            tail.join("\n")
+            tail.join("\n"),
+            self.supervisor_said()
         );
     }
 
@@ -375,11 +402,11 @@ impl Fleet {
             assert!(Instant::now() < deadline, "fleet up did not stop");
             std::thread::sleep(Duration::from_millis(100));
         }
-        let out = child.wait_with_output().unwrap();
+        let status = child.wait().unwrap();
         assert!(
-            out.status.success(),
+            status.success(),
             "fleet up failed: {}",
-            String::from_utf8_lossy(&out.stderr)
+            self.supervisor_said()
         );
     }
 

@@ -286,6 +286,40 @@ fn a_kept_scanner_reads_only_what_was_appended() {
     assert_eq!(state(&env, &b)["state"], "acked");
 }
 
+/// A scan whose write the store refused (another connection held the write lock
+/// past the busy timeout) loses nothing: the lines it read are read again, and
+/// their ACK and turn end count, on the next scan.
+#[test]
+fn regression_a_scan_the_store_refused_is_read_again() {
+    let env = TestEnv::new();
+    let a = steer(&env, "lane:core", "first");
+    let t = env.dir.path().join("refused.jsonl");
+    let end = serde_json::json!({"type": "system", "subtype": "turn_duration", "durationMs": 5,
+        "sessionId": "s1", "timestamp": "2026-11-29T12:00:01.000Z"});
+    std::fs::write(
+        &t,
+        format!("{}\n{end}\n", assistant(&format!("ACK {a}: done"), 1)),
+    )
+    .unwrap();
+    let mut store =
+        spice::store::Store::open(&env.db(), std::sync::Arc::new(spice::clock::SystemClock))
+            .unwrap();
+    store
+        .set_busy_timeout(std::time::Duration::from_millis(50))
+        .unwrap();
+    let writer = spice::store::agent_targets(None, Some("core"), None);
+    let mut scanner = spice::transcript::acks::Scanner::new(&t, writer);
+    let holder = rusqlite::Connection::open(env.db()).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    assert!(scanner.scan(&mut store).is_err(), "the write lock is held");
+    holder.execute_batch("ROLLBACK").unwrap();
+    let r = scanner.scan(&mut store).unwrap();
+    assert_eq!(r.outcomes.len(), 1, "the ACK read before counts: {r:?}");
+    assert_eq!(r.turn_ended, Some(true), "{r:?}");
+    assert_eq!(r.text_last, Some(true), "{r:?}");
+    assert_eq!(state(&env, &a)["state"], "acked");
+}
+
 /// What a scan says about the agent's turn: a turn end survives the reminders and
 /// usage lines that trail it; a reply in text with no stated end is reported as the
 /// last thing said (the lane treats it as the end after a quiet spell); a tool call is

@@ -51,6 +51,8 @@ pub(super) struct Follow {
     launched_at: SystemTime,
     /// The session, lane and worktree writing the transcript: its ACKs count for them.
     writer: Vec<Target>,
+    /// The last scan's error, said once on stderr until a scan succeeds.
+    failing: Option<String>,
 }
 
 impl Follow {
@@ -69,6 +71,7 @@ impl Follow {
             looked: None,
             launched_at,
             writer,
+            failing: None,
         }
     }
 
@@ -89,8 +92,22 @@ impl Follow {
         let scanner = self
             .scanner
             .get_or_insert_with(|| Scanner::new(path, self.writer.clone()));
-        // A transcript that cannot be read (yet) is not the lane's failure.
-        Ok(scanner.scan(store).ok())
+        // A transcript that cannot be read (yet) is not the lane's failure; the scanner
+        // reads what it could not record again from its checkpoint on the next poll.
+        match scanner.scan(store) {
+            Ok(report) => {
+                self.failing = None;
+                Ok(Some(report))
+            }
+            Err(e) => {
+                let why = e.to_string();
+                if self.failing.as_deref() != Some(why.as_str()) {
+                    eprintln!("spice: following {}: {why}", path.display());
+                    self.failing = Some(why);
+                }
+                Ok(None)
+            }
+        }
     }
 }
 

@@ -83,7 +83,19 @@ impl Scanner {
         }
     }
 
+    /// Reads what was appended since the last scan and records it. On an error (the
+    /// store refused the write, the file could not be read) the lines read but not
+    /// recorded are not lost: the next scan reads them again from the stored
+    /// checkpoint.
     pub fn scan(&mut self, store: &mut Store) -> Result<ScanReport> {
+        let scanned = self.scan_from_follower(store);
+        if scanned.is_err() {
+            self.follower = None;
+        }
+        scanned
+    }
+
+    fn scan_from_follower(&mut self, store: &mut Store) -> Result<ScanReport> {
         if self.follower.is_none() {
             let canonical = std::fs::canonicalize(&self.path)
                 .map_err(|e| Error::input(format!("{}: {e}", self.path.display())))?;
