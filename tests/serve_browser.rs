@@ -136,6 +136,17 @@ fn the_console_in_headless_chromium() {
             ..LaneRow::default()
         })
         .unwrap();
+    // A lane whose agent asks the operator: the tab's title counts it.
+    Store::open_dir(&env.home, Arc::new(spice::clock::SystemClock))
+        .unwrap()
+        .put_lane(&LaneRow {
+            name: "c".into(),
+            state: LaneState::Asking,
+            profile: Some("demo".into()),
+            state_note: Some("Should I keep <b>the alias</b>?".into()),
+            ..LaneRow::default()
+        })
+        .unwrap();
     // The gate refused lane a's last commit (a hostile file name among the findings),
     // and the repository has a latched file.
     let common_dir = env.dir.path().join("gated.git");

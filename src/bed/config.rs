@@ -30,6 +30,9 @@ struct FileToml {
     /// Read by `stage::config`.
     #[allow(dead_code)]
     hooks: Option<toml::Value>,
+    /// Read by `fleet::notify`.
+    #[allow(dead_code)]
+    notify: Option<toml::Value>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -178,8 +178,19 @@ fn up(env: &Env, until_idle: bool, json: bool) -> Result<()> {
     for e in crate::fleet::lane::check_beds(&fleet, &opts) {
         eprintln!("spice: {e} (the fleet runs; its worktrees start without a test bed)");
     }
+    // The operator's [notify]: a bad one stops the fleet here, like [hooks].
+    let notify = match crate::fleet::notify::at_rev(&opts.repo, &opts.base) {
+        Ok(n) => n.map(|n| (n, opts.repo.clone())),
+        Err(mut errs) => {
+            let last = errs.pop().expect("an error");
+            for e in &errs {
+                eprintln!("spice: {e}");
+            }
+            return Err(Error::from(last));
+        }
+    };
     let stop = stop_on_signals();
-    let reporter = up::Reporter::start(env, json, &fleet.lanes)?;
+    let reporter = up::Reporter::start(env, json, &fleet.lanes, notify)?;
     let reports = crate::fleet::up(&fleet, &opts, stop);
     if let Some(r) = reporter {
         r.finish();
@@ -283,6 +294,9 @@ fn check(env: &Env, json: bool) -> Result<()> {
     let opts = options(env, repo, home, false)?;
     let mut problems = crate::fleet::lane::check_hooks(&fleet, &opts);
     problems.extend(crate::fleet::lane::check_beds(&fleet, &opts));
+    if let Err(e) = crate::fleet::notify::at_rev(&opts.repo, &opts.base) {
+        problems.extend(e);
+    }
     if json {
         let mut doc = check_json(&fleet);
         doc["repository_errors"] =

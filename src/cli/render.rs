@@ -396,6 +396,15 @@ pub fn fleet_status_table(doc: &FleetStatus, short: &ShortIds) {
             l.profile.as_deref().unwrap_or(""),
             l.state
         );
+        if let Some(n) = &l.state_note {
+            line.push_str(&format!(
+                " ({})",
+                crate::transcript::sanitize::for_terminal(n)
+            ));
+        }
+        if l.needs_you {
+            line.push_str(" [needs you]");
+        }
         let work = l
             .claims
             .iter()

@@ -53,6 +53,8 @@ pub struct LaneConfig {
     pub renew: Duration,
     /// How long the agent may run without a transcript before the lane reports it.
     pub start_timeout: Duration,
+    /// How long a quiet transcript mid-turn takes to be reported stalled.
+    pub stall_after: Duration,
     /// `command[0]` as found by `which`, or why the lane cannot run (located at the
     /// lane's `profile` value). `Err` only ever means a missing program.
     pub program: Result<PathBuf, ConfigError>,
@@ -224,6 +226,7 @@ pub fn load(
             lease: timing.lease,
             renew: timing.renew,
             start_timeout: timing.start_timeout,
+            stall_after: timing.stall_after,
             program: match (missing, program) {
                 (Some(e), _) => Err(e),
                 (None, Some(p)) => Ok(p),

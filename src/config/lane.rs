@@ -41,6 +41,9 @@ pub struct Lane {
     /// How long an agent may run without writing its transcript before the lane says
     /// so (it may be waiting at a prompt or dialog), e.g. "2m"; default 60 s.
     pub start_timeout: Option<Spanned<String>>,
+    /// How long the transcript may stay quiet mid-turn (a command running, nothing
+    /// written) before the lane is reported stalled, e.g. "20m"; default 10 min.
+    pub stall_after: Option<Spanned<String>>,
     /// Added to the agent's environment after the profile's (literal values).
     #[serde(default)]
     pub env: BTreeMap<Spanned<String>, String>,
@@ -65,10 +68,13 @@ pub struct Timing {
     pub lease: Duration,
     pub renew: Duration,
     pub start_timeout: Duration,
+    pub stall_after: Duration,
 }
 
 /// The default `start_timeout`.
 pub const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// The default `stall_after`.
+pub const STALL_AFTER: Duration = Duration::from_secs(10 * 60);
 
 /// Words a lane may not be called, compared without case: `spice steer NAME` resolves a
 /// lane before anything else, so a lane named like a target kind would read ambiguously
@@ -276,6 +282,7 @@ pub fn check(path: &Path, text: &str) -> std::result::Result<(Lane, Timing), Vec
     let lease = duration("lease", &lane.lease);
     let renew = duration("renew", &lane.renew);
     let start_timeout = duration("start_timeout", &lane.start_timeout).unwrap_or(START_TIMEOUT);
+    let stall_after = duration("stall_after", &lane.stall_after).unwrap_or(STALL_AFTER);
     let lease_bad = lane.lease.is_some() && lease.is_none();
     let lease = lease.unwrap_or(crate::store::DEFAULT_LEASE);
     // A renewal at a third of the lease leaves two more chances before it lapses.
@@ -309,6 +316,7 @@ pub fn check(path: &Path, text: &str) -> std::result::Result<(Lane, Timing), Vec
                 lease,
                 renew,
                 start_timeout,
+                stall_after,
             },
         ))
     } else {

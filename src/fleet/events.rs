@@ -13,7 +13,8 @@
 //! | `phase_done` | a ledger `phase_completed` (or `done`) entry by a lane's session |
 //! | `released` | a ledger `released` entry that no phase completion wrote |
 //! | `hook` | a ledger `stage_hook` entry (a repository's stage hook ran: stage, outcome) |
-//! | `waiting`, `idle`, `stalled`, `stopped` | a lane row whose state became that |
+//! | `waiting` (done with its turn), `asking` (needs the operator), `subagent`, `idle`, `stalled`, `stopped` | a lane row whose state became that (`asking` again when the question changes); the detail says what it is about |
+//! | `error` | also a lane row whose state became `errored` (the agent's API failed) |
 //! | `error` | a lane row whose `last_error` became a new message |
 //!
 //! Invariants:
@@ -41,6 +42,8 @@ pub enum EventKind {
     WorktreeReady,
     Launched,
     Waiting,
+    Asking,
+    Subagent,
     Delivered,
     Acked,
     Refused,
@@ -59,11 +62,13 @@ pub enum EventKind {
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 19] = [
+    pub const ALL: [EventKind; 21] = [
         EventKind::Claimed,
         EventKind::WorktreeReady,
         EventKind::Launched,
         EventKind::Waiting,
+        EventKind::Asking,
+        EventKind::Subagent,
         EventKind::Delivered,
         EventKind::Acked,
         EventKind::Refused,
@@ -87,6 +92,8 @@ impl EventKind {
             EventKind::WorktreeReady => "worktree_ready",
             EventKind::Launched => "launched",
             EventKind::Waiting => "waiting",
+            EventKind::Asking => "asking",
+            EventKind::Subagent => "subagent",
             EventKind::Delivered => "delivered",
             EventKind::Acked => "acked",
             EventKind::Refused => "refused",

@@ -14,6 +14,7 @@ mod follow;
 pub mod hold;
 pub mod lane;
 mod launch;
+pub mod notify;
 pub mod status;
 mod warm;
 

@@ -43,9 +43,15 @@ pub struct LaneStatus {
     pub enabled: Option<bool>,
     /// Whether its agent binary was found; `null` where the lane file is not read.
     pub available: Option<bool>,
-    /// A lane state (`starting`, `working`, `waiting`, `idle`, `stalled`, `held`,
+    /// A lane state (`starting`, `working`, `waiting` (done with its turn), `asking`
+    /// (needs the operator), `subagent`, `idle`, `stalled`, `held`, `errored`,
     /// `stopped`), or `disabled` / `never run` for a configured lane.
     pub state: String,
+    /// What the state is about: the question asked, the permission sought, the
+    /// sub-agent waited on, the error met, the call stalled in.
+    pub state_note: Option<String>,
+    /// Whether the lane waits for the operator (`asking`, `held`, `errored`).
+    pub needs_you: bool,
     pub session: Option<String>,
     /// Earlier sessions on the current claim, oldest first.
     pub predecessors: Vec<String>,
@@ -234,7 +240,9 @@ pub fn status(
                 .or_else(|| row.profile.clone()),
             enabled: e.config.map(|c| c.lane.enabled),
             available: e.config.map(|c| c.program.is_ok()),
+            needs_you: ran && matches!(state.as_str(), "asking" | "held" | "errored"),
             state,
+            state_note: row.state_note.clone(),
             session: row.session.clone(),
             predecessors: row.lineage.clone(),
             restarts: row.restarts,

@@ -32,7 +32,7 @@ pub const DEFAULT_EXCLUDE: &[&str] = &[
 
 /// The sections of `spice.toml`; each is read by its own module, strictly, and each
 /// module refuses a top-level key that is none of them.
-pub const SECTIONS: &[&str] = &["gate", "testbed", "hooks"];
+pub const SECTIONS: &[&str] = &["gate", "testbed", "hooks", "notify"];
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -44,6 +44,9 @@ struct FileToml {
     /// Read by `stage::config`.
     #[allow(dead_code)]
     hooks: Option<toml::Value>,
+    /// Read by `fleet::notify`.
+    #[allow(dead_code)]
+    notify: Option<toml::Value>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -75,6 +75,8 @@ struct FileToml {
     #[allow(dead_code)]
     testbed: Option<serde::de::IgnoredAny>,
     hooks: Option<HooksToml>,
+    #[allow(dead_code)]
+    notify: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Debug, Deserialize)]

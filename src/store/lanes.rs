@@ -24,14 +24,22 @@ pub enum LaneState {
     Starting,
     /// The agent's turn is in progress.
     Working,
-    /// The agent's turn ended: it waits for input.
+    /// The agent's turn ended with nothing asked: done with its turn, it waits for input.
     Waiting,
+    /// The agent waits for the operator: a question at the end of its turn, a question
+    /// put through its own tool, or a permission prompt (`state_note` says which).
+    Asking,
+    /// The agent waits on its own sub-agent (a sub-agent tool call in progress).
+    Subagent,
     /// No task is ready for the lane.
     Idle,
     /// The agent is running but its transcript has not moved for a long time.
     Stalled,
     /// Held after repeated quick deaths, until `hold_until` or the operator lifts it.
     Held,
+    /// The agent's API or the agent itself failed (`state_note` says how); it may
+    /// recover on its own or be restarted as a successor.
+    Errored,
     /// The supervisor stopped the lane (or was stopped).
     Stopped,
 }
@@ -42,9 +50,12 @@ impl LaneState {
             LaneState::Starting => "starting",
             LaneState::Working => "working",
             LaneState::Waiting => "waiting",
+            LaneState::Asking => "asking",
+            LaneState::Subagent => "subagent",
             LaneState::Idle => "idle",
             LaneState::Stalled => "stalled",
             LaneState::Held => "held",
+            LaneState::Errored => "errored",
             LaneState::Stopped => "stopped",
         }
     }
@@ -52,9 +63,12 @@ impl LaneState {
         match s {
             "working" => LaneState::Working,
             "waiting" => LaneState::Waiting,
+            "asking" => LaneState::Asking,
+            "subagent" => LaneState::Subagent,
             "idle" => LaneState::Idle,
             "stalled" => LaneState::Stalled,
             "held" => LaneState::Held,
+            "errored" => LaneState::Errored,
             "stopped" => LaneState::Stopped,
             _ => LaneState::Starting,
         }
@@ -91,11 +105,15 @@ pub struct LaneRow {
     /// When the transcript last grew.
     pub last_activity: Option<Micros>,
     pub updated: Micros,
+    /// What the state is about: the question asked, the permission sought, the
+    /// sub-agent waited on, the error met.
+    pub state_note: Option<String>,
 }
 
 const COLUMNS: &str =
     "name, state, profile, session, conversation, task_id, pid, pid_start, transcript, \
-     recording, lineage, restarts, hold_until, hold_reason, last_error, last_activity, updated";
+     recording, lineage, restarts, hold_until, hold_reason, last_error, last_activity, updated, \
+     state_note";
 
 fn row(r: &Row<'_>) -> rusqlite::Result<LaneRow> {
     let lineage: String = r.get(10)?;
@@ -117,6 +135,7 @@ fn row(r: &Row<'_>) -> rusqlite::Result<LaneRow> {
         last_error: r.get(14)?,
         last_activity: r.get(15)?,
         updated: r.get(16)?,
+        state_note: r.get(17)?,
     })
 }
 
@@ -151,7 +170,7 @@ impl Store {
             let lineage = serde_json::to_string(&out.lineage).expect("strings serialise");
             tx.prepare_cached(&format!(
                 "INSERT OR REPLACE INTO lanes ({COLUMNS})
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"
             ))?
             .execute(params![
                 out.name,
@@ -171,6 +190,7 @@ impl Store {
                 out.last_error,
                 out.last_activity,
                 out.updated,
+                out.state_note,
             ])?;
             Ok(out)
         })

@@ -181,6 +181,41 @@ const MIGRATIONS: &[&str] = &[
         at INTEGER NOT NULL
     ) WITHOUT ROWID;
     "#,
+    // 8: finer lane states (asking the operator, waiting on a sub-agent, errored) and
+    // what the state is about (the question asked, the permission sought). SQLite
+    // cannot change a CHECK in place: the table is made again with its rows.
+    r#"
+    CREATE TABLE lanes_new (
+        name TEXT PRIMARY KEY,
+        state TEXT NOT NULL
+            CHECK (state IN ('starting', 'working', 'waiting', 'asking', 'subagent', 'idle',
+                             'stalled', 'held', 'errored', 'stopped')),
+        profile TEXT,
+        session TEXT,
+        conversation TEXT,
+        task_id TEXT,
+        pid INTEGER,
+        pid_start INTEGER,
+        transcript TEXT,
+        recording TEXT,
+        lineage TEXT NOT NULL DEFAULT '[]',
+        restarts INTEGER NOT NULL DEFAULT 0,
+        hold_until INTEGER,
+        hold_reason TEXT,
+        last_error TEXT,
+        last_activity INTEGER,
+        updated INTEGER NOT NULL,
+        state_note TEXT
+    ) WITHOUT ROWID;
+    INSERT INTO lanes_new (name, state, profile, session, conversation, task_id, pid,
+        pid_start, transcript, recording, lineage, restarts, hold_until, hold_reason,
+        last_error, last_activity, updated)
+        SELECT name, state, profile, session, conversation, task_id, pid, pid_start,
+            transcript, recording, lineage, restarts, hold_until, hold_reason, last_error,
+            last_activity, updated FROM lanes;
+    DROP TABLE lanes;
+    ALTER TABLE lanes_new RENAME TO lanes;
+    "#,
 ];
 
 /// Reads the schema version and refuses a database from a newer spice or another

@@ -44,6 +44,10 @@ pub struct ScanReport {
     /// the conscience hears.
     #[serde(skip)]
     pub said: Vec<Said>,
+    /// Where the turn stands after this scan (open calls, the last text), from every
+    /// scan of this scanner so far.
+    #[serde(skip)]
+    pub turn: super::turn::Turn,
 }
 
 /// One assistant message of the main conversation.
@@ -71,6 +75,7 @@ pub struct Scanner {
     path: std::path::PathBuf,
     writer: Vec<Target>,
     follower: Option<(String, Follower)>,
+    turn: super::turn::Turn,
 }
 
 impl Scanner {
@@ -80,6 +85,7 @@ impl Scanner {
             path: path.to_path_buf(),
             writer,
             follower: None,
+            turn: super::turn::Turn::default(),
         }
     }
 
@@ -88,9 +94,11 @@ impl Scanner {
     /// recorded are not lost: the next scan reads them again from the stored
     /// checkpoint.
     pub fn scan(&mut self, store: &mut Store) -> Result<ScanReport> {
+        let turn = self.turn.clone();
         let scanned = self.scan_from_follower(store);
         if scanned.is_err() {
             self.follower = None;
+            self.turn = turn;
         }
         scanned
     }
@@ -121,6 +129,7 @@ impl Scanner {
             session_id: None,
             counts_for: self.writer.clone(),
             said: Vec::new(),
+            turn: super::turn::Turn::default(),
         };
         loop {
             let mut events = Vec::new();
@@ -130,10 +139,13 @@ impl Scanner {
             if let Some(kept) = restart.kept_lines() {
                 report.rewritten = true;
                 report.from_line = kept;
+                // What was open before the rewrite is read again or gone.
+                self.turn = super::turn::Turn::default();
             }
             let mut directives = Vec::new();
             for e in events.iter().filter(|e| e.subagent.is_none()) {
                 report.events += 1;
+                self.turn.observe(e);
                 match &e.kind {
                     EventKind::AssistantText { text, .. } => {
                         for mut d in grammar::parse(text) {
@@ -186,6 +198,7 @@ impl Scanner {
             }
             report.to_line = at.line;
             if follower.caught_up() {
+                report.turn = self.turn.clone();
                 return Ok(report);
             }
         }

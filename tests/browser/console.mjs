@@ -61,6 +61,14 @@ try {
   assert.equal(await page.locator('#gates img, #latches img').count(), 0);
   assert.equal(await page.evaluate(() => window.__pwned), undefined);
 
+  step('a lane that needs the operator: named so, its question shown, counted in the title');
+  await page.waitForSelector('#lanes tr[data-lane="c"] .state-note');
+  const asking = await page.textContent('#lanes tr[data-lane="c"]');
+  assert.match(asking, /needs you/);
+  assert.match(asking, /Should I keep <b>the alias<\/b>\?/, 'the question is shown as text');
+  await page.waitForFunction(() => document.title === '(1) spice console');
+  assert.equal(await page.isChecked('#notify'), false, 'browser notifications are opt-in');
+
   const title = await page.title();
   await page.evaluate(() => { window.__sameDocument = true; });
 

@@ -15,6 +15,7 @@ use crate::config::fleet::LaneConfig;
 use crate::error::{Error, Result};
 use crate::fleet::events::logfile::{self, LogFile};
 use crate::fleet::events::{EventKind, LaneEvent, Observer};
+use crate::fleet::notify::{Notifier, NotifyConfig};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -41,6 +42,7 @@ impl Reporter {
         env: &Env,
         json: bool,
         lanes: &[LaneConfig],
+        notify: Option<(NotifyConfig, std::path::PathBuf)>,
     ) -> Result<Option<Reporter>> {
         if crate::fleet::running(&env.state_dir).is_some() {
             return Ok(None);
@@ -68,8 +70,19 @@ impl Reporter {
                 .name("spice-lane-events".into())
                 .spawn(move || {
                     tracing::dispatcher::with_default(&dispatch, || {
-                        if let Err(e) = observer.watch(POLL, &done, emit) {
+                        // The operator's notifications hear every event as it is told.
+                        let mut notifier = notify.map(|(cfg, cwd)| Notifier::start(cfg, cwd));
+                        let told = observer.watch(POLL, &done, |e| {
+                            emit(e);
+                            if let Some(n) = notifier.as_mut() {
+                                n.offer(e);
+                            }
+                        });
+                        if let Err(e) = told {
                             eprintln!("spice: lane events stopped: {e}");
+                        }
+                        if let Some(n) = notifier {
+                            n.finish();
                         }
                     })
                 })

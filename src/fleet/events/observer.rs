@@ -455,20 +455,40 @@ impl Observer {
                     new.push(event(EventKind::Error, err.clone()));
                 }
             }
-            if before.map(|b| b.state) != Some(r.state) {
+            let was = before.map(|b| (b.state, b.state_note.clone()));
+            let asked_again = r.state == LaneState::Asking
+                && was.as_ref().is_some_and(|(_, n)| *n != r.state_note);
+            if was.as_ref().map(|w| w.0) != Some(r.state) || asked_again {
+                let note = r.state_note.clone();
+                let about = |lead: &str, fallback: &str| match &note {
+                    Some(n) => format!("{lead}: {n}"),
+                    None => fallback.to_string(),
+                };
                 let what = match r.state {
-                    LaneState::Waiting => Some((EventKind::Waiting, "waiting for input")),
-                    LaneState::Idle => Some((EventKind::Idle, "nothing ready for the lane")),
+                    LaneState::Waiting => Some((EventKind::Waiting, "done with its turn".into())),
+                    LaneState::Asking => Some((
+                        EventKind::Asking,
+                        about("needs you", "needs you: it asks the operator"),
+                    )),
+                    LaneState::Subagent => Some((
+                        EventKind::Subagent,
+                        about("waiting on its sub-agent", "waiting on its sub-agent"),
+                    )),
+                    LaneState::Errored => Some((
+                        EventKind::Error,
+                        about("the agent failed", "the agent failed"),
+                    )),
+                    LaneState::Idle => Some((EventKind::Idle, "nothing ready for the lane".into())),
                     LaneState::Stalled => Some((
                         EventKind::Stalled,
-                        "the transcript has not moved for a long time",
+                        about("stalled", "the transcript has not moved for a long time"),
                     )),
-                    LaneState::Stopped => Some((EventKind::Stopped, "the lane stopped")),
+                    LaneState::Stopped => Some((EventKind::Stopped, "the lane stopped".into())),
                     // Held is reported from the ledger, which gives the reason.
                     _ => None,
                 };
                 if let Some((kind, detail)) = what {
-                    new.push(event(kind, detail.to_string()));
+                    new.push(event(kind, detail));
                 }
             }
             out.extend(new);

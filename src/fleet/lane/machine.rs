@@ -7,8 +7,13 @@
 //!
 //! Invariants:
 //! - The lane's reported state comes from the transcript: events mean working, a turn
-//!   end (or the agent's text followed by [`QUIET_TURN_END`] of silence) means waiting
-//!   for input, [`STALL_AFTER`] of silence mid-turn means stalled.
+//!   end (or the agent's text followed by [`QUIET_TURN_END`] of silence) means done
+//!   with its turn (`waiting`), or `asking` when its last sentence is a question, or
+//!   `errored` when it is the agent's API error; an open call of the agent's own
+//!   ask-the-user tool is `asking`, of its sub-agent tool `subagent`; any other call
+//!   open for [`PROMPT_QUIET`] with a permission prompt on the screen is `asking` (the
+//!   screen is read for nothing else); `stall_after` of silence mid-turn is stalled.
+//!   `note` says what the state is about (the question, the permission, the error).
 //! - A claim taken over is told to the agent once and the agent stopped after
 //!   [`LOST_GRACE`]; a claim released by the agent's own session (its phase done)
 //!   stops the agent once its turn ended, or its transcript was never found, or after
@@ -18,10 +23,26 @@
 //! - Steering is typed in only into an interactive (PTY) agent waiting for input whose
 //!   claim is still ours.
 
-use super::{FINISH_GRACE, LOST_GRACE, QUIET_TURN_END, STALL_AFTER};
+use super::{FINISH_GRACE, LOST_GRACE, QUIET_TURN_END};
 use crate::fleet::hold::CrashLoop;
 use crate::store::LaneState;
+use crate::transcript::turn::{self, CallKind, Turn};
 use std::time::{Duration, Instant};
+
+/// How long a call stays open with the transcript quiet before the screen is read
+/// for a permission prompt.
+pub(super) const PROMPT_QUIET: Duration = Duration::from_secs(1);
+
+/// Why an agent is asking the operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Ask {
+    /// Its turn ended on a question: steering typed in answers it.
+    Question,
+    /// A dialog of its own tool (a question with choices).
+    Dialog,
+    /// A permission prompt on its screen.
+    Permission,
+}
 
 /// How a session ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,7 +76,12 @@ pub(super) enum Event {
         events: u64,
         turn_ended: Option<bool>,
         text_last: Option<bool>,
+        /// Where the turn stands (open calls, last text), when the scan says.
+        turn: Option<Turn>,
     },
+    /// The agent's screen was read (see [`Session::wants_screen`]): the permission
+    /// prompt it shows, if any.
+    Screen(Option<&'static str>),
     Claim(Holding),
     /// The agent process ended.
     Exited {
@@ -100,6 +126,8 @@ pub(super) struct Rules {
     pub interactive: bool,
     /// The profile names a transcript (so silence since launch means something).
     pub has_transcript: bool,
+    /// Silence mid-turn for this long is a stall.
+    pub stall_after: Duration,
 }
 
 /// One running session, as the lane knows it.
@@ -117,6 +145,11 @@ pub(super) struct Session {
     released_at: Option<Instant>,
     lost: Option<(Instant, String)>,
     over: bool,
+    turn: Turn,
+    /// Why the agent asks, while the state is `asking`.
+    pub ask: Option<Ask>,
+    /// What the state is about (the question, the permission, the sub-agent, the error).
+    pub note: Option<String>,
 }
 
 impl Session {
@@ -134,6 +167,59 @@ impl Session {
             released_at: None,
             lost: None,
             over: false,
+            turn: Turn::default(),
+            ask: None,
+            note: None,
+        }
+    }
+
+    /// Whether the agent's screen should be read now: a call is open, not a question
+    /// or sub-agent, and the transcript has been quiet for [`PROMPT_QUIET`].
+    pub fn wants_screen(&self, now: Instant) -> bool {
+        (self.state == LaneState::Working
+            || (self.state == LaneState::Asking && self.ask == Some(Ask::Permission)))
+            && self
+                .turn
+                .waiting_on()
+                .is_some_and(|c| c.kind() == CallKind::Other)
+            && now.saturating_duration_since(self.last_event) >= PROMPT_QUIET
+    }
+
+    /// Whether the agent's turn is over (steering typed in starts its next one).
+    fn turn_over(&self) -> bool {
+        matches!(self.state, LaneState::Waiting | LaneState::Errored)
+            || (self.state == LaneState::Asking && self.ask == Some(Ask::Question))
+    }
+
+    fn set(&mut self, state: LaneState, ask: Option<Ask>, note: Option<String>) {
+        self.state = state;
+        self.ask = ask;
+        self.note = note;
+    }
+
+    /// The turn ended: done, asking on a question, or errored.
+    fn end_turn(&mut self) {
+        let text = self.turn.last_text.clone().unwrap_or_default();
+        if text.trim_start().starts_with("API Error") {
+            let first = text.lines().next().unwrap_or("").trim().to_string();
+            self.set(LaneState::Errored, None, Some(first));
+        } else if let Some(q) = turn::question(&text) {
+            self.set(LaneState::Asking, Some(Ask::Question), Some(q));
+        } else {
+            self.set(LaneState::Waiting, None, None);
+        }
+    }
+
+    /// Mid-turn: what its open calls say it waits on.
+    fn mid_turn(&mut self) {
+        match self.turn.waiting_on().map(|c| (c.kind(), c.describe(200))) {
+            Some((CallKind::Question, what)) => {
+                self.set(LaneState::Asking, Some(Ask::Dialog), Some(what))
+            }
+            Some((CallKind::Subagent, what)) => self.set(LaneState::Subagent, None, Some(what)),
+            // A permission prompt stays until the screen or the transcript moves.
+            _ if self.ask == Some(Ask::Permission) => {}
+            _ => self.set(LaneState::Working, None, None),
         }
     }
 
@@ -153,6 +239,7 @@ impl Session {
                 events,
                 turn_ended,
                 text_last,
+                turn,
             } => {
                 if events > 0 {
                     self.wrote = true;
@@ -162,15 +249,36 @@ impl Session {
                         out.push(Action::ClearSilentStart);
                     }
                 }
+                if let Some(t) = turn {
+                    self.turn = t;
+                }
+                if events > 0 && self.ask == Some(Ask::Permission) {
+                    // The transcript moved: the prompt was answered.
+                    self.ask = None;
+                }
                 match turn_ended {
-                    Some(true) => self.state = LaneState::Waiting,
-                    Some(false) => self.state = LaneState::Working,
+                    Some(true) => self.end_turn(),
+                    Some(false) => self.mid_turn(),
                     None => {}
                 }
                 if let Some(t) = text_last {
                     self.text_last = t;
                 }
             }
+            Event::Screen(prompt) => match prompt {
+                Some(p) if self.state == LaneState::Working => {
+                    let what = self.turn.waiting_on().map(|c| c.describe(160));
+                    let note = match what {
+                        Some(w) => format!("permission prompt ({p}) for {w}"),
+                        None => format!("permission prompt ({p})"),
+                    };
+                    self.set(LaneState::Asking, Some(Ask::Permission), Some(note));
+                }
+                None if self.ask == Some(Ask::Permission) => {
+                    self.set(LaneState::Working, None, None)
+                }
+                _ => {}
+            },
             Event::Claim(holding) => {
                 if !self.watches_claim() {
                     return out;
@@ -193,7 +301,7 @@ impl Session {
                 out.push(Action::Stop(End::Stopping));
             }
             Event::Delivered => {
-                self.state = LaneState::Working;
+                self.set(LaneState::Working, None, None);
                 self.last_event = now;
             }
             Event::Tick { found } => self.tick(found, now, &mut out),
@@ -213,17 +321,25 @@ impl Session {
         }
         if self.state == LaneState::Working
             && self.text_last
+            && self.turn.open.is_empty()
             && since(self.last_event) >= QUIET_TURN_END
         {
-            self.state = LaneState::Waiting;
+            self.end_turn();
         }
         if matches!(self.state, LaneState::Working | LaneState::Starting)
-            && since(self.last_event) >= STALL_AFTER
+            && since(self.last_event) >= self.rules.stall_after
         {
-            self.state = LaneState::Stalled;
+            let note = self.turn.waiting_on().map(|c| {
+                format!(
+                    "{} with no transcript growth for {}s",
+                    c.describe(160),
+                    since(self.last_event).as_secs()
+                )
+            });
+            self.set(LaneState::Stalled, None, note);
         }
         if let Some(at) = self.released_at {
-            let turn_over = self.state == LaneState::Waiting || !found;
+            let turn_over = self.turn_over() || !found;
             if turn_over || since(at) >= FINISH_GRACE {
                 self.over = true;
                 out.push(Action::Stop(End::Finished));
@@ -244,7 +360,7 @@ impl Session {
             self.last_renew = now;
             out.push(Action::Renew);
         }
-        if self.state == LaneState::Waiting && self.rules.interactive {
+        if self.turn_over() && self.rules.interactive {
             out.push(Action::Deliver);
         }
     }

@@ -73,7 +73,7 @@ pub const LOST_GRACE: Duration = Duration::from_secs(10);
 /// transcript never says its turn ended.
 pub const FINISH_GRACE: Duration = Duration::from_secs(30);
 /// Silence in the transcript, mid-turn, after which a lane is reported stalled.
-pub const STALL_AFTER: Duration = Duration::from_secs(10 * 60);
+pub use crate::config::lane::STALL_AFTER;
 /// Silence after the agent's text, with no stated turn end, after which its turn
 /// counts as ended (Claude Code sometimes writes neither `end_turn` nor a turn
 /// duration). A tool call that follows text comes within moments.
@@ -239,6 +239,13 @@ impl Lane<'_> {
     /// Writes the lane's row when what it reports changed (the last-activity time
     /// alone at most every [`ACTIVITY_EVERY`]).
     fn publish(&mut self, force: bool) -> Result<()> {
+        // A note says what an asking, sub-agent, errored or stalled state is about.
+        if !matches!(
+            self.row.state,
+            LaneState::Asking | LaneState::Subagent | LaneState::Errored | LaneState::Stalled
+        ) {
+            self.row.state_note = None;
+        }
         let changed = match &self.written {
             None => true,
             Some(w) => {

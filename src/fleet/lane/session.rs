@@ -232,6 +232,7 @@ impl Lane<'_> {
                 renew: cfg.renew,
                 interactive: cfg.profile.mode == Mode::Pty,
                 has_transcript: cfg.profile.transcript.is_some(),
+                stall_after: cfg.stall_after,
             },
             Instant::now(),
         );
@@ -262,6 +263,7 @@ impl Lane<'_> {
                         events: report.events,
                         turn_ended: report.turn_ended,
                         text_last: report.text_last,
+                        turn: Some(report.turn.clone()),
                     },
                     Instant::now(),
                 ));
@@ -284,6 +286,11 @@ impl Lane<'_> {
             if changed && machine.watches_claim() {
                 let holding = self.holding(&task.id, &session)?;
                 actions.extend(machine.step(Event::Claim(holding), Instant::now()));
+            }
+            if machine.wants_screen(Instant::now()) {
+                let screen = agent.screen_words(2000);
+                let prompt = crate::transcript::turn::permission_prompt(&screen);
+                actions.extend(machine.step(Event::Screen(prompt), Instant::now()));
             }
             let tick = Event::Tick {
                 found: follow.path.is_some(),
@@ -339,6 +346,7 @@ impl Lane<'_> {
                 }
             }
             self.row.state = machine.state;
+            self.row.state_note.clone_from(&machine.note);
             self.publish(false)?;
             std::thread::sleep(TICK);
         };

@@ -106,10 +106,52 @@ async function refreshStatus() {
   state.offset = new Date(s.now).getTime() - (t0 + Date.now()) / 2;
   state.status = s;
   renderLanes(s);
+  tellNeeds(s);
   renderClaims(s);
   renderGates(await api('/api/gate'));
   renderConscience(await api('/api/conscience'));
   $('summary').textContent = `${s.lanes.length} lane(s), ${s.claims.length} claim(s), ${s.pending_steering} pending steering`;
+}
+
+// What each state is called on the page.
+const STATE_WORDS = {
+  waiting: 'done with its turn',
+  asking: 'needs you',
+  subagent: 'waiting on its sub-agent',
+};
+
+// The tab's title counts the lanes waiting for the operator; with the browser's
+// notifications turned on (opt-in, the checkbox), a lane that comes to need the
+// operator is told once per change.
+function tellNeeds(s) {
+  const needs = s.lanes.filter((l) => l.needs_you);
+  document.title = needs.length ? `(${needs.length}) spice console` : 'spice console';
+  const before = state.needs || {};
+  const now = {};
+  for (const l of needs) {
+    const what = `${l.state}: ${l.state_note || ''}`;
+    now[l.lane] = what;
+    if (before[l.lane] !== what && state.needs && notifyOn()) {
+      new Notification(`spice: lane ${l.lane} needs you`, { body: clean(l.state_note || l.state), tag: `spice-${l.lane}` });
+    }
+  }
+  state.needs = now;
+}
+
+function notifyOn() {
+  return $('notify').checked && 'Notification' in window && Notification.permission === 'granted';
+}
+
+function setupNotify() {
+  const box = $('notify');
+  if (!('Notification' in window)) { box.disabled = true; return; }
+  box.checked = localStorage.getItem('spice-notify') === 'on' && Notification.permission === 'granted';
+  box.addEventListener('change', async () => {
+    if (box.checked && Notification.permission !== 'granted') {
+      box.checked = (await Notification.requestPermission()) === 'granted';
+    }
+    localStorage.setItem('spice-notify', box.checked ? 'on' : 'off');
+  });
 }
 
 function renderLanes(s) {
@@ -122,7 +164,8 @@ function renderLanes(s) {
     const row = el('tr', { 'data-lane': l.lane, class: l.lane === state.lane ? 'selected' : '', onclick: () => selectLane(l.lane) },
       el('td', {}, el('strong', {}, l.lane)),
       el('td', {}, l.profile || '–'),
-      el('td', {}, el('span', { class: `badge st-${l.state}` }, l.state === 'waiting' ? 'waiting for input' : l.state)),
+      el('td', {}, el('span', { class: `badge st-${l.state}` }, STATE_WORDS[l.state] || l.state),
+        l.state_note ? el('div', { class: 'small muted state-note' }, l.state_note) : null),
       el('td', { class: 'mono small' }, l.session || '–'),
       el('td', {}, task),
       el('td', {}, l.task ? l.task.phase : '–'),
@@ -503,6 +546,7 @@ function speak(text) {
 
 document.addEventListener('DOMContentLoaded', () => {
   $('steer-form').addEventListener('submit', steer);
+  setupNotify();
   $('older').addEventListener('click', olderEvents);
   $('speak').addEventListener('change', (e) => {
     voice = e.target.checked;

@@ -11,6 +11,7 @@ fn rules(interactive: bool) -> Rules {
         renew: 3600 * S,
         interactive,
         has_transcript: true,
+        stall_after: 600 * S,
     }
 }
 
@@ -27,6 +28,7 @@ fn events(n: u64, turn_ended: Option<bool>, text_last: Option<bool>) -> Event {
         events: n,
         turn_ended,
         text_last,
+        turn: None,
     }
 }
 
@@ -253,4 +255,114 @@ fn the_renewer_is_due_once_per_interval() {
     assert!(r.due(t0 + 10 * S));
     assert!(!r.due(t0 + 19 * S));
     assert!(r.due(t0 + 25 * S));
+}
+
+/// A scan's events with where the turn stands: `open` calls by name, `text` last said.
+fn turn(n: u64, ended: bool, open: &[&str], text: Option<&str>) -> Event {
+    use crate::transcript::turn::{OpenCall, Turn};
+    Event::Transcript {
+        events: n,
+        turn_ended: Some(ended),
+        text_last: Some(text.is_some() && open.is_empty()),
+        turn: Some(Turn {
+            open: open
+                .iter()
+                .enumerate()
+                .map(|(i, name)| OpenCall {
+                    id: format!("c{i}"),
+                    name: name.to_string(),
+                    command: (*name == "Bash").then(|| "rm -rf build".to_string()),
+                    input: "{}".into(),
+                })
+                .collect(),
+            last_text: text.map(str::to_string),
+        }),
+    }
+}
+
+#[test]
+fn a_turn_ending_on_a_question_asks_the_operator_and_steering_answers_it() {
+    let (mut s, at) = session(true);
+    s.step(
+        turn(2, true, &[], Some("Done. Shall I also bump the version?")),
+        at(1),
+    );
+    assert_eq!(s.state, LaneState::Asking);
+    assert_eq!(s.ask, Some(Ask::Question));
+    assert_eq!(s.note.as_deref(), Some("Shall I also bump the version?"));
+    assert_eq!(s.step(TICK, at(2)), [Action::Deliver], "typing answers it");
+    s.step(Event::Delivered, at(2));
+    assert_eq!((s.state, s.note.as_ref()), (LaneState::Working, None));
+    // Done with nothing asked is `waiting`; the API's error is `errored`.
+    s.step(turn(1, true, &[], Some("All tests pass.")), at(3));
+    assert_eq!((s.state, s.note.as_ref()), (LaneState::Waiting, None));
+    s.step(
+        turn(1, true, &[], Some("API Error: 529 overloaded\nretry later")),
+        at(4),
+    );
+    assert_eq!(s.state, LaneState::Errored);
+    assert_eq!(s.note.as_deref(), Some("API Error: 529 overloaded"));
+}
+
+#[test]
+fn a_question_tool_asks_in_a_dialog_and_a_sub_agent_is_waited_on() {
+    let (mut s, at) = session(true);
+    s.step(turn(1, false, &["AskUserQuestion"], None), at(1));
+    assert_eq!((s.state, s.ask), (LaneState::Asking, Some(Ask::Dialog)));
+    assert_eq!(s.step(TICK, at(2)), [], "never typed into a dialog");
+    s.step(turn(1, false, &["Task"], None), at(3));
+    assert_eq!(s.state, LaneState::Subagent);
+    assert_eq!(s.note.as_deref(), Some("Task"));
+    s.step(TICK, at(3 + 700));
+    assert_eq!(
+        s.state,
+        LaneState::Subagent,
+        "a sub-agent's long run is no stall"
+    );
+    s.step(turn(1, false, &[], None), at(800));
+    assert_eq!((s.state, s.note.as_ref()), (LaneState::Working, None));
+}
+
+#[test]
+fn a_quiet_open_call_with_a_prompt_on_screen_is_a_permission_asked() {
+    let (mut s, at) = session(true);
+    s.step(turn(1, false, &["Bash"], None), at(1));
+    assert!(!s.wants_screen(at(1)), "not quiet yet");
+    assert!(s.wants_screen(at(2)));
+    s.step(Event::Screen(None), at(2));
+    assert_eq!(s.state, LaneState::Working, "a command running");
+    s.step(Event::Screen(Some("Do you want to proceed?")), at(3));
+    assert_eq!((s.state, s.ask), (LaneState::Asking, Some(Ask::Permission)));
+    assert_eq!(
+        s.note.as_deref(),
+        Some("permission prompt (Do you want to proceed?) for Bash: rm -rf build")
+    );
+    assert_eq!(s.step(TICK, at(4)), [], "never typed into a prompt");
+    // Answered at the terminal: the prompt goes, or the transcript moves.
+    s.step(Event::Screen(None), at(5));
+    assert_eq!(s.state, LaneState::Working);
+    s.step(Event::Screen(Some("Do you want to proceed?")), at(6));
+    s.step(turn(1, false, &[], None), at(7));
+    assert_eq!((s.state, s.ask), (LaneState::Working, None));
+}
+
+#[test]
+fn the_stall_is_as_long_as_the_lane_says() {
+    let t0 = Instant::now();
+    let mut s = Session::new(
+        Rules {
+            stall_after: 30 * S,
+            ..rules(true)
+        },
+        t0,
+    );
+    s.step(turn(1, false, &["Bash"], None), t0 + S);
+    s.step(TICK, t0 + 30 * S);
+    assert_eq!(s.state, LaneState::Working);
+    s.step(TICK, t0 + 31 * S);
+    assert_eq!(s.state, LaneState::Stalled);
+    assert_eq!(
+        s.note.as_deref(),
+        Some("Bash: rm -rf build with no transcript growth for 30s")
+    );
 }
