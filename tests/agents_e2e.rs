@@ -19,6 +19,8 @@ mod common;
 mod mock;
 #[path = "agents_e2e/restarts.rs"]
 mod restarts;
+#[path = "agents_e2e/states.rs"]
+mod states;
 
 use common::{git, wait_for, TestEnv};
 use mock::{last_user_text, Logged, Mock, Step};
