@@ -254,6 +254,7 @@ impl TestEnv {
         let mut a = vec!["fleet", "up"];
         a.extend_from_slice(args);
         self.supervisor(self.cmd(&a).stdout(Stdio::piped()).stderr(Stdio::piped()))
+            .drained()
     }
 
     /// Spawns `cmd` (a `fleet up` built by the test) with the agents' HOME set, as a

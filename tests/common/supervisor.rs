@@ -13,6 +13,14 @@ use std::time::{Duration, Instant};
 pub struct Supervisor {
     child: Option<Child>,
     home: PathBuf,
+    /// Threads reading its piped stdout and stderr as they come (see [`Self::drained`]).
+    drains: Vec<(Which, std::thread::JoinHandle<Vec<u8>>)>,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Which {
+    Out,
+    Err,
 }
 
 impl Supervisor {
@@ -21,7 +29,30 @@ impl Supervisor {
         Supervisor {
             child: Some(cmd.spawn().expect("spice runs")),
             home: env.home.clone(),
+            drains: Vec::new(),
         }
+    }
+
+    /// Reads its piped stdout and stderr on threads from now on, so a pipe nobody
+    /// reads until the end never fills and blocks the supervisor (its lane events go
+    /// to stderr as they happen); [`Self::wait_with_output`] gives what they read.
+    pub fn drained(mut self) -> Supervisor {
+        fn drain(mut r: impl std::io::Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
+            std::thread::spawn(move || {
+                let mut b = Vec::new();
+                let _ = r.read_to_end(&mut b);
+                b
+            })
+        }
+        let child = self.child_mut();
+        let (out, err) = (child.stdout.take(), child.stderr.take());
+        if let Some(o) = out {
+            self.drains.push((Which::Out, drain(o)));
+        }
+        if let Some(e) = err {
+            self.drains.push((Which::Err, drain(e)));
+        }
+        self
     }
 
     fn child(&self) -> &Child {
@@ -71,7 +102,15 @@ impl Supervisor {
             .child
             .take()
             .expect("the supervisor was already waited for");
-        child.wait_with_output().expect("the supervisor ends")
+        let mut out = child.wait_with_output().expect("the supervisor ends");
+        for (which, t) in self.drains.drain(..) {
+            let read = t.join().unwrap_or_default();
+            match which {
+                Which::Out => out.stdout = read,
+                Which::Err => out.stderr = read,
+            }
+        }
+        out
     }
 
     /// Waits for it to end by itself and requires that it succeeded.
