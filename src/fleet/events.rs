@@ -7,6 +7,7 @@
 //! | event | source |
 //! | --- | --- |
 //! | `claimed`, `successor`, `launched`, `exited`, `compacted`, `held` | the ledger entry of that kind |
+//! | `budget` | a ledger `budget` entry: a lane paused at its token budget, raised, or stopped |
 //! | `delivered` | a ledger `delivered` entry (typed into an idle agent), a `launched` entry's `steering_in_brief` (at the top of its brief), or the first showing of an item neither names (`spice exec` or the hook) |
 //! | `worktree_ready` | a lane's claim that records a worktree it did not record before |
 //! | `acked`, `refused` | an acknowledgment record with that effect (a NACK with a reason refuses) |
@@ -52,6 +53,7 @@ pub enum EventKind {
     Exited,
     Successor,
     Held,
+    Budget,
     Idle,
     Stalled,
     Error,
@@ -59,7 +61,7 @@ pub enum EventKind {
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 19] = [
+    pub const ALL: [EventKind; 20] = [
         EventKind::Claimed,
         EventKind::WorktreeReady,
         EventKind::Launched,
@@ -75,6 +77,7 @@ impl EventKind {
         EventKind::Exited,
         EventKind::Successor,
         EventKind::Held,
+        EventKind::Budget,
         EventKind::Idle,
         EventKind::Stalled,
         EventKind::Error,
@@ -98,6 +101,7 @@ impl EventKind {
             EventKind::Exited => "exited",
             EventKind::Successor => "successor",
             EventKind::Held => "held",
+            EventKind::Budget => "budget",
             EventKind::Idle => "idle",
             EventKind::Stalled => "stalled",
             EventKind::Error => "error",

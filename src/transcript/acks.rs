@@ -6,12 +6,16 @@
 //! A transcript speaks for its writer only: its directives retire the items addressed
 //! to the session, lane and worktree that wrote it (the scanner's `writer`), and an
 //! ACK of another lane's key is recorded as `not-addressed` and changes nothing.
+//!
+//! The scan also meters the tokens the transcript records ([`super::usage`]), and
+//! adds them to the writer's session in the checkpoint's transaction.
 
 use super::event::EventKind;
 use super::follow::Follower;
+use super::usage::{Calls, Meter};
 use crate::error::{Error, Result};
 use crate::steer::grammar;
-use crate::store::{Outcome, Store, Target};
+use crate::store::{Delta, Metered, Outcome, Store, Target};
 use std::path::Path;
 
 /// What one scan did.
@@ -36,6 +40,8 @@ pub struct ScanReport {
     pub text_last: Option<bool>,
     /// Compaction boundaries read in this scan.
     pub compactions: u64,
+    /// The tokens the lines read in this scan added (sub-agents' inline lines too).
+    pub usage: Delta,
     /// The session id the transcript names for itself, when read in this scan.
     pub session_id: Option<String>,
     /// Whom its directives count for: the items addressed to these targets.
@@ -71,6 +77,7 @@ pub struct Scanner {
     path: std::path::PathBuf,
     writer: Vec<Target>,
     follower: Option<(String, Follower)>,
+    meter: Option<(Meter, Calls)>,
 }
 
 impl Scanner {
@@ -80,6 +87,7 @@ impl Scanner {
             path: path.to_path_buf(),
             writer,
             follower: None,
+            meter: None,
         }
     }
 
@@ -90,12 +98,15 @@ impl Scanner {
             let key = canonical.display().to_string();
             let agent = super::detect_file(&canonical)?;
             let from = store.transcript_checkpoint(&key)?;
+            let carry = store.usage_carry(&key)?;
+            self.meter = Some(Meter::resume(agent, carry.as_deref()));
             self.follower = Some((
                 key,
                 Follower::new(&canonical, super::decoder_fn(agent), from),
             ));
         }
         let (key, follower) = self.follower.as_mut().expect("set above");
+        let (meter, calls) = self.meter.as_mut().expect("set with the follower");
         let mut report = ScanReport {
             path: key.clone(),
             outcomes: Vec::new(),
@@ -106,6 +117,7 @@ impl Scanner {
             turn_ended: None,
             text_last: None,
             compactions: 0,
+            usage: Delta::default(),
             session_id: None,
             counts_for: self.writer.clone(),
             said: Vec::new(),
@@ -120,6 +132,13 @@ impl Scanner {
                 report.from_line = kept;
             }
             let mut directives = Vec::new();
+            let mut metered = Delta::default();
+            for e in &events {
+                if let Some(c) = meter.observe(e, calls) {
+                    metered += c.delta;
+                }
+            }
+            report.usage += metered;
             for e in events.iter().filter(|e| e.subagent.is_none()) {
                 report.events += 1;
                 match &e.kind {
@@ -165,11 +184,16 @@ impl Scanner {
             }
             let at = follower.checkpoint();
             if !directives.is_empty() || at.line != report.to_line || report.rewritten {
-                report.outcomes.extend(store.apply_transcript(
+                let metered = Metered {
+                    delta: metered,
+                    carry: Some(meter.carry(calls)),
+                };
+                report.outcomes.extend(store.apply_transcript_metered(
                     key,
                     at,
                     &directives,
                     &self.writer,
+                    &metered,
                 )?);
             }
             report.to_line = at.line;

@@ -15,6 +15,7 @@ pub mod head;
 pub mod jsonl;
 pub mod render;
 pub mod sanitize;
+pub mod usage;
 
 use event::{Agent, Decoder};
 

@@ -35,6 +35,7 @@
 //!   sure an agent of a killed supervisor is gone before starting its successor.
 
 mod bed;
+mod budget;
 mod carry;
 mod holding;
 mod machine;
@@ -121,6 +122,7 @@ pub fn run(
         busy: true,
         backoff: Backoff::new(prepare::BACKOFF_FIRST, prepare::BACKOFF_MAX),
         repo: opts.repo.clone(),
+        halted: false,
     };
     if let Err(e) = lane.run() {
         lane.row.last_error = Some(e.to_string());
@@ -163,6 +165,9 @@ struct Lane<'a> {
     backoff: Backoff,
     /// The lane's repository, whose `base` carries the stage hooks.
     repo: PathBuf,
+    /// The operator stopped the lane at its budget (`spice budget stop`): it ends as
+    /// on `fleet down`, its claim kept.
+    halted: bool,
 }
 
 /// One claim being worked on: the task, its worktree and the holding.
@@ -233,7 +238,7 @@ impl Drop for Lane<'_> {
 
 impl Lane<'_> {
     fn stopping(&self) -> bool {
-        self.stop.load(Ordering::SeqCst)
+        self.halted || self.stop.load(Ordering::SeqCst)
     }
 
     /// Writes the lane's row when what it reports changed (the last-activity time
@@ -644,6 +649,17 @@ impl Lane<'_> {
             let version = self.store.data_version().ok();
             if version.is_none() || version != seen_version {
                 seen_version = version;
+                // Past its budget, the lane pauses here (a raise, and it waits on).
+                match self.budget_pause(&work.claim.task_id, &holder)? {
+                    budget::Paused::Go => {}
+                    budget::Paused::Stop | budget::Paused::Stopping => {
+                        return Ok(Between::Stopping)
+                    }
+                    budget::Paused::Lost(_) => {
+                        seen_version = None;
+                        continue;
+                    }
+                }
                 let holding = self.holding(&work.claim.task_id, &work.session)?;
                 let fresh = holding == Holding::Ours
                     && self
