@@ -290,15 +290,20 @@ fn a_lane_pauses_at_its_budget_resumes_when_raised_and_stops_when_told() {
     env.run(&["steer", "lane:a", "carry on"]).ok();
     wait_for("the second turn to end past the budget", 60, || {
         let l = env.lane("a");
-        let reason = l["hold_reason"].as_str().unwrap_or("").to_string();
+        let reason = l["hold"]["reason"].as_str().unwrap_or("").to_string();
         reason.starts_with("budget:").then_some(())
     });
     let l = env.lane("a");
     assert_eq!(l["state"], "held", "{l}");
     assert_eq!(
-        l["hold_reason"], "budget: lane used 1200 of 1000 tokens",
+        l["hold"]["reason"], "budget: lane used 1200 of 1000 tokens",
         "{l}"
     );
+    assert!(
+        l["hold"]["until"].is_null(),
+        "a budget pause has no end time: {l}"
+    );
+    assert_eq!(l["budget"]["lane"]["used"], 1200, "{l}");
     assert_eq!(budget_steps(&env, &task), ["paused"]);
     // Paused: new steering waits, no turn starts.
     env.run(&["steer", "lane:a", "one more thing"]).ok();

@@ -135,8 +135,8 @@ function renderLanes(s) {
       el('td', {}, l.task ? l.task.phase : '–'),
       el('td', {}, l.claims.length ? rel(l.claims[0].lease_until, 'lease') : '–'),
       el('td', {}, rel(l.last_activity, 'ago')),
-      el('td', { class: `tokens${atBudget ? ' err' : ''}`, title: atBudget ? l.hold.reason : '' }, tokens),
       el('td', { class: l.pending_steering ? 'pending' : '' }, String(l.pending_steering)),
+      el('td', { class: `tokens${atBudget ? ' err' : ''}`, title: atBudget ? l.hold.reason : '' }, tokens),
       el('td', {}, lift, ...budgetButtons, l.last_error ? el('span', { class: 'err small lane-error' }, 'error: ', l.last_error) : null));
     return row;
   }));
