@@ -75,7 +75,7 @@ jq_sum() {
             (.message.usage.cache_creation_input_tokens // 0)] | @tsv' $files \
   | awk -F'\t' '{ k = $1 "\t" $2; i[k] = $3; o[k] = $4; r[k] = $5; c[k] = $6 }
       END { for (k in i) { a += i[k]; b += o[k]; d += r[k]; e += c[k] }
-            printf "{\"input\":%d,\"output\":%d,\"cache_read\":%d,\"cache_creation\":%d}\n", a, b, d, e }'
+            printf "{\"input\":%.0f,\"output\":%.0f,\"cache_read\":%.0f,\"cache_creation\":%.0f}\n", a, b, d, e }'
 }
 spice_sum() { "$spice" usage --json "$work/t" | jq -c '.total | {input, output, cache_read, cache_creation}'; }
 
