@@ -17,6 +17,7 @@
 //! | [`stage`] | the repository's own commands: the one runner (timeouts, process groups, output) |
 //! | [`conscience`] | maxims watching the agents' prose, bounded judges, reminders as steering |
 //! | [`bed`] | test beds: seeding worktrees from warm templates, real disk usage |
+//! | [`usage`] | `spice usage`: tokens per session, lane, task, phase or day; money from a price table |
 //! | [`web`] | the operator's console (`spice serve`): routes, guards, live streams, the page |
 //! | [`cli`] | argument parsing and output; the only layer that reads env, cwd or TTY |
 //!
@@ -44,6 +45,7 @@ pub mod steer;
 pub mod store;
 pub mod task;
 pub mod transcript;
+pub mod usage;
 pub mod web;
 pub mod when;
 

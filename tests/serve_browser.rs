@@ -15,7 +15,7 @@ mod console;
 use common::TestEnv;
 use console::Server;
 use serde_json::json;
-use spice::store::{LaneRow, LaneState, Store};
+use spice::store::{BudgetScope, Delta, LaneRow, LaneState, Metered, Store, Target, TargetKind};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -140,13 +140,44 @@ fn the_console_in_headless_chromium() {
     Store::open_dir(&env.home, Arc::new(spice::clock::SystemClock))
         .unwrap()
         .put_lane(&LaneRow {
-            name: "c".into(),
+            name: "d".into(),
             state: LaneState::Asking,
             profile: Some("demo".into()),
             state_note: Some("Should I keep <b>the alias</b>?".into()),
             ..LaneRow::default()
         })
         .unwrap();
+    // A lane paused at its token budget: 1200 of 1000 tokens used.
+    let mut s = Store::open_dir(&env.home, Arc::new(spice::clock::SystemClock)).unwrap();
+    s.put_lane(&LaneRow {
+        name: "c".into(),
+        state: LaneState::Held,
+        profile: Some("demo".into()),
+        hold_reason: Some("budget: lane used 1200 of 1000 tokens".into()),
+        ..LaneRow::default()
+    })
+    .unwrap();
+    let writer = [Target {
+        kind: TargetKind::Lane,
+        name: "c".into(),
+    }];
+    let at = spice::transcript::follow::Checkpoint {
+        offset: 10,
+        line: 1,
+        hash: 1,
+    };
+    let metered = Metered {
+        delta: Delta {
+            input: 200,
+            output: 1000,
+            ..Delta::default()
+        },
+        carry: None,
+    };
+    s.apply_transcript_metered("/c.jsonl", at, &[], &writer, &metered)
+        .unwrap();
+    s.budget_set(&BudgetScope::Lane("c".into()), 1000).unwrap();
+    drop(s);
     // The gate refused lane a's last commit (a hostile file name among the findings),
     // and the repository has a latched file.
     let common_dir = env.dir.path().join("gated.git");

@@ -13,6 +13,7 @@ mod serve;
 mod steer;
 mod store;
 mod task;
+mod usage;
 mod watch;
 
 use crate::clock::SystemClock;
@@ -57,6 +58,12 @@ enum Command {
     /// List, show and brief agent sessions, read-only.
     #[command(subcommand)]
     Session(watch::SessionCmd),
+    /// Tokens per session, lane, task, phase or day, from the transcripts (money only
+    /// from a price table the operator provides).
+    Usage(usage::UsageArgs),
+    /// Token budgets: raise or stop a lane or task paused at its budget.
+    #[command(subcommand)]
+    Budget(usage::BudgetCmd),
     /// The state store itself.
     #[command(subcommand)]
     Store(store::StoreCmd),
@@ -170,6 +177,8 @@ fn run(command: Command) -> Result<()> {
         Command::Hook { kind } => steer::hook(kind),
         Command::Demo(args) => demo::run(args),
         Command::Session(cmd) => watch::session(cmd),
+        Command::Usage(args) => usage::usage(args),
+        Command::Budget(cmd) => usage::budget(cmd, &Env::from_process()?),
         Command::Exec(_) | Command::AgentShim { .. } | Command::Gate(_) => {
             unreachable!("handled in main")
         }

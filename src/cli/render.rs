@@ -428,13 +428,25 @@ pub fn fleet_status_table(doc: &FleetStatus, short: &ShortIds) {
         if l.restarts > 0 {
             line.push_str(&format!("; {} restarts", l.restarts));
         }
-        if let Some(h) = &l.hold {
-            line.push_str(&format!(
+        match &l.hold {
+            Some(h) if h.until.is_none() => line.push_str(&format!(
+                "; paused ({}); go on with: spice budget raise {} N, or end with: spice budget stop {}",
+                h.reason.as_deref().unwrap_or(""),
+                l.lane,
+                l.lane
+            )),
+            Some(h) => line.push_str(&format!(
                 "; held {}s more ({}); lift with: spice fleet lift {}",
                 h.seconds_left,
                 h.reason.as_deref().unwrap_or(""),
                 l.lane
-            ));
+            )),
+            None => {}
+        }
+        if let Some(limit) = l.budget.lane.limit {
+            line.push_str(&format!("; {} of {limit} tokens", l.budget.lane.used));
+        } else if l.budget.lane.used > 0 {
+            line.push_str(&format!("; {} tokens", l.budget.lane.used));
         }
         if let Some(e) = &l.last_error {
             line.push_str(&format!("; last error: {e}"));

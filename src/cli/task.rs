@@ -87,7 +87,7 @@ pub enum TaskCmd {
         #[arg(long)]
         json: bool,
     },
-    /// Change a task's title, body, project, priority, due date or tags.
+    /// Change a task's title, body, project, priority, due date, tags or token budget.
     Modify {
         id: String,
         #[arg(long)]
@@ -106,6 +106,10 @@ pub enum TaskCmd {
         tags: Vec<String>,
         #[arg(long = "untag", value_name = "TAG")]
         untags: Vec<String>,
+        /// The task's token budget: crossing it pauses the lane working on it
+        /// (see `spice budget`).
+        #[arg(long = "budget-tokens", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        budget_tokens: Option<u64>,
         #[arg(long)]
         json: bool,
     },
@@ -366,6 +370,7 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
             due,
             tags,
             untags,
+            budget_tokens,
             json,
         } => {
             let up = TaskUpdate {
@@ -378,6 +383,9 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
                 remove_tags: untags,
             };
             let task = s.modify(&id, &up)?;
+            if let Some(n) = budget_tokens {
+                s.budget_set(&crate::store::BudgetScope::Task(task.id.clone()), n)?;
+            }
             if json {
                 render::print_json(&render::task_json(&task));
             } else {

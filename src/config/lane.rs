@@ -55,6 +55,10 @@ pub struct Lane {
     pub push: Option<String>,
     #[serde(default = "yes")]
     pub enabled: bool,
+    /// Tokens the lane's sessions may spend (input, output and cache, as `spice usage`
+    /// counts them); crossing it pauses the lane after the agent's turn until the
+    /// operator raises or stops it (`spice budget`). A positive integer.
+    pub budget_tokens: Option<Spanned<u64>>,
 }
 
 fn yes() -> bool {
@@ -255,6 +259,14 @@ pub fn load(dir: &Path, name: &str) -> Result<Lane> {
     parse(&path, &text)
 }
 
+/// The `budget_tokens` of the lane file at `path`, if it reads and sets one (the
+/// floor of the lane's budget, which the operator may raise).
+pub fn budget_tokens(path: &Path) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let lane: Lane = toml::from_str(&text).ok()?;
+    lane.budget_tokens.map(|b| *b.get_ref())
+}
+
 /// Parses and checks one lane file; the first problem found is the error.
 pub fn parse(path: &Path, text: &str) -> Result<Lane> {
     check(path, text)
@@ -308,6 +320,14 @@ pub fn check(path: &Path, text: &str) -> std::result::Result<(Lane, Timing), Vec
         (Some(r), _) => r,
         (None, _) => lease / 3,
     };
+    if let Some(b) = lane.budget_tokens.as_ref().filter(|b| *b.get_ref() == 0) {
+        errors.push(ConfigError::at(
+            path,
+            text,
+            b.span().start,
+            "field 'budget_tokens': must be a positive number of tokens (leave it out for no budget)",
+        ));
+    }
     errors.extend(check_values(path, text));
     if errors.is_empty() {
         Ok((
@@ -327,6 +347,29 @@ pub fn check(path: &Path, text: &str) -> std::result::Result<(Lane, Timing), Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_budget_is_a_positive_number_of_tokens() {
+        let lane = parse(
+            Path::new("lanes/a.toml"),
+            "profile = \"demo\"\nbudget_tokens = 5000\n",
+        )
+        .unwrap();
+        assert_eq!(lane.budget_tokens.map(|b| *b.get_ref()), Some(5000));
+        for (text, col) in [
+            ("budget_tokens = 0", 17),
+            ("budget_tokens = -3", 17),
+            ("budget_tokens = \"lots\"", 17),
+        ] {
+            let e = parse(
+                Path::new("lanes/a.toml"),
+                &format!("profile = \"demo\"\n{text}\n"),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(e.starts_with(&format!("lanes/a.toml:2:{col}:")), "{e}");
+        }
+    }
 
     #[test]
     fn unknown_key_is_located() {

@@ -7,6 +7,7 @@
 //! | event | source |
 //! | --- | --- |
 //! | `claimed`, `successor`, `launched`, `exited`, `compacted`, `held` | the ledger entry of that kind |
+//! | `budget` | a ledger `budget` entry: a lane paused at its token budget, raised, or stopped |
 //! | `delivered` | a ledger `delivered` entry (typed into an idle agent), a `launched` entry's `steering_in_brief` (at the top of its brief), or the first showing of an item neither names (`spice exec` or the hook) |
 //! | `worktree_ready` | a lane's claim that records a worktree it did not record before |
 //! | `acked`, `refused` | an acknowledgment record with that effect (a NACK with a reason refuses) |
@@ -55,6 +56,7 @@ pub enum EventKind {
     Exited,
     Successor,
     Held,
+    Budget,
     Idle,
     Stalled,
     Error,
@@ -62,7 +64,7 @@ pub enum EventKind {
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 21] = [
+    pub const ALL: [EventKind; 22] = [
         EventKind::Claimed,
         EventKind::WorktreeReady,
         EventKind::Launched,
@@ -80,6 +82,7 @@ impl EventKind {
         EventKind::Exited,
         EventKind::Successor,
         EventKind::Held,
+        EventKind::Budget,
         EventKind::Idle,
         EventKind::Stalled,
         EventKind::Error,
@@ -105,6 +108,7 @@ impl EventKind {
             EventKind::Exited => "exited",
             EventKind::Successor => "successor",
             EventKind::Held => "held",
+            EventKind::Budget => "budget",
             EventKind::Idle => "idle",
             EventKind::Stalled => "stalled",
             EventKind::Error => "error",

@@ -15,7 +15,7 @@
 use crate::clock::Micros;
 use crate::config::fleet::LaneConfig;
 use crate::error::Result;
-use crate::store::{agent_targets, Claim, LaneRow, Store, Target};
+use crate::store::{agent_targets, Claim, LaneRow, LaneState, Store, Target};
 use crate::task::Status;
 use crate::when;
 use serde::Serialize;
@@ -58,6 +58,8 @@ pub struct LaneStatus {
     pub restarts: u32,
     pub pid: Option<u32>,
     pub hold: Option<Hold>,
+    /// The token budgets it answers to (its own, its task's) and what was used.
+    pub budget: crate::store::BudgetState,
     pub last_error: Option<String>,
     /// When the transcript last grew.
     pub last_activity: Option<String>,
@@ -75,10 +77,11 @@ pub struct LaneStatus {
     pub pending_steering: usize,
 }
 
-/// A crash-loop hold.
+/// A crash-loop hold (until a time), or a pause at a token budget (until the
+/// operator raises or stops it: no `until`, reason `budget: …`).
 #[derive(Debug, Clone, Serialize)]
 pub struct Hold {
-    pub until: String,
+    pub until: Option<String>,
     pub seconds_left: i64,
     pub reason: Option<String>,
 }
@@ -247,11 +250,26 @@ pub fn status(
             predecessors: row.lineage.clone(),
             restarts: row.restarts,
             pid: row.pid,
-            hold: row.hold_until.map(|until| Hold {
-                until: when::rfc3339(until),
-                seconds_left: seconds(until - now).max(0),
-                reason: row.hold_reason.clone(),
-            }),
+            hold: match (row.hold_until, &row.hold_reason) {
+                (Some(until), _) => Some(Hold {
+                    until: Some(when::rfc3339(until)),
+                    seconds_left: seconds(until - now).max(0),
+                    reason: row.hold_reason.clone(),
+                }),
+                (None, Some(r)) if row.state == LaneState::Held => Some(Hold {
+                    until: None,
+                    seconds_left: 0,
+                    reason: Some(r.clone()),
+                }),
+                _ => None,
+            },
+            budget: store.budget_state(
+                &e.name,
+                task.as_ref().map(|t| t.id.as_str()),
+                e.config
+                    .and_then(|c| c.lane.budget_tokens.as_ref())
+                    .map(|b| *b.get_ref()),
+            )?,
             last_error: row.last_error.clone(),
             last_activity: row.last_activity.map(when::rfc3339),
             last_activity_seconds_ago: row.last_activity.map(|t| seconds(now - t)),

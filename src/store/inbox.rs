@@ -321,22 +321,7 @@ impl Store {
         writer: &[Target],
     ) -> Result<Vec<Outcome>> {
         self.write("applying a transcript", |tx, now| {
-            sweep(tx, now)?;
-            let out = apply_all(tx, directives, path, Scope::Within(writer), now)?;
-            tx.prepare_cached(
-                "INSERT INTO transcript_checkpoints (path, offset, line, hash, updated)
-                 VALUES (?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT (path) DO UPDATE SET offset = excluded.offset, line = excluded.line,
-                 hash = excluded.hash, updated = excluded.updated",
-            )?
-            .execute(params![
-                path,
-                at.offset as i64,
-                at.line as i64,
-                at.hash as i64,
-                now
-            ])?;
-            Ok(out)
+            apply_in(tx, path, at, directives, writer, now)
         })
     }
 
@@ -378,6 +363,34 @@ impl Store {
             Ok(rows.collect::<std::result::Result<Vec<_>, _>>()?)
         })
     }
+}
+
+/// The body of [`Store::apply_transcript`], inside the caller's transaction (the
+/// metered scan adds its usage to the same one).
+pub(super) fn apply_in(
+    tx: &Transaction<'_>,
+    path: &str,
+    at: Checkpoint,
+    directives: &[Directive],
+    writer: &[Target],
+    now: Micros,
+) -> Result<Vec<Outcome>> {
+    sweep(tx, now)?;
+    let out = apply_all(tx, directives, path, Scope::Within(writer), now)?;
+    tx.prepare_cached(
+        "INSERT INTO transcript_checkpoints (path, offset, line, hash, updated)
+         VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (path) DO UPDATE SET offset = excluded.offset, line = excluded.line,
+         hash = excluded.hash, updated = excluded.updated",
+    )?
+    .execute(params![
+        path,
+        at.offset as i64,
+        at.line as i64,
+        at.hash as i64,
+        now
+    ])?;
+    Ok(out)
 }
 
 fn apply_all(

@@ -51,8 +51,9 @@ pub(super) fn append(
 /// the fleet's boundaries (`stage_hook`: stage, argv, outcome, exit code, duration,
 /// the end of its output), a finished task's worktree put in the repository's pool
 /// or taken from it for a new task (`pool`: with the ref its leftovers were saved
-/// under, or why it was not).
-pub const SUPERVISOR_KINDS: [&str; 14] = [
+/// under, or why it was not), a lane paused at its token budget, resumed after a
+/// raise, or stopped by the operator (`budget`).
+pub const SUPERVISOR_KINDS: [&str; 15] = [
     "launched",
     "conversation",
     "exited",
@@ -67,6 +68,7 @@ pub const SUPERVISOR_KINDS: [&str; 14] = [
     "bed",
     "stage_hook",
     "pool",
+    "budget",
 ];
 
 impl Store {

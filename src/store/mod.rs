@@ -36,6 +36,7 @@ mod schema;
 mod snapshot;
 mod target;
 mod tasks;
+mod usage;
 mod watch;
 
 pub use backup::{list_backups, restore, Backup, Restored, BACKUPS_KEPT, BACKUP_DIR, BACKUP_EVERY};
@@ -51,6 +52,9 @@ pub use resolve::ShortIds;
 pub use snapshot::Snapshot;
 pub use target::{agent_targets, Target, TargetKind};
 pub use tasks::{ListFilter, PhaseOutcome, TaskUpdate};
+pub use usage::{
+    Budget, BudgetRow, BudgetScope, BudgetState, Delta, Metered, SessionUsage, Tokens,
+};
 
 use crate::clock::{Clock, Micros};
 use crate::error::{Error, Result, SqlContext};

@@ -216,6 +216,33 @@ const MIGRATIONS: &[&str] = &[
     DROP TABLE lanes;
     ALTER TABLE lanes_new RENAME TO lanes;
     "#,
+    // 9: tokens each session's transcript counted, what reading each transcript
+    // remembers across a restart, and the operator's budgets.
+    r#"
+    CREATE TABLE usage (
+        path TEXT NOT NULL,
+        session TEXT NOT NULL,
+        lane TEXT,
+        task_id TEXT,
+        input INTEGER NOT NULL DEFAULT 0,
+        output INTEGER NOT NULL DEFAULT 0,
+        cache_read INTEGER NOT NULL DEFAULT 0,
+        cache_creation INTEGER NOT NULL DEFAULT 0,
+        updated INTEGER NOT NULL,
+        PRIMARY KEY (path, session)
+    ) WITHOUT ROWID;
+    CREATE INDEX usage_by_lane ON usage (lane);
+    CREATE INDEX usage_by_task ON usage (task_id);
+    CREATE TABLE usage_carry (path TEXT PRIMARY KEY, carry TEXT NOT NULL) WITHOUT ROWID;
+    CREATE TABLE budgets (
+        kind TEXT NOT NULL CHECK (kind IN ('lane', 'task')),
+        name TEXT NOT NULL,
+        tokens INTEGER,
+        stop INTEGER NOT NULL DEFAULT 0,
+        updated INTEGER NOT NULL,
+        PRIMARY KEY (kind, name)
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// Reads the schema version and refuses a database from a newer spice or another

@@ -6,12 +6,16 @@
 //! A transcript speaks for its writer only: its directives retire the items addressed
 //! to the session, lane and worktree that wrote it (the scanner's `writer`), and an
 //! ACK of another lane's key is recorded as `not-addressed` and changes nothing.
+//!
+//! The scan also meters the tokens the transcript records ([`super::usage`]), and
+//! adds them to the writer's session in the checkpoint's transaction.
 
 use super::event::EventKind;
 use super::follow::Follower;
+use super::usage::{Calls, Meter};
 use crate::error::{Error, Result};
 use crate::steer::grammar;
-use crate::store::{Outcome, Store, Target};
+use crate::store::{Delta, Metered, Outcome, Store, Target};
 use std::path::Path;
 
 /// What one scan did.
@@ -36,6 +40,8 @@ pub struct ScanReport {
     pub text_last: Option<bool>,
     /// Compaction boundaries read in this scan.
     pub compactions: u64,
+    /// The tokens the lines read in this scan added (sub-agents' inline lines too).
+    pub usage: Delta,
     /// The session id the transcript names for itself, when read in this scan.
     pub session_id: Option<String>,
     /// Whom its directives count for: the items addressed to these targets.
@@ -76,6 +82,7 @@ pub struct Scanner {
     writer: Vec<Target>,
     follower: Option<(String, Follower)>,
     turn: super::turn::Turn,
+    meter: Option<(Meter, Calls)>,
 }
 
 impl Scanner {
@@ -86,6 +93,7 @@ impl Scanner {
             writer,
             follower: None,
             turn: super::turn::Turn::default(),
+            meter: None,
         }
     }
 
@@ -110,12 +118,15 @@ impl Scanner {
             let key = canonical.display().to_string();
             let agent = super::detect_file(&canonical)?;
             let from = store.transcript_checkpoint(&key)?;
+            let carry = store.usage_carry(&key)?;
+            self.meter = Some(Meter::resume(agent, carry.as_deref()));
             self.follower = Some((
                 key,
                 Follower::new(&canonical, super::decoder_fn(agent), from),
             ));
         }
         let (key, follower) = self.follower.as_mut().expect("set above");
+        let (meter, calls) = self.meter.as_mut().expect("set with the follower");
         let mut report = ScanReport {
             path: key.clone(),
             outcomes: Vec::new(),
@@ -126,6 +137,7 @@ impl Scanner {
             turn_ended: None,
             text_last: None,
             compactions: 0,
+            usage: Delta::default(),
             session_id: None,
             counts_for: self.writer.clone(),
             said: Vec::new(),
@@ -143,6 +155,13 @@ impl Scanner {
                 self.turn = super::turn::Turn::default();
             }
             let mut directives = Vec::new();
+            let mut metered = Delta::default();
+            for e in &events {
+                if let Some(c) = meter.observe(e, calls) {
+                    metered += c.delta;
+                }
+            }
+            report.usage += metered;
             for e in events.iter().filter(|e| e.subagent.is_none()) {
                 report.events += 1;
                 self.turn.observe(e);
@@ -189,11 +208,16 @@ impl Scanner {
             }
             let at = follower.checkpoint();
             if !directives.is_empty() || at.line != report.to_line || report.rewritten {
-                report.outcomes.extend(store.apply_transcript(
+                let metered = Metered {
+                    delta: metered,
+                    carry: Some(meter.carry(calls)),
+                };
+                report.outcomes.extend(store.apply_transcript_metered(
                     key,
                     at,
                     &directives,
                     &self.writer,
+                    &metered,
                 )?);
             }
             report.to_line = at.line;

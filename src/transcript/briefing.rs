@@ -27,7 +27,7 @@ pub use markdown::markdown;
 use super::event::{self, Agent, ChangeKind, Event, EventKind, SessionMeta};
 use crate::steer::grammar::{self, Polarity};
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Command {
@@ -98,13 +98,8 @@ pub struct UnfinishedCall {
     pub line: u64,
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Tokens {
-    pub input: u64,
-    pub output: u64,
-    pub cache_read: u64,
-    pub cache_creation: u64,
-}
+/// The session's tokens, counted by [`super::usage`] (its inline sub-agents' too).
+pub use crate::store::Tokens;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Briefing {
@@ -216,8 +211,6 @@ pub fn brief(path: &str, events: &[Event], malformed: u64) -> Briefing {
     let mut by_call: HashMap<String, usize> = HashMap::new();
     let mut by_path: HashMap<String, usize> = HashMap::new();
     let mut open = Open::default();
-    let mut usage: BTreeMap<String, Tokens> = BTreeMap::new();
-    let mut cumulative: Option<Tokens> = None;
     for e in events {
         match &e.kind {
             EventKind::SubagentLink {
@@ -333,43 +326,10 @@ pub fn brief(path: &str, events: &[Event], malformed: u64) -> Briefing {
                 trigger: trigger.clone(),
                 pre_tokens: *pre_tokens,
             }),
-            EventKind::TokenUsage {
-                message_id,
-                input_tokens,
-                output_tokens,
-                cache_read_tokens,
-                cache_creation_tokens,
-                cumulative: is_total,
-            } => {
-                let t = Tokens {
-                    input: *input_tokens,
-                    output: *output_tokens,
-                    cache_read: *cache_read_tokens,
-                    cache_creation: *cache_creation_tokens,
-                };
-                if *is_total {
-                    cumulative = Some(t);
-                } else {
-                    // The last line of a message carries its final figures.
-                    usage.insert(
-                        message_id
-                            .clone()
-                            .unwrap_or_else(|| format!("line{}", e.line)),
-                        t,
-                    );
-                }
-            }
             _ => {}
         }
     }
-    b.tokens = cumulative.unwrap_or_else(|| {
-        usage.values().fold(Tokens::default(), |a, t| Tokens {
-            input: a.input + t.input,
-            output: a.output + t.output,
-            cache_read: a.cache_read + t.cache_read,
-            cache_creation: a.cache_creation + t.cache_creation,
-        })
-    });
+    b.tokens = super::usage::total(meta.agent.unwrap_or(Agent::Claude), events);
     b.unfinished_call = open.calls.pop().map(|(_, call)| call);
     b.agent = meta.agent;
     b.session_id = meta.session_id;

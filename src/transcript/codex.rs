@@ -323,6 +323,8 @@ impl CodexDecoder {
         }
         sink.push(EventKind::TokenUsage {
             message_id: None,
+            request_id: None,
+            model: self.meta.model.clone(),
             input_tokens: now.0,
             output_tokens: now.1,
             cache_read_tokens: now.2,

@@ -106,11 +106,19 @@ pub enum EventKind {
         call_id: Option<String>,
     },
     /// Token usage. Claude repeats usage on every line of one message with provisional
-    /// figures: consumers keep the last event per `message_id`. Codex reports
-    /// cumulative totals (`cumulative: true`): consumers keep the last.
+    /// figures: consumers keep the last event per `message_id` and `request_id`
+    /// ([`crate::transcript::usage::Meter`] does). Codex reports cumulative totals
+    /// (`cumulative: true`) whose `input_tokens` include the cached ones: the meter
+    /// turns them into deltas.
     TokenUsage {
         #[serde(skip_serializing_if = "Option::is_none")]
         message_id: Option<String>,
+        /// Claude's `requestId`: with the message id, what names one API call.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+        /// The model that answered, where the line says (a subagent's may differ).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
         input_tokens: u64,
         output_tokens: u64,
         cache_read_tokens: u64,

@@ -170,6 +170,8 @@ pub fn write_event(out: &mut Vec<u8>, e: &Event) {
         }
         EventKind::TokenUsage {
             message_id,
+            request_id,
+            model,
             input_tokens,
             output_tokens,
             cache_read_tokens,
@@ -178,6 +180,8 @@ pub fn write_event(out: &mut Vec<u8>, e: &Event) {
         } => {
             tag(out, "token_usage");
             opt_str(out, "message_id", message_id);
+            opt_str(out, "request_id", request_id);
+            opt_str(out, "model", model);
             key(out, "input_tokens");
             int(out, *input_tokens);
             key(out, "output_tokens");

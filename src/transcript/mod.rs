@@ -16,6 +16,7 @@ pub mod jsonl;
 pub mod render;
 pub mod sanitize;
 pub mod turn;
+pub mod usage;
 
 use event::{Agent, Decoder};
 

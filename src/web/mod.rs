@@ -8,7 +8,7 @@
 //!   /api/status, /api/tasks, /api/graph ◀── cache per store generation ◀── store pool
 //!   /api/live (SSE: "change") ◀──────────── watcher thread: PRAGMA data_version, 10 Hz
 //!   /api/lanes/L/transcript[/live] ◀─────── transcripts: each file decoded once, tailed
-//!   POST /api/steer, /api/takeover, /api/lanes/L/lift-hold ──▶ the store calls the CLI makes
+//!   POST /api/steer, /api/takeover, /api/lanes/L/lift-hold, /api/lanes/L/budget ──▶ the store calls the CLI makes
 //! ```
 //!
 //! Invariants:

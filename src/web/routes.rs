@@ -199,6 +199,12 @@ pub(super) fn all(
             )
         });
 
+    let budget = warp::path!("api" / "lanes" / String / "budget")
+        .and(post)
+        .and(body)
+        .and(with_app.clone())
+        .then(super::writes::budget);
+
     let pages = index
         .or(js)
         .unify()
@@ -231,7 +237,13 @@ pub(super) fn all(
         .unify()
         .or(transcript_live)
         .unify();
-    let writes = steer.or(takeover).unify().or(lift).unify();
+    let writes = steer
+        .or(takeover)
+        .unify()
+        .or(lift)
+        .unify()
+        .or(budget)
+        .unify();
     guard
         .and(pages.or(reads).unify().or(writes).unify())
         .recover(recover)

@@ -1,6 +1,7 @@
 //! The console's writes, through the same store calls the CLI makes: a steering item
 //! (`spice steer`), a takeover of a stale claim with the fence the page showed
-//! (`spice task takeover --stale`). Bodies are JSON with no unknown fields.
+//! (`spice task takeover --stale`), a token budget raised or a paused lane stopped
+//! (`spice budget raise|stop`). Bodies are JSON with no unknown fields.
 
 use super::docs;
 use super::routes::{error, json_value, reply};
@@ -92,4 +93,52 @@ pub(super) async fn takeover(body: Bytes, app: Arc<App>) -> Response {
         })
         .await,
     )
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "lowercase")]
+enum BudgetAction {
+    Raise,
+    Stop,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BudgetBody {
+    action: BudgetAction,
+    /// `raise`: the new budget, in tokens.
+    tokens: Option<u64>,
+    /// The lane's task's budget instead of the lane's (its id).
+    task: Option<String>,
+}
+
+/// `POST /api/lanes/L/budget`: `spice budget raise|stop` for the lane, or for the task
+/// the body names.
+pub(super) async fn budget(lane: String, body: Bytes, app: Arc<App>) -> Response {
+    let b: BudgetBody = match parse(&body) {
+        Ok(b) => b,
+        Err(e) => return error(&e),
+    };
+    let r = app
+        .store(move |s, _| {
+            let scope = match &b.task {
+                Some(t) => crate::store::BudgetScope::Task(s.task(t)?.id),
+                None => crate::store::BudgetScope::Lane(lane.clone()),
+            };
+            match b.action {
+                BudgetAction::Raise => {
+                    let tokens = b
+                        .tokens
+                        .ok_or_else(|| Error::input("a raise needs \"tokens\": the new budget"))?;
+                    let now = s.budget_raise(&scope, tokens)?;
+                    Ok(serde_json::json!({"lane": lane, "budget": now}))
+                }
+                BudgetAction::Stop => {
+                    s.budget_stop(&scope)?;
+                    Ok(serde_json::json!({"lane": lane, "stop": true}))
+                }
+            }
+        })
+        .await;
+    reply(r)
 }

@@ -24,7 +24,12 @@ const browser = await chromium.launch({
 const problems = [];
 try {
   const page = await browser.newPage();
-  page.on('dialog', (d) => { problems.push(`a dialog opened: ${d.message()}`); d.dismiss(); });
+  // Dialogs are problems, except the ones a step expects (its answers, in order).
+  const answers = [];
+  page.on('dialog', (d) => {
+    if (answers.length) { const a = answers.shift(); d.accept(a === true ? undefined : a); return; }
+    problems.push(`a dialog opened: ${d.message()}`); d.dismiss();
+  });
   page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
   // The refused takeover's 409 is logged by the browser itself; anything else is a problem.
   page.on('console', (m) => { if (m.type() === 'error' && !/status of 409/.test(m.text())) problems.push(`console: ${m.text()}`); });
@@ -62,11 +67,12 @@ try {
   assert.equal(await page.evaluate(() => window.__pwned), undefined);
 
   step('a lane that needs the operator: named so, its question shown, counted in the title');
-  await page.waitForSelector('#lanes tr[data-lane="c"] .state-note');
-  const asking = await page.textContent('#lanes tr[data-lane="c"]');
+  await page.waitForSelector('#lanes tr[data-lane="d"] .state-note');
+  const asking = await page.textContent('#lanes tr[data-lane="d"]');
   assert.match(asking, /needs you/);
   assert.match(asking, /Should I keep <b>the alias<\/b>\?/, 'the question is shown as text');
-  await page.waitForFunction(() => document.title === '(1) spice console');
+  // Lane d asks; lane c is held at its budget: both need the operator.
+  await page.waitForFunction(() => document.title === '(2) spice console');
   assert.equal(await page.isChecked('#notify'), false, 'browser notifications are opt-in');
 
   const title = await page.title();
@@ -122,6 +128,21 @@ try {
   await page.click(`#claims tr[data-task="${env.FRESH_ID}"] button.takeover`);
   await page.waitForFunction(() => /refused/.test(document.querySelector('#takeover-msg').textContent), null, { timeout: 5000 });
   assert.match(await page.textContent('#takeover-msg'), /refused: .*held by busy/);
+
+  step('a lane paused at its budget shows its tokens, and raise and stop go through the store');
+  await page.waitForSelector('#lanes tr[data-lane="c"] .budget-raise');
+  assert.match(await page.textContent('#lanes tr[data-lane="c"] .tokens'), /^1200 \/ 1000$/);
+  assert.equal(await page.locator('#lanes tr[data-lane="c"] .lift').count(), 0, 'a budget pause is not lifted like a crash hold');
+  assert.match(await page.textContent('#lanes tr[data-lane="a"] .tokens'), /^0$/);
+  answers.push('5000');
+  await page.click('#lanes tr[data-lane="c"] .budget-raise');
+  await page.waitForFunction(() => document.querySelector('#lanes tr[data-lane="c"] .tokens').textContent === '1200 / 5000', null, { timeout: 5000 });
+  answers.push(true);
+  await page.click('#lanes tr[data-lane="c"] .budget-stop');
+  for (let i = 0; i < 50 && !JSON.parse(spice('budget', 'show', '--json')).some((b) => b.name === 'c' && b.stop); i++) {
+    await page.waitForTimeout(100);
+  }
+  assert.ok(JSON.parse(spice('budget', 'show', '--json')).some((b) => b.name === 'c' && b.stop && b.limit === 5000), 'the stop reached the store');
 
   step('the ledger of a task shows its history');
   await page.click(`#claims tr[data-task="${env.STALE_ID}"] a`);

@@ -263,6 +263,11 @@ impl Observer {
                 EventKind::Held,
                 text("reason").unwrap_or_default(),
             ),
+            "budget" => (
+                text("lane").or(of_actor),
+                EventKind::Budget,
+                text("reason").unwrap_or_default(),
+            ),
             "phase_completed" => {
                 let to = text("to").unwrap_or_else(|| "completed".into());
                 let mut detail = format!("{} → {to}", text("from").unwrap_or_default());

@@ -186,7 +186,7 @@ impl Session {
     }
 
     /// Whether the agent's turn is over (steering typed in starts its next one).
-    fn turn_over(&self) -> bool {
+    pub fn turn_over(&self) -> bool {
         matches!(self.state, LaneState::Waiting | LaneState::Errored)
             || (self.state == LaneState::Asking && self.ask == Some(Ask::Question))
     }

@@ -35,11 +35,13 @@
 //!   sure an agent of a killed supervisor is gone before starting its successor.
 
 mod bed;
+mod budget;
 mod carry;
 mod holding;
 mod machine;
 mod pool;
 mod prepare;
+mod publish;
 mod session;
 mod stages;
 
@@ -72,14 +74,13 @@ pub const LOST_GRACE: Duration = Duration::from_secs(10);
 /// How long an agent may go on once its own session released the claim, if its
 /// transcript never says its turn ended.
 pub const FINISH_GRACE: Duration = Duration::from_secs(30);
-/// Silence in the transcript, mid-turn, after which a lane is reported stalled.
+/// Silence in the transcript, mid-turn, after which a lane is reported stalled
+/// (unless the lane's `stall_after` says otherwise).
 pub use crate::config::lane::STALL_AFTER;
 /// Silence after the agent's text, with no stated turn end, after which its turn
 /// counts as ended (Claude Code sometimes writes neither `end_turn` nor a turn
 /// duration). A tool call that follows text comes within moments.
 pub const QUIET_TURN_END: Duration = Duration::from_secs(5);
-/// How often the last-activity time alone is written to the store.
-const ACTIVITY_EVERY: Duration = Duration::from_secs(5);
 
 pub fn run(
     cfg: &LaneConfig,
@@ -121,6 +122,7 @@ pub fn run(
         busy: true,
         backoff: Backoff::new(prepare::BACKOFF_FIRST, prepare::BACKOFF_MAX),
         repo: opts.repo.clone(),
+        halted: false,
     };
     if let Err(e) = lane.run() {
         lane.row.last_error = Some(e.to_string());
@@ -163,6 +165,9 @@ struct Lane<'a> {
     backoff: Backoff,
     /// The lane's repository, whose `base` carries the stage hooks.
     repo: PathBuf,
+    /// The operator stopped the lane at its budget (`spice budget stop`): it ends as
+    /// on `fleet down`, its claim kept.
+    halted: bool,
 }
 
 /// One claim being worked on: the task, its worktree and the holding.
@@ -233,37 +238,7 @@ impl Drop for Lane<'_> {
 
 impl Lane<'_> {
     fn stopping(&self) -> bool {
-        self.stop.load(Ordering::SeqCst)
-    }
-
-    /// Writes the lane's row when what it reports changed (the last-activity time
-    /// alone at most every [`ACTIVITY_EVERY`]).
-    fn publish(&mut self, force: bool) -> Result<()> {
-        // A note says what an asking, sub-agent, errored or stalled state is about.
-        if !matches!(
-            self.row.state,
-            LaneState::Asking | LaneState::Subagent | LaneState::Errored | LaneState::Stalled
-        ) {
-            self.row.state_note = None;
-        }
-        let changed = match &self.written {
-            None => true,
-            Some(w) => {
-                let mut a = w.clone();
-                a.updated = 0;
-                a.last_activity = self.row.last_activity;
-                let mut b = self.row.clone();
-                b.updated = 0;
-                a != b
-                    || (w.last_activity != self.row.last_activity
-                        && self.written_at.elapsed() >= ACTIVITY_EVERY)
-            }
-        };
-        if changed || force {
-            self.written = Some(self.store.put_lane(&self.row)?);
-            self.written_at = Instant::now();
-        }
-        Ok(())
+        self.halted || self.stop.load(Ordering::SeqCst)
     }
 
     fn run(&mut self) -> Result<()> {
@@ -651,6 +626,17 @@ impl Lane<'_> {
             let version = self.store.data_version().ok();
             if version.is_none() || version != seen_version {
                 seen_version = version;
+                // Past its budget, the lane pauses here (a raise, and it waits on).
+                match self.budget_pause(&work.claim.task_id, &holder)? {
+                    budget::Paused::Go => {}
+                    budget::Paused::Stop | budget::Paused::Stopping => {
+                        return Ok(Between::Stopping)
+                    }
+                    budget::Paused::Lost(_) => {
+                        seen_version = None;
+                        continue;
+                    }
+                }
                 let holding = self.holding(&work.claim.task_id, &work.session)?;
                 let fresh = holding == Holding::Ours
                     && self

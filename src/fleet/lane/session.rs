@@ -3,6 +3,7 @@
 //! agent until it ends: transcript scan → state, claim checks, fenced renewal, idle
 //! paste, the silent-start report.
 
+use super::budget::Paused;
 use super::machine::{Action, End, Event, Holding, Rules, Session};
 use super::{Lane, Work, GRACE, TICK};
 use crate::agent::{inflight, LaunchSpec};
@@ -87,6 +88,13 @@ impl Lane<'_> {
     pub(super) fn session(&mut self, program: &Path, work: &mut Work) -> Result<End> {
         let task = self.store.task(&work.claim.task_id)?;
         let session = work.session.clone();
+        // A budget crossed before the launch pauses the lane with no agent running.
+        match self.budget_pause(&task.id, &Holder::fenced(session.clone(), work.fence))? {
+            Paused::Go => {}
+            Paused::Stop | Paused::Stopping => return Ok(End::Stopping),
+            Paused::Lost(Holding::Other(by)) => return Ok(End::Lost(by)),
+            Paused::Lost(_) => return Ok(End::Finished),
+        }
         let targets = launch::targets(&session, &self.cfg.name, &work.worktree);
         let successor = !self.row.lineage.is_empty();
         // A successor, or a headless session's next turn, continues the conversation.
@@ -185,7 +193,7 @@ impl Lane<'_> {
             "launched",
             &session,
             json!({
-                "lane": cfg.name, "pid": agent.pid(), "resume": resume, "turn": work.turns + 1,
+                "lane": cfg.name, "phase": task.phase, "pid": agent.pid(), "resume": resume, "turn": work.turns + 1,
                 "conversation": conversation, "recording": recording,
                 "steering_in_brief": pending.iter().map(|i| &i.key).collect::<Vec<_>>(),
                 "interrupted": interrupted, "interrupted_from": interrupted_from,
@@ -267,6 +275,19 @@ impl Lane<'_> {
                     },
                     Instant::now(),
                 ));
+            }
+            // Its turn over, an agent past its budget waits for the operator.
+            if machine.turn_over() && machine.watches_claim() {
+                match self.budget_pause(&task.id, &holder)? {
+                    Paused::Go => {}
+                    Paused::Stop | Paused::Stopping => {
+                        agent.stop(GRACE)?;
+                        break 'session End::Stopping;
+                    }
+                    Paused::Lost(h) => {
+                        actions.extend(machine.step(Event::Claim(h), Instant::now()))
+                    }
+                }
             }
             if let Some(st) = agent.try_wait()? {
                 let exited = Event::Exited {

@@ -31,6 +31,18 @@ pub fn markdown(b: &Briefing) -> String {
             let _ = writeln!(s, "- {k}: `{v}`");
         }
     }
+    let t = &b.tokens;
+    if t.total() > 0 {
+        let _ = writeln!(
+            s,
+            "- tokens: {} (input {}, output {}, cache read {}, cache write {})",
+            t.total(),
+            t.input,
+            t.output,
+            t.cache_read,
+            t.cache_creation
+        );
+    }
     let _ = writeln!(s, "\n## What it was asked\n");
     if b.prompts.is_empty() {
         let _ = writeln!(s, "(no prompt recorded)");

@@ -40,6 +40,8 @@ impl ClaudeDecoder {
                 out,
                 EventKind::TokenUsage {
                     message_id,
+                    request_id: rec.request_id.str().map(str::to_string),
+                    model: msg.model.str().map(str::to_string),
                     input_tokens: n(&usage.input_tokens),
                     output_tokens: n(&usage.output_tokens),
                     cache_read_tokens: n(&usage.cache_read_input_tokens),

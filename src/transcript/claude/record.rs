@@ -37,6 +37,8 @@ pub(super) struct Record {
     #[serde(rename = "agentId")]
     pub agent_id: Option<Loose>,
     pub uuid: Option<Loose>,
+    #[serde(rename = "requestId")]
+    pub request_id: Option<Loose>,
     #[serde(rename = "parentUuid")]
     pub parent_uuid: Option<Loose>,
     #[serde(rename = "isMeta")]

@@ -31,6 +31,8 @@ pub(super) fn record(dec: &mut CodexDecoder, ty: &str, r: &Rec, sink: &mut Sink)
                 let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
                 sink.push(EventKind::TokenUsage {
                     message_id: Some(format!("turn-{}", dec.exec.turns)),
+                    request_id: None,
+                    model: dec.meta.model.clone(),
                     input_tokens: n("input_tokens"),
                     output_tokens: n("output_tokens"),
                     cache_read_tokens: n("cached_input_tokens"),

@@ -136,6 +136,8 @@ fn every_kind(s: &str) -> Vec<EventKind> {
         },
         EventKind::TokenUsage {
             message_id: None,
+            request_id: None,
+            model: None,
             input_tokens: 0,
             output_tokens: 1,
             cache_read_tokens: 1234567890123,
@@ -144,6 +146,8 @@ fn every_kind(s: &str) -> Vec<EventKind> {
         },
         EventKind::TokenUsage {
             message_id: some(),
+            request_id: some(),
+            model: some(),
             input_tokens: 5,
             output_tokens: 6,
             cache_read_tokens: 7,

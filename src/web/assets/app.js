@@ -158,9 +158,16 @@ function renderLanes(s) {
   const body = $('lanes').tBodies[0];
   body.replaceChildren(...s.lanes.map((l) => {
     const task = l.task ? el('span', {}, el('code', {}, l.task.handle), ' ', l.task.description) : '–';
-    const lift = l.state === 'held'
+    const atBudget = l.state === 'held' && l.hold && !l.hold.until;
+    const lift = l.state === 'held' && !atBudget
       ? el('button', { type: 'button', class: 'lift', onclick: (ev) => { ev.stopPropagation(); liftHold(l.lane); } }, 'lift hold')
       : null;
+    const budgetButtons = atBudget
+      ? [el('button', { type: 'button', class: 'budget-raise', onclick: (ev) => { ev.stopPropagation(); raiseBudget(l); } }, 'raise budget'),
+        el('button', { type: 'button', class: 'budget-stop', onclick: (ev) => { ev.stopPropagation(); stopBudget(l); } }, 'stop')]
+      : [];
+    const b = l.budget && l.budget.lane;
+    const tokens = b ? (b.limit ? `${b.used} / ${b.limit}` : String(b.used)) : '–';
     const row = el('tr', { 'data-lane': l.lane, class: l.lane === state.lane ? 'selected' : '', onclick: () => selectLane(l.lane) },
       el('td', {}, el('strong', {}, l.lane)),
       el('td', {}, l.profile || '–'),
@@ -172,7 +179,8 @@ function renderLanes(s) {
       el('td', {}, l.claims.length ? rel(l.claims[0].lease_until, 'lease') : '–'),
       el('td', {}, rel(l.last_activity, 'ago')),
       el('td', { class: l.pending_steering ? 'pending' : '' }, String(l.pending_steering)),
-      el('td', {}, lift, l.last_error ? el('span', { class: 'err small lane-error' }, 'error: ', l.last_error) : null));
+      el('td', { class: `tokens${atBudget ? ' err' : ''}`, title: atBudget ? l.hold.reason : '' }, tokens),
+      el('td', {}, lift, ...budgetButtons, l.last_error ? el('span', { class: 'err small lane-error' }, 'error: ', l.last_error) : null));
     return row;
   }));
   $('lanes-empty').hidden = s.lanes.length > 0;
@@ -285,6 +293,33 @@ async function takeover(id, handle, fence) {
     msg.className = 'err';
     msg.textContent = `refused: ${r.body.error}`;
   }
+  refreshSoon();
+}
+
+// The crossed budget: the task's when it is the one crossed, else the lane's.
+function crossedScope(l) {
+  const t = l.budget.task;
+  return t && t.limit !== null && t.used >= t.limit && l.task ? { task: l.task.id, b: t } : { b: l.budget.lane };
+}
+
+async function raiseBudget(l) {
+  const { task, b } = crossedScope(l);
+  const answer = prompt(`New token budget for ${task ? 'the task' : 'lane ' + l.lane} (used ${b.used}):`, String(Math.max(b.used, b.limit || 0) * 2));
+  if (answer === null) return;
+  const tokens = Number(answer.replace(/[_,\s]/g, ''));
+  if (!Number.isSafeInteger(tokens) || tokens <= 0) { alert(`not a number of tokens: ${answer}`); return; }
+  const body = task ? { action: 'raise', tokens, task } : { action: 'raise', tokens };
+  const r = await post(`/api/lanes/${encodeURIComponent(l.lane)}/budget`, body);
+  if (!r.ok) alert(`raise budget: ${r.body.error}`);
+  refreshSoon();
+}
+
+async function stopBudget(l) {
+  if (!confirm(`Stop lane ${l.lane}? Its session ends as on fleet down; the claim is kept.`)) return;
+  const { task } = crossedScope(l);
+  const body = task ? { action: 'stop', task } : { action: 'stop' };
+  const r = await post(`/api/lanes/${encodeURIComponent(l.lane)}/budget`, body);
+  if (!r.ok) alert(`stop: ${r.body.error}`);
   refreshSoon();
 }
 

@@ -1,0 +1,108 @@
+//! A lane paused at its token budget: once the agent's turn has ended (or before a
+//! session would start), a crossed budget of the lane or its task holds the lane with
+//! `hold_reason` "budget: …" and the agent left running, idle, its claim renewed,
+//! nothing typed into it. The operator raises the budget (`spice budget raise`, the
+//! console) and the lane goes on, or stops it (`spice budget stop`): the session ends
+//! as on `fleet down`, the claim kept for a successor, and the lane stops.
+//!
+//! Each pause, resume and stop is a `budget` ledger entry (the fleet's `budget`
+//! event).
+
+use super::machine::{Holding, Renewer};
+use super::{Lane, TICK};
+use crate::error::Result;
+use crate::store::{BudgetScope, BudgetState, Holder, LaneState};
+use serde_json::json;
+use std::time::Instant;
+
+/// What a look at the budgets decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Paused {
+    /// Within budget (or raised): go on.
+    Go,
+    /// The operator stopped the lane: end the session as on `fleet down`.
+    Stop,
+    /// The supervisor is stopping.
+    Stopping,
+    /// The claim changed hands while paused.
+    Lost(Holding),
+}
+
+impl Lane<'_> {
+    fn budgets(&mut self, task: &str) -> Result<BudgetState> {
+        let floor = self.cfg.lane.budget_tokens.as_ref().map(|b| *b.get_ref());
+        self.store.budget_state(&self.cfg.name, Some(task), floor)
+    }
+
+    /// Looks at the budgets of this lane and `task`; while one is crossed, holds the
+    /// lane (renewing the claim for `holder`) until it is raised or stopped.
+    pub(super) fn budget_pause(&mut self, task: &str, holder: &Holder) -> Result<Paused> {
+        let st = self.budgets(task)?;
+        if st.stop() {
+            return self.budget_stop(task, &st, holder);
+        }
+        let Some(reason) = st.crossed() else {
+            return Ok(Paused::Go);
+        };
+        let before = (self.row.state, self.row.hold_reason.clone());
+        self.row.state = LaneState::Held;
+        self.row.hold_reason = Some(reason.clone());
+        self.publish(true)?;
+        self.store.note(
+            task,
+            "budget",
+            &holder.claimant,
+            json!({ "lane": self.cfg.name, "step": "paused", "reason": format!("paused: {reason}"),
+                    "budgets": st }),
+        )?;
+        let mut renewer = Renewer::new(self.cfg.renew, Instant::now());
+        loop {
+            if self.stopping() {
+                return Ok(Paused::Stopping);
+            }
+            if renewer.due(Instant::now()) {
+                if let Some(h) = self.renew_claim(task, holder)? {
+                    (self.row.state, self.row.hold_reason) = before;
+                    return Ok(Paused::Lost(h));
+                }
+            }
+            let st = self.budgets(task)?;
+            if st.stop() {
+                return self.budget_stop(task, &st, holder);
+            }
+            if st.crossed().is_none() {
+                (self.row.state, self.row.hold_reason) = before;
+                self.publish(true)?;
+                self.store.note(
+                    task,
+                    "budget",
+                    &holder.claimant,
+                    json!({ "lane": self.cfg.name, "step": "resumed",
+                            "reason": "resumed: the budget was raised", "budgets": st }),
+                )?;
+                return Ok(Paused::Go);
+            }
+            std::thread::sleep(TICK);
+        }
+    }
+
+    /// The operator's stop: recorded, cleared (acted on), and the lane halted.
+    fn budget_stop(&mut self, task: &str, st: &BudgetState, holder: &Holder) -> Result<Paused> {
+        let scope = if st.lane.stop {
+            BudgetScope::Lane(self.cfg.name.clone())
+        } else {
+            BudgetScope::Task(task.to_string())
+        };
+        self.store.budget_stopped(&scope)?;
+        self.store.note(
+            task,
+            "budget",
+            &holder.claimant,
+            json!({ "lane": self.cfg.name, "step": "stopped",
+                    "reason": "stopped by the operator at its budget; claim kept", "budgets": st }),
+        )?;
+        self.row.hold_reason = Some("budget: stopped by the operator; claim kept".into());
+        self.halted = true;
+        Ok(Paused::Stop)
+    }
+}
