@@ -30,6 +30,12 @@ struct FileToml {
     /// Read by `stage::config`.
     #[allow(dead_code)]
     hooks: Option<toml::Value>,
+    /// Read by `config::housekeeping`.
+    #[allow(dead_code)]
+    archive: Option<toml::Value>,
+    /// Read by `config::housekeeping`.
+    #[allow(dead_code)]
+    gc: Option<toml::Value>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -75,6 +75,12 @@ struct FileToml {
     #[allow(dead_code)]
     testbed: Option<serde::de::IgnoredAny>,
     hooks: Option<HooksToml>,
+    /// Read by `config::housekeeping`.
+    #[allow(dead_code)]
+    archive: Option<toml::Value>,
+    /// Read by `config::housekeeping`.
+    #[allow(dead_code)]
+    gc: Option<toml::Value>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -52,7 +52,7 @@ pub(super) fn append(
 /// the end of its output), a finished task's worktree put in the repository's pool
 /// or taken from it for a new task (`pool`: with the ref its leftovers were saved
 /// under, or why it was not).
-pub const SUPERVISOR_KINDS: [&str; 14] = [
+pub const SUPERVISOR_KINDS: [&str; 16] = [
     "launched",
     "conversation",
     "exited",
@@ -67,6 +67,8 @@ pub const SUPERVISOR_KINDS: [&str; 14] = [
     "bed",
     "stage_hook",
     "pool",
+    "archived",
+    "gc",
 ];
 
 impl Store {
