@@ -277,9 +277,11 @@ fn from_archive(what: &str) -> Result<Option<crate::archive::Opened>> {
             match matches.len() {
                 0 => return Ok(None),
                 1 => matches.remove(0),
-                n => return Err(Error::input(format!(
+                n => {
+                    return Err(Error::input(format!(
                     "ambiguous session '{what}': {n} archived sessions match; type more of the id"
-                ))),
+                )))
+                }
             }
         }
     };
