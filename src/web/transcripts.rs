@@ -185,6 +185,37 @@ mod tests {
     }
 
     #[test]
+    fn a_gone_transcript_is_read_from_the_archive() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.jsonl");
+        std::fs::write(&p, line(1, "one") + &line(2, "two")).unwrap();
+        let state = dir.path().join("state");
+        let live = Transcripts::with_archive(&state)
+            .get(&p)
+            .lock()
+            .unwrap()
+            .page(None, 10);
+        crate::archive::Archive::at(&state)
+            .store(&p, None, 1)
+            .unwrap();
+        std::fs::remove_file(&p).unwrap();
+        let archived = Transcripts::with_archive(&state)
+            .get(&p)
+            .lock()
+            .unwrap()
+            .page(None, 10);
+        assert!(archived["problem"].is_null(), "{archived}");
+        assert_eq!(archived, live);
+        // Without the archive it is only missing.
+        let gone = Transcripts::default()
+            .get(&p)
+            .lock()
+            .unwrap()
+            .page(None, 10);
+        assert!(gone["problem"].is_string());
+    }
+
+    #[test]
     fn pages_follow_and_notice_rewrites() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("t.jsonl");
