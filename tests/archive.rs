@@ -192,3 +192,27 @@ fn regression_the_demo_agents_home_is_inside_the_state_directory() {
     assert!(left.is_empty(), "the user's HOME was written to: {left:?}");
     assert!(env.home.join("demo-home/.claude/projects").is_dir());
 }
+
+/// A session the supervisor stops (`fleet down`) is archived before the supervisor
+/// exits: the ledger has it the moment `fleet down` returns.
+#[test]
+fn fleet_down_archives_the_stopped_sessions_before_exiting() {
+    let env = TestEnv::with_lanes(&[("a", LANE)]);
+    let id = env.add(&[
+        "Wait",
+        "--project",
+        "demo",
+        "--body",
+        "demo: wait for the operator",
+    ]);
+    let fleet = env.fleet_up(&[]);
+    common::wait_for("the agent to wait for the operator", 30, || {
+        (env.lane("a")["state"] == "waiting").then_some(())
+    });
+    env.run(&["fleet", "down"]).ok();
+    let (original, copy, detail) = archived(&env, &id);
+    assert!(copy.is_file(), "{detail}");
+    assert!(original.is_file(), "the original is never touched: {detail}");
+    assert_eq!(detail["bytes_in"], std::fs::metadata(&original).unwrap().len());
+    common::finished(fleet);
+}
