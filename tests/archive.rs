@@ -212,7 +212,13 @@ fn fleet_down_archives_the_stopped_sessions_before_exiting() {
     env.run(&["fleet", "down"]).ok();
     let (original, copy, detail) = archived(&env, &id);
     assert!(copy.is_file(), "{detail}");
-    assert!(original.is_file(), "the original is never touched: {detail}");
-    assert_eq!(detail["bytes_in"], std::fs::metadata(&original).unwrap().len());
+    assert!(
+        original.is_file(),
+        "the original is never touched: {detail}"
+    );
+    assert_eq!(
+        detail["bytes_in"],
+        std::fs::metadata(&original).unwrap().len()
+    );
     common::finished(fleet);
 }

@@ -286,3 +286,36 @@ fn the_fleet_applies_its_gc_policy_by_itself() {
     assert!(!wt.exists() && !r.branch_exists(&h));
     assert!(r.wip_files(&h).contains("left.txt"));
 }
+
+/// A lane's agent still running on a task whose claim its phase released (it is
+/// finishing its turn in the worktree) keeps the worktree, though it is merged.
+#[test]
+fn a_lane_agent_still_running_on_the_task_keeps_its_worktree() {
+    let r = Repo::new();
+    let (id, h, wt) = r.task("Finishing its turn");
+    let mut agent = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", agent.id())).unwrap();
+    let after_comm = &stat[stat.rfind(')').unwrap() + 2..];
+    let start: u64 = after_comm.split(' ').nth(19).unwrap().parse().unwrap();
+    r.env.sql_write(&format!(
+        "INSERT INTO lanes (name, state, task_id, pid, pid_start, updated) \
+         VALUES ('a', 'working', '{id}', {}, {start}, 0)",
+        agent.id()
+    ));
+    let report = r.gc(&[]);
+    assert_eq!(item(&report, &h)["action"], "kept", "{report}");
+    assert!(item(&report, &h)["why"]
+        .as_str()
+        .unwrap()
+        .contains("agent still runs"));
+    assert!(wt.exists());
+    agent.kill().unwrap();
+    agent.wait().unwrap();
+    // Its agent gone, the merged worktree goes.
+    let report = r.gc(&[]);
+    assert_eq!(item(&report, &h)["action"], "removed", "{report}");
+    assert!(!wt.exists());
+}

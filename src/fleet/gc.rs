@@ -5,7 +5,7 @@
 //!
 //! Invariants:
 //! - Never touched: a checkout whose task has a claim (live or lapsed: a lapsed claim
-//!   is still someone's), a worktree a claim names, a pooled worktree, the main work
+//!   is still someone's) or a lane's live agent, a worktree a claim names, a pooled worktree, the main work
 //!   tree, a task not finished whose branch holds work `base` lacks, and (under the
 //!   policy) a task that ended less than `after` ago.
 //! - A dry run reads only: it reports what would be saved and removed.
@@ -100,6 +100,17 @@ pub fn collect(
         ..Report::default()
     };
     let claims = store.claims()?;
+    // A lane's agent still running on a task (its claim released by its phase, the
+    // agent finishing its turn) is in its worktree: not to be pulled from under it.
+    let running: Vec<String> = store
+        .lanes()?
+        .into_iter()
+        .filter(|l| match (l.pid, l.pid_start) {
+            (Some(pid), Some(start)) => crate::agent::start_time(pid).ok().flatten() == Some(start),
+            _ => false,
+        })
+        .filter_map(|l| l.task_id)
+        .collect();
     let claimed_paths: Vec<PathBuf> = claims
         .iter()
         .filter_map(|c| c.worktree.as_deref())
@@ -128,7 +139,7 @@ pub fn collect(
             base,
             &c,
             task.as_ref(),
-            &claims,
+            (&claims, &running),
             &claimed_paths,
             &pool,
             now,
@@ -200,7 +211,7 @@ fn judge(
     base: &str,
     c: &TaskCheckout,
     task: Option<&crate::task::Task>,
-    claims: &[crate::store::Claim],
+    (claims, running): (&[crate::store::Claim], &[String]),
     claimed_paths: &[PathBuf],
     pool: &Path,
     now: Micros,
@@ -216,6 +227,9 @@ fn judge(
     if let Some(t) = task {
         if let Some(cl) = claims.iter().find(|cl| cl.task_id == t.id) {
             return keep(format!("claimed by {}", cl.claimant));
+        }
+        if running.contains(&t.id) {
+            return keep("a lane's agent still runs on it".into());
         }
     }
     if let Some(w) = &c.worktree {
