@@ -106,3 +106,64 @@ fn a_file_that_is_not_an_archive_is_skipped_and_kept() {
     let e = read_entry(&stray).unwrap_err().to_string();
     assert!(e.contains("not a spice archive"), "{e}");
 }
+
+/// Every real transcript (Claude and Codex, `$SPICE_TRANSCRIPTS`) survives the archive:
+/// the same events and the same briefing from its copy once the original is gone.
+#[test]
+#[ignore = "needs the real transcripts under $SPICE_TRANSCRIPTS"]
+fn every_real_transcript_round_trips_through_the_archive() {
+    let root = std::env::var_os("SPICE_TRANSCRIPTS")
+        .map(PathBuf::from)
+        .expect("SPICE_TRANSCRIPTS must name the real transcripts (.ci/run sets it to ../shared/fixtures/transcripts)");
+    let mut files = Vec::new();
+    let mut stack = vec![root.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "jsonl") {
+                files.push(p);
+            }
+        }
+    }
+    assert!(
+        files.len() >= 10,
+        "too few transcripts under {}",
+        root.display()
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let a = Archive::at(&tmp.path().join("state"));
+    let mut agents = std::collections::BTreeSet::new();
+    for (i, f) in files.iter().enumerate() {
+        let Ok((agent, events, malformed)) = crate::transcript::read_file(f) else {
+            continue;
+        };
+        // A copy the test may delete: the originals are shared.
+        let copy = tmp.path().join(format!("t{i}.jsonl"));
+        std::fs::copy(f, &copy).unwrap();
+        let shown = copy.display().to_string();
+        let want = crate::transcript::briefing::brief(&shown, &events, malformed);
+        let s = a.store(&copy, None, i as i64).unwrap();
+        agents.insert(s.entry.meta.agent.clone());
+        std::fs::remove_file(&copy).unwrap();
+        let opened = open(&a.by_path(&copy).expect("archived")).unwrap();
+        let (agent2, events2, malformed2) = crate::transcript::read_file(opened.path()).unwrap();
+        assert_eq!((agent, malformed), (agent2, malformed2), "{}", f.display());
+        let got = crate::transcript::briefing::brief(&shown, &events2, malformed2);
+        assert_eq!(
+            serde_json::to_value(&want).unwrap(),
+            serde_json::to_value(&got).unwrap(),
+            "{}",
+            f.display()
+        );
+        assert!(
+            s.entry.bytes_out < s.entry.meta.bytes_in || s.entry.meta.bytes_in < 4096,
+            "{}: {} → {} bytes",
+            f.display(),
+            s.entry.meta.bytes_in,
+            s.entry.bytes_out
+        );
+    }
+    assert_eq!(agents.into_iter().collect::<Vec<_>>(), ["claude", "codex"]);
+}
