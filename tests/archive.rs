@@ -87,6 +87,26 @@ fn a_deleted_transcript_still_briefs_and_watches_from_the_archive() {
     let shown = env.run(&["session", "show", &session, "--json"]);
     assert!(shown.ok().lines().count() >= watched_before.len());
 
+    // `session list` in the worktree the session ran in still shows it, archived.
+    let cwd = brief_before["cwd"].as_str().unwrap().to_string();
+    std::fs::create_dir_all(&cwd).unwrap();
+    let listed = common::to_run(
+        env.cmd(&["session", "list", "--json"])
+            .current_dir(&cwd)
+            .output()
+            .unwrap(),
+    )
+    .json();
+    let row = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["session_id"] == session.as_str())
+        .unwrap_or_else(|| panic!("{listed}"))
+        .clone();
+    assert_eq!(row["archived"], copy.to_str().unwrap(), "{row}");
+    assert_eq!(row["path"], original.to_str().unwrap(), "{row}");
+
     let list = env.run(&["archive", "list", "--json"]).json();
     let list = list.as_array().unwrap();
     assert_eq!(list.len(), 1, "{list:?}");

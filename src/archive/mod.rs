@@ -45,6 +45,9 @@ pub struct Meta {
     pub session_id: String,
     /// `claude` or `codex`.
     pub agent: String,
+    /// The working directory its first records name.
+    #[serde(default)]
+    pub cwd: Option<String>,
     /// The transcript's bytes (uncompressed).
     pub bytes_in: u64,
     /// The original's modification time when it was copied (µs since the epoch).
@@ -184,6 +187,21 @@ impl Archive {
             .find(|e| e.meta.original == abs || e.meta.original == original)
     }
 
+    /// Archived transcripts of sessions that worked in `cwd` whose originals are gone.
+    pub fn gone_for(&self, cwd: &Path) -> Vec<Entry> {
+        let want = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
+        self.list()
+            .into_iter()
+            .filter(|e| !e.meta.original.exists())
+            .filter(|e| {
+                e.meta.cwd.as_deref().is_some_and(|c| {
+                    let c = Path::new(c);
+                    c == cwd || std::fs::canonicalize(c).is_ok_and(|c| c == want)
+                })
+            })
+            .collect()
+    }
+
     /// Archived transcripts whose session id starts with `prefix`.
     pub fn by_session(&self, prefix: &str) -> Vec<Entry> {
         if prefix.is_empty() {
@@ -205,7 +223,9 @@ impl Archive {
         let mut src = std::fs::File::open(&original).map_err(io(format!("opening {shown}")))?;
         let md = src.metadata().map_err(io(format!("reading {shown}")))?;
         let agent = crate::transcript::detect_file(&original)?;
-        let session_id = crate::transcript::discover::describe(&original, agent)
+        let described = crate::transcript::discover::describe(&original, agent);
+        let cwd = described.as_ref().and_then(|d| d.cwd.clone());
+        let session_id = described
             .and_then(|d| d.session_id)
             .or_else(|| session.map(str::to_string))
             .or_else(|| {
@@ -238,6 +258,7 @@ impl Archive {
                 original: original.clone(),
                 session_id: session_id.clone(),
                 agent: agent_name(agent).into(),
+                cwd: cwd.clone(),
                 bytes_in: u64::MAX,
                 source_modified: modified,
                 archived_at: now,

@@ -47,6 +47,9 @@ fn a_deleted_transcript_reads_the_same_from_its_archived_copy() {
         serde_json::to_value(&after).unwrap()
     );
     assert!(resolve(Some(a.dir().parent().unwrap()), &t).is_some());
+    assert_eq!(found.meta.cwd.as_deref(), Some("/w"));
+    assert_eq!(a.gone_for(Path::new("/w")), [found.clone()]);
+    assert!(a.gone_for(Path::new("/elsewhere")).is_empty());
 }
 
 #[test]

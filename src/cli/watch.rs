@@ -146,10 +146,15 @@ pub fn session(cmd: SessionCmd) -> Result<()> {
     match cmd {
         SessionCmd::List { json } => {
             let found = discover::sessions_for(&roots(), &cwd());
+            // Sessions whose transcripts are gone but archived, listed after the rest.
+            let archived: Vec<crate::archive::Entry> = state_dir()
+                .map(|s| crate::archive::Archive::at(&s).gone_for(&cwd()))
+                .unwrap_or_default();
             if json {
-                let v: Vec<_> = found.iter().map(list_json).collect();
+                let mut v: Vec<_> = found.iter().map(list_json).collect();
+                v.extend(archived.iter().filter_map(archived_json));
                 print_json(&v);
-            } else if found.is_empty() {
+            } else if found.is_empty() && archived.is_empty() {
                 println!("no sessions for {}", cwd().display());
             } else {
                 for f in &found {
@@ -159,6 +164,16 @@ pub fn session(cmd: SessionCmd) -> Result<()> {
                         format!("{:?}", f.agent).to_lowercase(),
                         f.session_id.as_deref().unwrap_or("?"),
                         f.size,
+                        v["last_activity"].as_str().unwrap_or(""),
+                        sanitize::for_terminal(v["first_prompt"].as_str().unwrap_or(""))
+                    );
+                }
+                for v in archived.iter().filter_map(archived_json) {
+                    println!(
+                        "{:<6} {:<38} {:>9} B  {}  (archived) {}",
+                        v["agent"].as_str().unwrap_or(""),
+                        v["session_id"].as_str().unwrap_or("?"),
+                        v["size"],
                         v["last_activity"].as_str().unwrap_or(""),
                         sanitize::for_terminal(v["first_prompt"].as_str().unwrap_or(""))
                     );
@@ -219,6 +234,24 @@ fn list_json(f: &SessionFile) -> serde_json::Value {
         "started": first.as_ref().and_then(|p| p.0).map(crate::when::rfc3339),
         "first_prompt": first.map(|p| crate::transcript::event::excerpt(&p.1, 200)),
     })
+}
+
+/// A `session list` row for an archived session: as a live one's, with `archived`
+/// naming the copy (its `path` is the original's, which is gone).
+fn archived_json(e: &crate::archive::Entry) -> Option<serde_json::Value> {
+    let opened = crate::archive::open(e).ok()?;
+    let agent = crate::transcript::detect_file(opened.path()).ok()?;
+    let first = crate::transcript::first_prompt(opened.path(), agent);
+    Some(serde_json::json!({
+        "agent": agent,
+        "session_id": e.meta.session_id,
+        "path": e.meta.original,
+        "size": e.meta.bytes_in,
+        "last_activity": crate::when::rfc3339(e.meta.source_modified),
+        "started": first.as_ref().and_then(|p| p.0).map(crate::when::rfc3339),
+        "first_prompt": first.map(|p| crate::transcript::event::excerpt(&p.1, 200)),
+        "archived": e.path,
+    }))
 }
 
 fn newest_here() -> Result<PathBuf> {
