@@ -28,6 +28,7 @@
 
 pub mod agent;
 pub mod alloc;
+pub mod archive;
 pub mod bed;
 pub mod cli;
 pub mod clock;

@@ -67,7 +67,7 @@ fn the_demo_shows_the_loop_and_leaves_a_repository_to_explore() {
         std::fs::read_dir(&home).unwrap().next().is_none(),
         "HOME untouched"
     );
-    assert!(dir.join(".agents/.claude/projects").is_dir());
+    assert!(dir.join(".git/spice/demo-home/.claude/projects").is_dir());
     // A directory that has something in it is refused.
     demo(&dir, &home).fails(2, "is not empty");
 }

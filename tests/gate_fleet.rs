@@ -27,7 +27,7 @@ fn gated_fleet() -> TestEnv {
 
 /// The demo agent's transcript whose brief holds `marker`.
 fn transcript_with(env: &TestEnv, marker: &str) -> std::path::PathBuf {
-    std::fs::read_dir(env.agent_home().join(".claude/projects"))
+    std::fs::read_dir(env.home.join("demo-home/.claude/projects"))
         .unwrap()
         .flat_map(|d| std::fs::read_dir(d.unwrap().path()).unwrap())
         .map(|f| f.unwrap().path())

@@ -616,7 +616,10 @@ fn a_real_demo_fleet_run_reads_back_through_the_api() {
         .unwrap();
     common::to_run(out).ok();
     let mut transcripts = Vec::new();
-    jsonl_under(&agent_home.join(".claude/projects"), &mut transcripts);
+    jsonl_under(
+        &env.home.join("demo-home/.claude/projects"),
+        &mut transcripts,
+    );
     assert_eq!(transcripts.len(), 1, "{transcripts:?}");
     let srv = Server::start(&env, &[]);
     // The lane row is the supervisor's own report.

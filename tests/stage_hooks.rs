@@ -91,7 +91,7 @@ fn show(env: &TestEnv, id: &str) -> Value {
 
 /// The demo agent's transcript whose brief holds `marker`, once one does.
 fn transcript(env: &TestEnv, marker: &str) -> Option<String> {
-    let projects = env.agent_home().join(".claude/projects");
+    let projects = env.home.join("demo-home/.claude/projects");
     std::fs::read_dir(projects)
         .ok()?
         .flat_map(|d| std::fs::read_dir(d.unwrap().path()).unwrap())

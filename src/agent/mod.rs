@@ -20,6 +20,7 @@
 //! - The environment is exactly [`LaunchSpec::env`] (plus `SHELL`, which portable-pty
 //!   always sets; see [`Agent::spawn`]); nothing is inherited from the supervisor.
 
+pub mod depth;
 pub mod inflight;
 mod input;
 mod proc;

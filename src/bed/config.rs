@@ -33,6 +33,12 @@ struct FileToml {
     /// Read by `fleet::notify`.
     #[allow(dead_code)]
     notify: Option<toml::Value>,
+    /// Read by `config::housekeeping`.
+    #[allow(dead_code)]
+    archive: Option<toml::Value>,
+    /// Read by `config::housekeeping`.
+    #[allow(dead_code)]
+    gc: Option<toml::Value>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -117,6 +117,8 @@ pub fn run(cmd: ConscienceCmd, env: &Env) -> Result<()> {
             phase,
             json,
         } => {
+            // Its judges are agents.
+            super::launch_depth()?;
             let c = Conscience::new(book(env)?);
             let scope = Scope {
                 lane,

@@ -5,7 +5,8 @@
 //! the agent's transcript, phases completed and merged, the next task claimed.
 //!
 //! Nothing outside DIR is touched: the state directory is the repository's own
-//! (`.git/spice`) and the agents' home (where their transcripts go) is `DIR/.agents`.
+//! (`.git/spice`), and the demo agents' home (where their transcripts go) is inside
+//! it, `.git/spice/demo-home`, as for every lane of the built-in demo profile.
 //! No API key, no network.
 
 use super::Env;
@@ -32,6 +33,7 @@ const TASKS: [(&str, &str); 4] = [
 const STEER: &str = "Keep commit messages under 50 characters.";
 
 pub fn run(args: DemoArgs) -> Result<()> {
+    super::launch_depth()?;
     let dir = match args.dir {
         Some(d) => d,
         None => std::env::temp_dir().join(format!("spice-demo-{}", uuid::Uuid::new_v4().simple())),
@@ -293,10 +295,10 @@ fn summary(repo: &Path, store: &mut Store, ids: &[String]) -> Result<()> {
          spice task show ID       a task's ledger: claimed, launched, merged\n  \
          spice inbox --all        the steering item and its state\n  \
          spice fleet status       each lane's last state\n  \
-         spice watch {}/.agents/.claude/projects/*/   the agents' transcripts\n  \
+         spice watch {}/demo-home/.claude/projects/*/   the agents' transcripts\n  \
          asciinema play {}/recordings/<session>.cast   what each agent's terminal showed",
         repo.display(),
-        repo.display(),
+        state.display(),
         state.display()
     );
     Ok(())

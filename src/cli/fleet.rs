@@ -9,6 +9,7 @@
 //! shown as unavailable on stdout and does not change the exit code: the other lanes
 //! could still run. This layer owns the `PATH` search the library is given.
 
+mod gc;
 mod up;
 
 use super::render;
@@ -49,6 +50,16 @@ pub enum FleetCmd {
     /// Connect this terminal to a lane's agent (its PTY); Ctrl-] detaches and leaves
     /// the agent running.
     Attach { lane: String },
+    /// Remove the worktrees and branches of tasks whose work merged into base (or
+    /// whose task is done or deleted); work base lacks is saved to
+    /// refs/spice/wip/<task> first. Never a claimed task's, nor a pooled worktree.
+    Gc {
+        /// Say what would be saved and removed; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// Run the lanes in the foreground until interrupted (SIGINT/SIGTERM). Each lane
     /// event is printed on stderr as it happens (JSON Lines with --json) and logged to
     /// <state>/logs/fleet.log; the report at the end goes to stdout.
@@ -66,6 +77,7 @@ pub fn run(cmd: FleetCmd, env: &Env) -> Result<()> {
         FleetCmd::Check { json } => check(env, json),
         FleetCmd::Up { until_idle, json } => up(env, until_idle, json),
         FleetCmd::Status { json } => status(env, json),
+        FleetCmd::Gc { dry_run, json } => gc::run(env, dry_run, json),
         FleetCmd::Down { wait, release } => {
             match crate::fleet::down(&env.state_dir, wait)? {
                 Some(pid) => println!("stopped the supervisor (pid {pid})"),
@@ -159,6 +171,7 @@ pub(super) fn stop_on_signals() -> std::sync::Arc<std::sync::atomic::AtomicBool>
 }
 
 fn up(env: &Env, until_idle: bool, json: bool) -> Result<()> {
+    super::launch_depth()?;
     let (repo, fleet) = load(env)?;
     for (l, e) in fleet.unavailable() {
         eprintln!("spice: lane {} will not run: {e}", l.name);
@@ -169,6 +182,7 @@ fn up(env: &Env, until_idle: bool, json: bool) -> Result<()> {
     let opts = options(env, repo, home, until_idle)?;
     // The stage hooks each lane's base carries: a bad [hooks] stops the fleet here.
     let mut hooks = crate::fleet::lane::check_hooks(&fleet, &opts);
+    hooks.extend(crate::fleet::check_housekeeping(&fleet, &opts));
     if let Some(last) = hooks.pop() {
         for e in &hooks {
             eprintln!("spice: {e}");
@@ -281,6 +295,7 @@ pub(super) fn options(
         until_idle,
         poll: std::time::Duration::from_secs(2),
         clock: std::sync::Arc::new(crate::clock::SystemClock),
+        archive: None,
     })
 }
 
@@ -297,6 +312,7 @@ fn check(env: &Env, json: bool) -> Result<()> {
     if let Err(e) = crate::fleet::notify::at_rev(&opts.repo, &opts.base) {
         problems.extend(e);
     }
+    problems.extend(crate::fleet::check_housekeeping(&fleet, &opts));
     if json {
         let mut doc = check_json(&fleet);
         doc["repository_errors"] =

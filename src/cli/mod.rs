@@ -2,6 +2,7 @@
 //! the environment (`SPICE_HOME`), the working directory or the terminal; it passes
 //! explicit paths, a clock and options to the library.
 
+mod archive;
 mod bed;
 mod conscience;
 mod demo;
@@ -64,6 +65,9 @@ enum Command {
     /// Token budgets: raise or stop a lane or task paused at its budget.
     #[command(subcommand)]
     Budget(usage::BudgetCmd),
+    /// The transcript archive: copies of ended sessions' transcripts (list, prune).
+    #[command(subcommand)]
+    Archive(archive::ArchiveCmd),
     /// The state store itself.
     #[command(subcommand)]
     Store(store::StoreCmd),
@@ -130,6 +134,14 @@ pub fn main() -> i32 {
         Ok(cli) => cli,
         Err(e) => return clap_error(e),
     };
+    // How deep this process is among spice-launched ones; a bad value matters only
+    // to a command that starts agents, which refuses it (`launch_depth`).
+    if let Ok(Some(d)) = crate::agent::depth::parse(
+        crate::agent::depth::VAR,
+        std::env::var(crate::agent::depth::VAR).ok().as_deref(),
+    ) {
+        crate::agent::depth::set_current(d);
+    }
     let result = match cli.command {
         // The wrapper's exit code is its command's, not spice's.
         Command::Exec(args) => steer::exec(args),
@@ -185,6 +197,7 @@ fn run(command: Command) -> Result<()> {
         Command::Fleet(cmd) => fleet::run(cmd, &Env::from_process()?),
         Command::Serve(args) => serve::serve(args, Env::from_process()?),
         Command::Store(cmd) => store::run(cmd, &Env::from_process()?),
+        Command::Archive(cmd) => archive::run(cmd, &Env::from_process()?),
         Command::Bed(cmd) => bed::run(cmd, &Env::from_process()?),
         Command::Conscience(cmd) => conscience::run(cmd, &Env::from_process()?),
     }
@@ -211,6 +224,16 @@ fn demo_agent(args: DemoArgs) -> Result<()> {
         interactive: args.interactive,
     };
     crate::demo::run(&cfg)
+}
+
+/// Refuses to start agents at or past the maximum depth (`agent::depth`): `SPICE_DEPTH`
+/// against `SPICE_MAX_DEPTH` (default 2), each a whole number or unset.
+pub(crate) fn launch_depth() -> Result<()> {
+    use crate::agent::depth::{self, DEFAULT_MAX, MAX_VAR, VAR};
+    let read = |v: &str| std::env::var(v).ok();
+    let current = depth::parse(VAR, read(VAR).as_deref())?.unwrap_or(0);
+    let max = depth::parse(MAX_VAR, read(MAX_VAR).as_deref())?.unwrap_or(DEFAULT_MAX);
+    depth::check_launch(current, max)
 }
 
 /// What the CLI learned from the process: where state lives and where the repo is.

@@ -1,5 +1,7 @@
 //! `spice watch` and `spice session`: the read-only rungs. Nothing here opens the
-//! store or writes anywhere.
+//! store or writes anywhere. A transcript whose original is gone is read from the
+//! state directory's archive (`crate::archive`), found by its original path or its
+//! session id, decompressed in memory.
 
 use super::render::print_json;
 use crate::error::{Error, Result};
@@ -100,14 +102,17 @@ pub fn watch(args: WatchArgs) -> Result<()> {
             )));
         }
     }
+    let mut archived: Vec<crate::archive::Opened> = Vec::new();
     for p in &args.paths {
         if p.is_dir() {
             dirs.push(p.clone());
         } else if p.is_file() {
             files.push(p.clone());
+        } else if let Some(a) = from_archive(&p.display().to_string())? {
+            archived.push(a);
         } else {
             return Err(Error::input(format!(
-                "{}: no such file or directory",
+                "{}: no such file or directory (nor an archived transcript of that path or session)",
                 p.display()
             )));
         }
@@ -118,6 +123,14 @@ pub fn watch(args: WatchArgs) -> Result<()> {
             && std::io::stdout().is_terminal(),
         reasoning: args.reasoning,
     };
+    // An archived transcript is over: shown once, then the live ones are followed.
+    let many = archived.len() + files.len() + dirs.len() > 1;
+    for a in &archived {
+        follow::print_archived(a, args.json, &style, many)?;
+    }
+    if !archived.is_empty() && files.is_empty() && dirs.is_empty() {
+        return Ok(());
+    }
     follow::run(
         dirs,
         files,
@@ -133,10 +146,15 @@ pub fn session(cmd: SessionCmd) -> Result<()> {
     match cmd {
         SessionCmd::List { json } => {
             let found = discover::sessions_for(&roots(), &cwd());
+            // Sessions whose transcripts are gone but archived, listed after the rest.
+            let archived: Vec<crate::archive::Entry> = state_dir()
+                .map(|s| crate::archive::Archive::at(&s).gone_for(&cwd()))
+                .unwrap_or_default();
             if json {
-                let v: Vec<_> = found.iter().map(list_json).collect();
+                let mut v: Vec<_> = found.iter().map(list_json).collect();
+                v.extend(archived.iter().filter_map(archived_json));
                 print_json(&v);
-            } else if found.is_empty() {
+            } else if found.is_empty() && archived.is_empty() {
                 println!("no sessions for {}", cwd().display());
             } else {
                 for f in &found {
@@ -150,6 +168,16 @@ pub fn session(cmd: SessionCmd) -> Result<()> {
                         sanitize::for_terminal(v["first_prompt"].as_str().unwrap_or(""))
                     );
                 }
+                for v in archived.iter().filter_map(archived_json) {
+                    println!(
+                        "{:<6} {:<38} {:>9} B  {}  (archived) {}",
+                        v["agent"].as_str().unwrap_or(""),
+                        v["session_id"].as_str().unwrap_or("?"),
+                        v["size"],
+                        v["last_activity"].as_str().unwrap_or(""),
+                        sanitize::for_terminal(v["first_prompt"].as_str().unwrap_or(""))
+                    );
+                }
             }
             Ok(())
         }
@@ -158,8 +186,8 @@ pub fn session(cmd: SessionCmd) -> Result<()> {
             json,
             reasoning,
         } => {
-            let path = find(&session)?;
-            let (_, events, _) = crate::transcript::read_file(&path)?;
+            let found = find(&session)?;
+            let (_, events, _) = crate::transcript::read_file(found.read_path())?;
             let style = Style {
                 color: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
                 reasoning,
@@ -174,12 +202,12 @@ pub fn session(cmd: SessionCmd) -> Result<()> {
             Ok(())
         }
         SessionCmd::Briefing { session, json } => {
-            let path = match session {
+            let found = match session {
                 Some(s) => find(&s)?,
-                None => newest_here()?,
+                None => Found::Live(newest_here()?),
             };
-            let (_, events, malformed) = crate::transcript::read_file(&path)?;
-            let b = briefing::brief(&path.display().to_string(), &events, malformed);
+            let (_, events, malformed) = crate::transcript::read_file(found.read_path())?;
+            let b = briefing::brief(&found.shown().display().to_string(), &events, malformed);
             if json {
                 println!("{}", sanitize::json_line(&b));
             } else {
@@ -208,6 +236,24 @@ fn list_json(f: &SessionFile) -> serde_json::Value {
     })
 }
 
+/// A `session list` row for an archived session: as a live one's, with `archived`
+/// naming the copy (its `path` is the original's, which is gone).
+fn archived_json(e: &crate::archive::Entry) -> Option<serde_json::Value> {
+    let opened = crate::archive::open(e).ok()?;
+    let agent = crate::transcript::detect_file(opened.path()).ok()?;
+    let first = crate::transcript::first_prompt(opened.path(), agent);
+    Some(serde_json::json!({
+        "agent": agent,
+        "session_id": e.meta.session_id,
+        "path": e.meta.original,
+        "size": e.meta.bytes_in,
+        "last_activity": crate::when::rfc3339(e.meta.source_modified),
+        "started": first.as_ref().and_then(|p| p.0).map(crate::when::rfc3339),
+        "first_prompt": first.map(|p| crate::transcript::event::excerpt(&p.1, 200)),
+        "archived": e.path,
+    }))
+}
+
 fn newest_here() -> Result<PathBuf> {
     discover::sessions_for(&roots(), &cwd())
         .pop()
@@ -220,13 +266,78 @@ fn newest_here() -> Result<PathBuf> {
         })
 }
 
+/// A transcript to read: on disk, or an archived copy of one that is gone.
+enum Found {
+    Live(PathBuf),
+    Archived(crate::archive::Opened),
+}
+
+impl Found {
+    /// Where its bytes can be read.
+    fn read_path(&self) -> &Path {
+        match self {
+            Found::Live(p) => p,
+            Found::Archived(a) => a.path(),
+        }
+    }
+
+    /// The path it is known by (an archived one's original).
+    fn shown(&self) -> &Path {
+        match self {
+            Found::Live(p) => p,
+            Found::Archived(a) => &a.entry.meta.original,
+        }
+    }
+}
+
+/// The state directory, if this process has one (`SPICE_HOME`, else the
+/// repository's): only to read its archive.
+fn state_dir() -> Option<PathBuf> {
+    super::Env::from_process().ok().map(|e| e.state_dir)
+}
+
+/// The archived copy of the transcript that was at `what` (a path), else of the one
+/// session whose id starts with `what`.
+fn from_archive(what: &str) -> Result<Option<crate::archive::Opened>> {
+    let Some(state) = state_dir() else {
+        return Ok(None);
+    };
+    let archive = crate::archive::Archive::at(&state);
+    let entry = match archive.by_path(Path::new(what)) {
+        Some(e) => e,
+        None => {
+            let mut matches = archive.by_session(what);
+            match matches.len() {
+                0 => return Ok(None),
+                1 => matches.remove(0),
+                n => {
+                    return Err(Error::input(format!(
+                    "ambiguous session '{what}': {n} archived sessions match; type more of the id"
+                )))
+                }
+            }
+        }
+    };
+    crate::archive::open(&entry).map(Some)
+}
+
 /// A path as given, or the session whose id starts with `id` (this directory's first,
-/// then every Claude project and Codex rollout).
-fn find(id: &str) -> Result<PathBuf> {
+/// then every Claude project and Codex rollout, then the archive).
+fn find(id: &str) -> Result<Found> {
     let p = Path::new(id);
     if p.is_file() {
-        return Ok(p.to_path_buf());
+        return Ok(Found::Live(p.to_path_buf()));
     }
+    match find_live(id) {
+        Ok(p) => Ok(Found::Live(p)),
+        Err(e) => match from_archive(id)? {
+            Some(a) => Ok(Found::Archived(a)),
+            None => Err(e),
+        },
+    }
+}
+
+fn find_live(id: &str) -> Result<PathBuf> {
     let r = roots();
     let mut candidates: Vec<PathBuf> = discover::sessions_for(&r, &cwd())
         .into_iter()

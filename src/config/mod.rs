@@ -6,6 +6,7 @@
 //! reports every problem at once, each as a [`ConfigError`].
 
 pub mod fleet;
+pub mod housekeeping;
 pub mod lane;
 pub mod profile;
 

@@ -61,7 +61,7 @@ pub(super) fn environment(
 ) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = vec![
         ("PATH".into(), opts.path.clone()),
-        ("HOME".into(), opts.home.display().to_string()),
+        ("HOME".into(), agent_home(cfg, opts).display().to_string()),
         ("TERM".into(), "xterm-256color".into()),
         ("SPICE_HOME".into(), opts.state_dir.display().to_string()),
         ("SPICE_LANE".into(), cfg.name.clone()),
@@ -76,6 +76,12 @@ pub(super) fn environment(
         // ~/.bashrc and never BASH_ENV. Saying we run under a shell keeps the
         // redirector working.
         ("SHLVL".into(), "1".into()),
+        // One deeper than this supervisor: a `spice fleet up` the agent runs is
+        // refused past the maximum (`agent::depth`).
+        (
+            crate::agent::depth::VAR.into(),
+            crate::agent::depth::child(),
+        ),
     ];
     if let Some(remote) = &cfg.lane.push {
         env.push(("SPICE_PUSH".into(), remote.clone()));
@@ -88,6 +94,21 @@ pub(super) fn environment(
             .map(|(k, v)| (k.get_ref().clone(), v.clone())),
     );
     env
+}
+
+/// Where the built-in scripted demo agent keeps its fake home (its Claude-format
+/// transcripts): inside the state directory, never the operator's real `~/.claude`.
+pub const DEMO_HOME: &str = "demo-home";
+
+/// The HOME spice gives a lane's agent (before the profile's and lane's `[env]`):
+/// the operator's, except for the built-in demo profile's fake agent.
+fn agent_home(cfg: &LaneConfig, opts: &FleetOptions) -> std::path::PathBuf {
+    let builtin = matches!(cfg.profile.source, crate::config::profile::Source::Builtin);
+    if builtin && cfg.profile.name == "demo" {
+        opts.state_dir.join(DEMO_HOME)
+    } else {
+        opts.home.clone()
+    }
 }
 
 /// The HOME an environment built by [`environment`] gives the agent: the last one

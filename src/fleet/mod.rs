@@ -11,6 +11,7 @@ pub mod attach;
 pub mod brief;
 pub mod events;
 mod follow;
+pub mod gc;
 pub mod hold;
 pub mod lane;
 mod launch;
@@ -47,6 +48,9 @@ pub struct FleetOptions {
     pub poll: Duration,
     /// The wall clock the store stamps leases, ledger entries and rows with.
     pub clock: Arc<dyn crate::clock::Clock>,
+    /// Where a lane sends an ended session's transcript to be archived; set by
+    /// [`up`] for its lanes (`None`: the lane archives it itself).
+    pub archive: Option<crate::archive::worker::Queue>,
 }
 
 /// What a lane did in this run.
@@ -204,6 +208,18 @@ pub fn up(
         crate::agent::inflight::prune(&opts.state_dir, &claimants);
     }
     let warmer = warm::spawn(cfg, opts, stop.clone());
+    let housekeeping = housekeeping(cfg, opts);
+    let archiver = crate::archive::worker::Worker::spawn(
+        &opts.state_dir,
+        opts.clock.clone(),
+        housekeeping.archive_bound(),
+    );
+    let collector = gc::spawn(cfg, opts, housekeeping.gc, stop.clone());
+    let lane_opts = FleetOptions {
+        archive: Some(archiver.queue()),
+        ..opts.clone()
+    };
+    let opts = &lane_opts;
     let mut listeners = Vec::new();
     let mut handles = Vec::new();
     let enabled: Vec<_> = cfg.lanes.iter().filter(|l| l.lane.enabled).collect();
@@ -249,7 +265,53 @@ pub fn up(
         let _ = l.join();
     }
     let _ = warmer.join();
+    let _ = collector.join();
+    // Every session's transcript is archived before the supervisor exits.
+    drop(lane_opts);
+    archiver.finish();
     Ok(reports)
+}
+
+/// The `[archive]` and `[gc]` of the fleet's repositories (each lane's base): the
+/// smallest archive bound any of them sets, and the first gc policy. `fleet up` has
+/// refused problems in them before it got here ([`check_housekeeping`]).
+pub fn housekeeping(
+    cfg: &FleetConfig,
+    opts: &FleetOptions,
+) -> crate::config::housekeeping::Housekeeping {
+    let mut out = crate::config::housekeeping::Housekeeping::default();
+    for (_, git, base) in lane::bases(cfg, opts) {
+        let Ok(Some(text)) = git.file_at(&base, "spice.toml") else {
+            continue;
+        };
+        let shown = format!("spice.toml (at {base})");
+        if let Ok(h) = crate::config::housekeeping::parse(std::path::Path::new(&shown), &text) {
+            out.archive_max_bytes = match (out.archive_max_bytes, h.archive_max_bytes) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            out.gc = out.gc.or(h.gc);
+        }
+    }
+    out
+}
+
+/// Every problem in the `[archive]` and `[gc]` each enabled lane's base carries.
+pub fn check_housekeeping(
+    cfg: &FleetConfig,
+    opts: &FleetOptions,
+) -> Vec<crate::config::ConfigError> {
+    let mut errors = Vec::new();
+    for (_, git, base) in lane::bases(cfg, opts) {
+        let Ok(Some(text)) = git.file_at(&base, "spice.toml") else {
+            continue;
+        };
+        let shown = format!("spice.toml (at {base})");
+        if let Err(e) = crate::config::housekeeping::parse(std::path::Path::new(&shown), &text) {
+            errors.extend(e);
+        }
+    }
+    errors
 }
 
 /// Makes sure the agent a killed supervisor recorded (pid and start time) is gone:

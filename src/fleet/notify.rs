@@ -47,6 +47,11 @@ struct FileToml {
     #[allow(dead_code)]
     hooks: Option<toml::Value>,
     notify: Option<NotifyToml>,
+    /// Read by `config::housekeeping`.
+    #[allow(dead_code)]
+    archive: Option<toml::Value>,
+    #[allow(dead_code)]
+    gc: Option<toml::Value>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -32,7 +32,7 @@ pub const DEFAULT_EXCLUDE: &[&str] = &[
 
 /// The sections of `spice.toml`; each is read by its own module, strictly, and each
 /// module refuses a top-level key that is none of them.
-pub const SECTIONS: &[&str] = &["gate", "testbed", "hooks", "notify"];
+pub const SECTIONS: &[&str] = &["gate", "testbed", "hooks", "notify", "archive", "gc"];
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -47,6 +47,12 @@ struct FileToml {
     /// Read by `fleet::notify`.
     #[allow(dead_code)]
     notify: Option<toml::Value>,
+    /// Read by `config::housekeeping`.
+    #[allow(dead_code)]
+    archive: Option<toml::Value>,
+    /// Read by `config::housekeeping`.
+    #[allow(dead_code)]
+    gc: Option<toml::Value>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -115,14 +115,30 @@ impl Git {
         tag: &str,
         msg: &str,
     ) -> Result<String> {
-        let tree = run(&args!["write-tree"], "write-tree")?;
-        let commit = run(
-            &args!["commit-tree", &tree, "-p", "HEAD", "-m", msg],
-            "commit-tree",
-        )?;
         let name = format!("refs/spice/saved/{branch}/{tag}");
-        run(&args!["update-ref", &name, &commit], "update-ref")?;
+        self.save_index_as(run, &name, &[], msg)?;
         Ok(name)
+    }
+
+    /// Writes the scratch index that `run` runs with as a commit on HEAD (and on
+    /// each of `parents`) saying `msg`, under the ref `name`; the commit.
+    pub(super) fn save_index_as(
+        &self,
+        run: &dyn Fn(&[&OsStr], &str) -> Result<String>,
+        name: &str,
+        parents: &[&str],
+        msg: &str,
+    ) -> Result<String> {
+        let tree = run(&args!["write-tree"], "write-tree")?;
+        let mut a: Vec<&OsStr> = args!["commit-tree", &tree, "-p", "HEAD"].to_vec();
+        for p in parents {
+            a.push(OsStr::new("-p"));
+            a.push(OsStr::new(p));
+        }
+        a.extend(args!["-m", msg]);
+        let commit = run(&a, "commit-tree")?;
+        run(&args!["update-ref", name, &commit], "update-ref")?;
+        Ok(commit)
     }
 
     /// Runs git in `path` with `index` as its index (a scratch one, so the worktree's

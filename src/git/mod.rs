@@ -28,6 +28,7 @@
 mod bed;
 mod checkout;
 mod checkout_record;
+mod gc;
 mod handoff;
 mod lock;
 mod merge;
@@ -40,6 +41,7 @@ mod status;
 pub(crate) mod testutil;
 mod worktree;
 
+pub use gc::{disk_bytes, TaskCheckout};
 pub use handoff::{BranchHolder, Freed};
 pub use lock::Merging;
 pub use merge::{Merge, MergeKind};

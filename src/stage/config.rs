@@ -77,6 +77,12 @@ struct FileToml {
     hooks: Option<HooksToml>,
     #[allow(dead_code)]
     notify: Option<serde::de::IgnoredAny>,
+    /// Read by `config::housekeeping`.
+    #[allow(dead_code)]
+    archive: Option<toml::Value>,
+    /// Read by `config::housekeeping`.
+    #[allow(dead_code)]
+    gc: Option<toml::Value>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -99,6 +99,8 @@ pub fn run_until(job: Job<'_>, stop: &AtomicBool) -> Outcome {
     let mut cmd = Command::new(program);
     cmd.args(&job.argv[1..])
         .current_dir(&job.cwd)
+        // Every command spice runs is one deeper than spice (`agent::depth`).
+        .env(crate::agent::depth::VAR, crate::agent::depth::child())
         .envs(job.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::piped())
         .process_group(0);

@@ -53,7 +53,7 @@ pub(super) fn append(
 /// or taken from it for a new task (`pool`: with the ref its leftovers were saved
 /// under, or why it was not), a lane paused at its token budget, resumed after a
 /// raise, or stopped by the operator (`budget`).
-pub const SUPERVISOR_KINDS: [&str; 15] = [
+pub const SUPERVISOR_KINDS: [&str; 17] = [
     "launched",
     "conversation",
     "exited",
@@ -69,6 +69,8 @@ pub const SUPERVISOR_KINDS: [&str; 15] = [
     "stage_hook",
     "pool",
     "budget",
+    "archived",
+    "gc",
 ];
 
 impl Store {

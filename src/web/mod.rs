@@ -180,13 +180,14 @@ where
                 source,
             })?
     };
+    let transcripts = transcripts::Transcripts::with_archive(&cfg.state_dir);
     let app = Arc::new(App {
         cfg,
         pool: Mutex::new(Vec::new()),
         live: rx,
         status: Cache::new(),
         tasks: Cache::new(),
-        transcripts: transcripts::Transcripts::default(),
+        transcripts,
     });
     let limits = app.cfg.limits;
     let (stopping, stop_rx) = watch::channel(false);

@@ -3,7 +3,8 @@
 //! streams look at it.
 //!
 //! Invariants: the console never reads a path a request names; paths come only from
-//! the store's lane rows. Memory is bounded: at most [`MAX_FILES`] files are kept, each
+//! the store's lane rows. A transcript that is gone is read from the state
+//! directory's archive (its copy decompressed in memory, decoded the same way). Memory is bounded: at most [`MAX_FILES`] files are kept, each
 //! with its newest [`MAX_EVENTS`] events; older history is reported as dropped.
 
 use crate::transcript::event::{Agent, Event};
@@ -30,17 +31,23 @@ pub struct Decoded {
     epoch: u64,
     /// The last problem reading the file (missing, unreadable, unknown format).
     problem: Option<String>,
+    /// The archived copy being read, when the original is gone.
+    archived: Option<crate::archive::Opened>,
 }
 
 impl Decoded {
     /// Reads what was appended since the last refresh.
-    pub fn refresh(&mut self, path: &Path) {
+    pub fn refresh(&mut self, path: &Path, state_dir: Option<&Path>) {
         if self.follower.is_none() {
-            match crate::transcript::detect_file(path) {
+            if self.archived.is_none() {
+                self.archived = crate::archive::resolve(state_dir, path);
+            }
+            let at = self.archived.as_ref().map_or(path, |a| a.path());
+            match crate::transcript::detect_file(at) {
                 Ok(agent) => {
                     self.agent = Some(agent);
                     self.follower = Some(Follower::new(
-                        path,
+                        at,
                         crate::transcript::decoder_fn(agent),
                         None,
                     ));
@@ -125,9 +132,19 @@ impl Decoded {
 #[derive(Default)]
 pub struct Transcripts {
     files: Mutex<HashMap<PathBuf, Arc<Mutex<Decoded>>>>,
+    /// Whose archive a gone transcript is read from.
+    state_dir: Option<PathBuf>,
 }
 
 impl Transcripts {
+    /// Reads a gone transcript from `state_dir`'s archive.
+    pub fn with_archive(state_dir: &Path) -> Transcripts {
+        Transcripts {
+            files: Mutex::default(),
+            state_dir: Some(state_dir.to_path_buf()),
+        }
+    }
+
     /// The decoded file at `path`, refreshed. Blocking: call from a blocking thread.
     pub fn get(&self, path: &Path) -> Arc<Mutex<Decoded>> {
         let entry = {
@@ -147,7 +164,7 @@ impl Transcripts {
         entry
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .refresh(path);
+            .refresh(path, self.state_dir.as_deref());
         entry
     }
 }
@@ -165,6 +182,37 @@ mod tests {
         })
         .to_string()
             + "\n"
+    }
+
+    #[test]
+    fn a_gone_transcript_is_read_from_the_archive() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.jsonl");
+        std::fs::write(&p, line(1, "one") + &line(2, "two")).unwrap();
+        let state = dir.path().join("state");
+        let live = Transcripts::with_archive(&state)
+            .get(&p)
+            .lock()
+            .unwrap()
+            .page(None, 10);
+        crate::archive::Archive::at(&state)
+            .store(&p, None, 1)
+            .unwrap();
+        std::fs::remove_file(&p).unwrap();
+        let archived = Transcripts::with_archive(&state)
+            .get(&p)
+            .lock()
+            .unwrap()
+            .page(None, 10);
+        assert!(archived["problem"].is_null(), "{archived}");
+        assert_eq!(archived, live);
+        // Without the archive it is only missing.
+        let gone = Transcripts::default()
+            .get(&p)
+            .lock()
+            .unwrap()
+            .page(None, 10);
+        assert!(gone["problem"].is_string());
     }
 
     #[test]

@@ -569,3 +569,60 @@ enum Record<'a> {
         waiting: bool,
     },
 }
+
+/// Prints an archived transcript's events the way a followed file's are (its
+/// original path as the `"file"` and the label), once: it is over.
+pub(super) fn print_archived(
+    a: &crate::archive::Opened,
+    json: bool,
+    style: &Style,
+    many: bool,
+) -> Result<()> {
+    let shown = &a.entry.meta.original;
+    let (_, events, _) = crate::transcript::read_file(a.path())?;
+    let mut out = std::io::BufWriter::with_capacity(JSON_BLOCK, std::io::stdout().lock());
+    let prefix = jsonl::file_prefix(shown);
+    let tag = label(shown);
+    let mut buf = Vec::new();
+    let written = (|| -> std::io::Result<()> {
+        if !json {
+            writeln!(
+                out,
+                "── {} (archived {}: the original is gone) ──",
+                sanitize::for_terminal(&shown.display().to_string()),
+                crate::when::short(a.entry.meta.archived_at)
+            )?;
+        }
+        for e in &events {
+            if json {
+                match &prefix {
+                    Some(p) => {
+                        buf.extend_from_slice(p);
+                        jsonl::write_event(&mut buf, e);
+                        buf.push(b'}');
+                    }
+                    None => buf.extend_from_slice(b"null"),
+                }
+                buf.push(b'\n');
+                if buf.len() >= JSON_BLOCK {
+                    out.write_all(&buf)?;
+                    buf.clear();
+                }
+                continue;
+            }
+            let Some(l) = render::event(e, style) else {
+                continue;
+            };
+            if many {
+                writeln!(out, "{tag} {l}")?;
+            } else {
+                writeln!(out, "{l}")?;
+            }
+        }
+        out.write_all(&buf)?;
+        out.flush()
+    })();
+    // A closed pipe (`| head`) ends the output, as for followed files.
+    let _ = written;
+    Ok(())
+}

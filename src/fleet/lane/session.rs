@@ -414,6 +414,7 @@ impl Lane<'_> {
         };
         self.store
             .note(&task.id, "exited", &session, json!({ "how": how }))?;
+        self.archive_transcript(&task.id, &session, follow.path.as_deref());
         if let Some(e) = agent.recording_error() {
             self.row.last_error = Some(format!("recording {}: {e}", recording.display()));
         }
@@ -423,6 +424,37 @@ impl Lane<'_> {
 }
 
 impl Lane<'_> {
+    /// Hands the ended session's transcript to the fleet's archiver (or archives it
+    /// here when the lane runs without one).
+    fn archive_transcript(&self, task: &str, session: &str, found: Option<&Path>) {
+        let Some(path) = found
+            .map(Path::to_path_buf)
+            .or_else(|| self.row.transcript.as_ref().map(PathBuf::from))
+            .filter(|p| p.is_file())
+        else {
+            return;
+        };
+        let job = crate::archive::worker::Job {
+            task_id: task.to_string(),
+            session: session.to_string(),
+            transcript: path,
+        };
+        if !self
+            .opts
+            .archive
+            .as_ref()
+            .is_some_and(|q| q.send(job.clone()))
+        {
+            let bound = crate::archive::DEFAULT_MAX_BYTES;
+            crate::archive::worker::archive_one(
+                &self.opts.state_dir,
+                &self.opts.clock,
+                bound,
+                &job,
+            );
+        }
+    }
+
     /// Who holds the claim on `task` now, as the session `session` sees it.
     ///
     /// A claim held by someone else after this session released it itself (its phase
