@@ -67,8 +67,18 @@ fn a_deleted_transcript_still_briefs_and_watches_from_the_archive() {
         .to_string();
     let watched_before = watch_events(&env, &original);
     assert!(watched_before.len() > 3, "{watched_before:?}");
+    let usage_before = env.run(&["usage", "--by", "session", "--json"]).json();
 
     std::fs::remove_file(&original).unwrap();
+
+    // Usage still counts the session, from its compressed copy.
+    let usage_after = env.run(&["usage", "--by", "session", "--json"]).json();
+    assert_eq!(
+        usage_after["missing"],
+        serde_json::json!([]),
+        "{usage_after}"
+    );
+    assert_eq!(usage_after["total"], usage_before["total"], "{usage_after}");
 
     let by_path = env
         .run(&["session", "briefing", original.to_str().unwrap(), "--json"])

@@ -71,6 +71,8 @@ fn since(text: &str, now: crate::clock::Micros) -> Result<crate::clock::Micros> 
 pub fn usage(args: UsageArgs) -> Result<()> {
     let now = chrono::Utc::now().timestamp_micros();
     let since = args.since.as_deref().map(|s| since(s, now)).transpose()?;
+    // Archived copies decompressed for this run, kept readable until it ends.
+    let mut _opened = Vec::new();
     let (sources, missing, state_prices) = if args.paths.is_empty() {
         let env = Env::from_process()?;
         let mut store = env.open()?;
@@ -78,7 +80,8 @@ pub fn usage(args: UsageArgs) -> Result<()> {
             .ledger_recent_of_kinds(&["launched", "conversation", "archived"], usize::MAX >> 1)?;
         ledger.reverse();
         let live = store.session_usage()?;
-        let (s, m) = usage::sources(&ledger, &live);
+        let (s, m, o) = usage::sources(&ledger, &live, Some(&env.state_dir));
+        _opened = o;
         let default = env.state_dir.join("prices.toml");
         (s, m, default.is_file().then_some(default))
     } else {

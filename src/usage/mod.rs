@@ -375,8 +375,14 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
 /// session's `launched` entry (its task, lane, phase and start), the transcript its
 /// `conversation` entries name (else the one its live usage was counted from), read
 /// where it is, else from the archive when an `archived` entry names a readable
-/// copy. A session with no readable transcript is listed as missing.
-pub fn sources(ledger: &[LedgerEntry], live: &[SessionUsage]) -> (Vec<Source>, Vec<Missing>) {
+/// copy (a compressed copy in the state directory's archive is decompressed into
+/// memory: the third value keeps it readable while the sources are read). A session
+/// with no readable transcript is listed as missing.
+pub fn sources(
+    ledger: &[LedgerEntry],
+    live: &[SessionUsage],
+    state_dir: Option<&Path>,
+) -> (Vec<Source>, Vec<Missing>, Vec<crate::archive::Opened>) {
     struct S {
         writer: Writer,
         transcript: Option<String>,
@@ -426,10 +432,27 @@ pub fn sources(ledger: &[LedgerEntry], live: &[SessionUsage]) -> (Vec<Source>, V
     }
     let mut by_path: BTreeMap<String, Vec<Writer>> = BTreeMap::new();
     let mut missing = Vec::new();
+    let mut opened: Vec<crate::archive::Opened> = Vec::new();
+    // The archived copy of a transcript that is gone, decompressed (one per file).
+    let from_archive = |t: &str, opened: &mut Vec<crate::archive::Opened>| {
+        let o = crate::archive::resolve(state_dir, Path::new(t))?;
+        let p = o.path().display().to_string();
+        opened.push(o);
+        Some(p)
+    };
+    let mut copies: BTreeMap<String, Option<String>> = BTreeMap::new();
     for (_, s) in sessions {
         let readable = |p: &str| Path::new(p).is_file();
+        let archived = match &s.transcript {
+            Some(t) if !readable(t) => copies
+                .entry(t.clone())
+                .or_insert_with(|| from_archive(t, &mut opened))
+                .clone(),
+            _ => None,
+        };
         let path = match (&s.transcript, &s.archived) {
             (Some(t), _) if readable(t) => t.clone(),
+            _ if archived.is_some() => archived.expect("just checked"),
             (_, Some(a)) if readable(a) && !a.ends_with(".zst") => a.clone(),
             (t, a) => {
                 missing.push(Missing {
@@ -458,5 +481,5 @@ pub fn sources(ledger: &[LedgerEntry], live: &[SessionUsage]) -> (Vec<Source>, V
             }
         })
         .collect();
-    (sources, missing)
+    (sources, missing, opened)
 }
