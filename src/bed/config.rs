@@ -9,8 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use toml::Spanned;
 
-/// The file at the repository's root.
-pub const FILE: &str = "spice.toml";
+pub use crate::config::repo::FILE;
 /// A warm command that runs longer is stopped and the warm fails.
 pub const DEFAULT_WARM_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 /// At most this many ports per bed.
@@ -19,27 +18,6 @@ pub const MAX_PORTS: u16 = 64;
 pub const DEFAULT_POOL: usize = 2;
 /// At most this many.
 pub const MAX_POOL: usize = 64;
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileToml {
-    /// Read by `gate::config`.
-    #[allow(dead_code)]
-    gate: Option<toml::Value>,
-    testbed: Option<TestbedToml>,
-    /// Read by `stage::config`.
-    #[allow(dead_code)]
-    hooks: Option<toml::Value>,
-    /// Read by `fleet::notify`.
-    #[allow(dead_code)]
-    notify: Option<toml::Value>,
-    /// Read by `config::housekeeping`.
-    #[allow(dead_code)]
-    archive: Option<toml::Value>,
-    /// Read by `config::housekeeping`.
-    #[allow(dead_code)]
-    gc: Option<toml::Value>,
-}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -90,9 +68,7 @@ impl BedConfig {
 
 /// Parses a `spice.toml` shown as `file`: `None` when it has no `[testbed]`.
 pub fn parse(file: &Path, text: &str) -> Result<Option<BedConfig>, Vec<ConfigError>> {
-    let raw: FileToml =
-        toml::from_str(text).map_err(|e| vec![ConfigError::from_toml(file, text, &e)])?;
-    let Some(t) = raw.testbed else {
+    let Some(t) = crate::config::repo::section::<TestbedToml>(file, text, "testbed")? else {
         return Ok(None);
     };
     let mut errs = Vec::new();
@@ -320,7 +296,10 @@ pool = 4
             "{e:?}"
         );
         let e = errors("[tesbed]\npaths = [\"t\"]\n");
-        assert!(e[0].contains("unknown field `tesbed`"), "{e:?}");
+        assert!(
+            e[0].starts_with("spice.toml:1:2: unknown section `tesbed`"),
+            "{e:?}"
+        );
         let e = errors("[testbed]\nwarm = []\n");
         assert!(e[0].contains("missing field `paths`"), "{e:?}");
     }

@@ -24,22 +24,6 @@ pub const DEFAULT_EVERY: Duration = Duration::from_secs(3600);
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct FileToml {
-    #[allow(dead_code)]
-    gate: Option<toml::Value>,
-    #[allow(dead_code)]
-    testbed: Option<toml::Value>,
-    #[allow(dead_code)]
-    hooks: Option<toml::Value>,
-    /// Read by `fleet::notify`.
-    #[allow(dead_code)]
-    notify: Option<toml::Value>,
-    archive: Option<ArchiveToml>,
-    gc: Option<GcToml>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct ArchiveToml {
     max_bytes: Option<Spanned<toml::Value>>,
 }
@@ -77,12 +61,13 @@ impl Housekeeping {
 /// Parses the text of a `spice.toml` shown as `file`, collecting every problem of
 /// its `[archive]` and `[gc]`.
 pub fn parse(file: &Path, text: &str) -> Result<Housekeeping, Vec<ConfigError>> {
-    let raw: FileToml =
-        toml::from_str(text).map_err(|e| vec![ConfigError::from_toml(file, text, &e)])?;
+    use crate::config::repo::section;
+    let archive = section::<ArchiveToml>(file, text, "archive")?;
+    let gc = section::<GcToml>(file, text, "gc")?;
     let mut out = Housekeeping::default();
     let mut errs = Vec::new();
     let mut at = |offset: usize, why: String| errs.push(ConfigError::at(file, text, offset, why));
-    if let Some(m) = raw.archive.and_then(|a| a.max_bytes) {
+    if let Some(m) = archive.and_then(|a| a.max_bytes) {
         let parsed = match m.get_ref() {
             toml::Value::Integer(n) if *n > 0 => Ok(*n as u64),
             toml::Value::Integer(n) => Err(format!("{n} must be more than 0")),
@@ -97,7 +82,7 @@ pub fn parse(file: &Path, text: &str) -> Result<Housekeeping, Vec<ConfigError>> 
             Err(e) => at(m.span().start, format!("archive.max_bytes: {e}")),
         }
     }
-    if let Some(g) = raw.gc {
+    if let Some(g) = gc {
         let duration = |d: &Spanned<String>, key: &str, at: &mut dyn FnMut(usize, String)| {
             match crate::when::parse_duration(d.get_ref()) {
                 Ok(v) => Some(v),

@@ -39,23 +39,6 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct FileToml {
-    #[allow(dead_code)]
-    gate: Option<toml::Value>,
-    #[allow(dead_code)]
-    testbed: Option<toml::Value>,
-    #[allow(dead_code)]
-    hooks: Option<toml::Value>,
-    notify: Option<NotifyToml>,
-    /// Read by `config::housekeeping`.
-    #[allow(dead_code)]
-    archive: Option<toml::Value>,
-    #[allow(dead_code)]
-    gc: Option<toml::Value>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct NotifyToml {
     command: Spanned<Vec<String>>,
     on: Option<Vec<Spanned<String>>>,
@@ -83,9 +66,7 @@ fn known(name: &str) -> bool {
 
 /// Parses the text of a `spice.toml` shown as `file`: `None` without `[notify]`.
 pub fn parse(file: &Path, text: &str) -> Result<Option<NotifyConfig>, Vec<ConfigError>> {
-    let raw: FileToml =
-        toml::from_str(text).map_err(|e| vec![ConfigError::from_toml(file, text, &e)])?;
-    let Some(n) = raw.notify else {
+    let Some(n) = crate::config::repo::section::<NotifyToml>(file, text, "notify")? else {
         return Ok(None);
     };
     let mut errs = Vec::new();
@@ -169,22 +150,12 @@ pub fn parse(file: &Path, text: &str) -> Result<Option<NotifyConfig>, Vec<Config
 
 /// The `[notify]` that `rev` carries (`git show`), shown as `spice.toml (at REV)`.
 pub fn at_rev(repo: &Path, rev: &str) -> Result<Option<NotifyConfig>, Vec<ConfigError>> {
-    let file = crate::gate::config::FILE;
-    let shown = format!("{file} (at {rev})");
-    let whole = |why: String| vec![ConfigError::whole(Path::new(&shown), why)];
-    // A base with no commit yet carries no configuration.
-    let commit = format!("{rev}^{{commit}}");
-    if crate::gate::scan::git(repo, &["rev-parse", "--verify", "--quiet", &commit]).is_err() {
-        return Ok(None);
+    use crate::config::repo::AtRev;
+    match crate::config::repo::at_rev(repo, rev)? {
+        // A base with no commit yet carries no configuration.
+        AtRev::NoCommit | AtRev::NoFile => Ok(None),
+        AtRev::Text { shown, text } => parse(Path::new(&shown), &text),
     }
-    let listed = crate::gate::scan::git(repo, &["ls-tree", "--name-only", rev, "--", file])
-        .map_err(|e| whole(format!("cannot list {rev}: {e}")))?;
-    if listed.is_empty() {
-        return Ok(None);
-    }
-    let text = crate::gate::scan::git(repo, &["show", &format!("{rev}:{file}")])
-        .map_err(|e| whole(format!("cannot read it: {e}")))?;
-    parse(Path::new(&shown), &String::from_utf8_lossy(&text))
 }
 
 /// The name an event is notified under: `merged` for a phase done whose branch merged.

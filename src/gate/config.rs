@@ -10,8 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use toml::Spanned;
 
-/// The file at the repository's root.
-pub const FILE: &str = "spice.toml";
+pub use crate::config::repo::FILE;
 /// A cap may flex to this multiple of its base unless configured otherwise.
 pub const DEFAULT_FLEX: f64 = 1.5;
 /// The flex ceiling moves by up to this fraction, per file and author.
@@ -29,31 +28,6 @@ pub const DEFAULT_EXCLUDE: &[&str] = &[
     "**/vendor/**",
     "**/*.min.js",
 ];
-
-/// The sections of `spice.toml`; each is read by its own module, strictly, and each
-/// module refuses a top-level key that is none of them.
-pub const SECTIONS: &[&str] = &["gate", "testbed", "hooks", "notify", "archive", "gc"];
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileToml {
-    gate: Option<GateToml>,
-    /// Read by `bed::config`.
-    #[allow(dead_code)]
-    testbed: Option<toml::Value>,
-    /// Read by `stage::config`.
-    #[allow(dead_code)]
-    hooks: Option<toml::Value>,
-    /// Read by `fleet::notify`.
-    #[allow(dead_code)]
-    notify: Option<toml::Value>,
-    /// Read by `config::housekeeping`.
-    #[allow(dead_code)]
-    archive: Option<toml::Value>,
-    /// Read by `config::housekeeping`.
-    #[allow(dead_code)]
-    gc: Option<toml::Value>,
-}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -261,10 +235,8 @@ pub fn load(repo: &Path) -> Result<GateConfig, Vec<ConfigError>> {
 
 /// Parses the text of a `spice.toml` shown as `file`, collecting every problem.
 pub fn parse(file: &Path, text: &str) -> Result<GateConfig, Vec<ConfigError>> {
-    let raw: FileToml =
-        toml::from_str(text).map_err(|e| vec![ConfigError::from_toml(file, text, &e)])?;
     let mut cfg = GateConfig::empty();
-    let Some(g) = raw.gate else {
+    let Some(g) = crate::config::repo::section::<GateToml>(file, text, "gate")? else {
         return Ok(cfg);
     };
     let mut errs = Vec::new();

@@ -65,26 +65,6 @@ impl std::fmt::Display for Stage {
     }
 }
 
-/// The top level of `spice.toml` as this module sees it: the other sections are read
-/// by their own modules.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileToml {
-    #[allow(dead_code)]
-    gate: Option<serde::de::IgnoredAny>,
-    #[allow(dead_code)]
-    testbed: Option<serde::de::IgnoredAny>,
-    hooks: Option<HooksToml>,
-    #[allow(dead_code)]
-    notify: Option<serde::de::IgnoredAny>,
-    /// Read by `config::housekeeping`.
-    #[allow(dead_code)]
-    archive: Option<toml::Value>,
-    /// Read by `config::housekeeping`.
-    #[allow(dead_code)]
-    gc: Option<toml::Value>,
-}
-
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct HooksToml {
@@ -135,13 +115,11 @@ impl HooksConfig {
 /// Parses the text of a `spice.toml` shown as `file`, collecting every problem of
 /// its `[hooks]`.
 pub fn parse(file: &Path, text: &str) -> Result<HooksConfig, Vec<ConfigError>> {
-    let raw: FileToml =
-        toml::from_str(text).map_err(|e| vec![ConfigError::from_toml(file, text, &e)])?;
     let mut cfg = HooksConfig {
         hooks: Vec::new(),
         source: Some(file.display().to_string()),
     };
-    let Some(h) = raw.hooks else {
+    let Some(h) = crate::config::repo::section::<HooksToml>(file, text, "hooks")? else {
         return Ok(cfg);
     };
     let mut errs = Vec::new();
@@ -229,19 +207,15 @@ fn timeout(
 /// `git show`, shown in errors as `spice.toml (at REV)`. A `rev` without the file has
 /// no hooks; a `rev` git cannot resolve is an error (the hooks would be skipped).
 pub fn at_rev(repo: &Path, rev: &str) -> Result<HooksConfig, Vec<ConfigError>> {
-    let shown = format!("{FILE} (at {rev})");
-    let whole = |why: String| vec![ConfigError::whole(Path::new(&shown), why)];
-    let commit = format!("{rev}^{{commit}}");
-    crate::gate::scan::git(repo, &["rev-parse", "--verify", "--quiet", &commit])
-        .map_err(|e| whole(format!("cannot read {rev}: {e}")))?;
-    let listed = crate::gate::scan::git(repo, &["ls-tree", "--name-only", rev, "--", FILE])
-        .map_err(|e| whole(format!("cannot list {rev}: {e}")))?;
-    if listed.is_empty() {
-        return Ok(HooksConfig::default());
+    use crate::config::repo::AtRev;
+    match crate::config::repo::at_rev(repo, rev)? {
+        AtRev::NoCommit => Err(vec![ConfigError::whole(
+            Path::new(&format!("{FILE} (at {rev})")),
+            format!("cannot read {rev}: it names no commit"),
+        )]),
+        AtRev::NoFile => Ok(HooksConfig::default()),
+        AtRev::Text { shown, text } => parse(Path::new(&shown), &text),
     }
-    let text = crate::gate::scan::git(repo, &["show", &format!("{rev}:{FILE}")])
-        .map_err(|e| whole(format!("cannot read it: {e}")))?;
-    parse(Path::new(&shown), &String::from_utf8_lossy(&text))
 }
 
 #[cfg(test)]
@@ -332,6 +306,9 @@ on_phase_done = "100h"
         let e = errors("[hooks.timeouts]\non_lunch = \"1s\"\n");
         assert!(e[0].contains("unknown field `on_lunch`"), "{e:?}");
         let e = errors("[hook]\non_claim = [\"x\"]\n");
-        assert!(e[0].contains("unknown field `hook`"), "{e:?}");
+        assert!(
+            e[0].starts_with("spice.toml:1:2: unknown section `hook`"),
+            "{e:?}"
+        );
     }
 }
