@@ -1,7 +1,8 @@
 //! A real fixture crate with crates.io dependencies (taken from the local cargo cache,
 //! offline): a worktree seeded from a warm template runs its first `cargo test`
 //! without compiling a single dependency, where a cold worktree compiles them all
-//! (the crate itself is compiled in both: its package id names the worktree's path).
+//! and without compiling the crate itself (its unchanged sources carry the template's
+//! times); a source changed since the template's commit is compiled again.
 //! Both first runs are timed and printed (figures, not assertions).
 
 mod common;
@@ -146,14 +147,56 @@ fn a_seeded_worktree_runs_its_first_test_without_compiling_dependencies() {
             "the seeded bed is fresh for cargo: {out_seed}"
         );
     }
-    // The crate itself is compiled again: its package id names the worktree's path,
-    // and a checkout gives its sources new mtimes. What the bed saves is the rest.
+    // The crate itself is fresh too: its sources, unchanged since the template's
+    // commit, carry the template's times (a checkout dated them after its outputs).
+    assert!(
+        !out_seed.contains("Compiling bedfixture"),
+        "nothing is compiled in a seeded worktree at the template's commit: {out_seed}"
+    );
+    assert!(s["sources_dated"].as_u64().unwrap() >= 3, "{s:#}");
     println!(
         "first `cargo test`: cold {t_cold:.2}s, seeded {t_seed:.2}s (ratio {:.2}); seeding by {} took {:.3}s",
         t_seed / t_cold,
         s["method"],
         s["seconds"].as_f64().unwrap()
     );
+
+    // A commit after the template's: the worktree at it is seeded from the nearest
+    // ancestor's template, and only what changed is compiled again.
+    let changed = LIB.replace("b'x'", "b'y'").replace("Some(2)", "None");
+    std::fs::write(env.repo.join("src/lib.rs"), changed).unwrap();
+    git(
+        &env.repo,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qam",
+            "y",
+        ],
+    );
+    let next = env.dir.path().join("next");
+    git(
+        &env.repo,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "--detach",
+            next.to_str().unwrap(),
+            "main",
+        ],
+    );
+    let s = env
+        .run(&["bed", "seed", next.to_str().unwrap(), "--json"])
+        .json();
+    assert_eq!(s["behind"], 1, "{s:#}");
+    let (ok, out, _) = cargo(&next, &["test", "--offline"]);
+    assert!(ok, "the changed source is what runs: {out}");
+    assert!(out.contains("Compiling bedfixture"), "{out}");
+    assert!(!out.contains("Compiling memchr"), "{out}");
 }
 
 /// `PROGRAM ARGS` in `dir`, required to succeed.

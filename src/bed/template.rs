@@ -322,6 +322,7 @@ pub fn seed_worktree(
         dest: wt.to_path_buf(),
         paths,
     })?;
+    let sources = source_times(git, wt, &choice.template)?;
     beds.touch(&choice.template)?;
     Ok(json!({
         "seeded": true,
@@ -334,7 +335,42 @@ pub fn seed_worktree(
         "bytes": report.total.bytes,
         "by_method": report.total.by_method,
         "fallbacks": report.fallbacks,
+        "sources_dated": sources,
     }))
+}
+
+/// Gives each file of `wt` that is exactly as the template's commit has it the
+/// times its copy has in the template's tree (where the warm built), so that a build
+/// tool comparing its sources' mtimes with its outputs' (cargo's fingerprints, make)
+/// sees the seeded outputs as fresh. A checkout dates every file at the moment it
+/// was made, after the template's outputs, so without this the whole crate was
+/// rebuilt. A file changed since (committed, staged, or on disk, in either tree)
+/// keeps its own newer time and is rebuilt. Returns how many files were dated.
+fn source_times(git: &Git, wt: &Path, t: &Template) -> Result<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let theirs: std::collections::HashSet<String> = git
+        .unchanged_since(&t.tree, &t.commit)?
+        .into_iter()
+        .collect();
+    let mut n = 0;
+    for rel in git.unchanged_since(wt, &t.commit)? {
+        if !theirs.contains(&rel) {
+            continue;
+        }
+        let (ours, template) = (wt.join(&rel), t.tree.join(&rel));
+        let (Ok(a), Ok(b)) = (
+            std::fs::symlink_metadata(&ours),
+            std::fs::symlink_metadata(&template),
+        ) else {
+            continue;
+        };
+        let same_time = (a.mtime(), a.mtime_nsec()) == (b.mtime(), b.mtime_nsec());
+        if a.is_file() && b.is_file() && a.len() == b.len() && !same_time {
+            super::sys::set_times(&ours, &b).map_err(io(format!("dating {}", ours.display())))?;
+            n += 1;
+        }
+    }
+    Ok(n)
 }
 
 /// Free TCP ports on 127.0.0.1, found by binding them (all bound at once, so they

@@ -1,6 +1,7 @@
 //! What test beds need of git: a scratch worktree detached at a commit (where a
 //! template is warmed), the blobs of a template's key files at a commit, a file's
-//! text at a revision, and how far one commit is behind another.
+//! text at a revision, how far one commit is behind another, and which of a
+//! worktree's files are as a commit has them.
 
 use super::{args, Git};
 use crate::error::{Error, Result};
@@ -86,6 +87,24 @@ impl Git {
         let range = format!("{ancestor}..{commit}");
         let out = self.run(&self.repo, &args!["rev-list", "--count", &range])?;
         Ok(out.stdout.trim().parse().ok())
+    }
+
+    /// The files tracked in the worktree `wt` that are exactly as `commit` has them:
+    /// changed since neither in a commit, in the index nor on disk.
+    pub fn unchanged_since(&self, wt: &Path, commit: &str) -> Result<Vec<String>> {
+        let tracked = self.lines(wt, &args!["ls-files", "-z"], "list the tracked files")?;
+        let changed: std::collections::HashSet<String> = self
+            .lines(
+                wt,
+                &args!["diff", "--name-only", "--no-renames", "-z", commit, "--"],
+                &format!("compare the worktree with {commit}"),
+            )?
+            .into_iter()
+            .collect();
+        Ok(tracked
+            .into_iter()
+            .filter(|p| !changed.contains(p))
+            .collect())
     }
 
     /// A worktree at `path` detached at `commit`, for warming a template; replaces a

@@ -59,7 +59,8 @@ fn bytes_of(p: &Path) -> u64 {
 }
 
 impl Git {
-    fn lines(&self, dir: &Path, a: &[&OsStr], what: &str) -> Result<Vec<String>> {
+    /// Git's NUL-separated answer in `dir`, or an error saying it could not `what`.
+    pub(super) fn lines(&self, dir: &Path, a: &[&OsStr], what: &str) -> Result<Vec<String>> {
         let out = self.check(dir, a, || format!("cannot {what} in {}", dir.display()))?;
         Ok(out
             .stdout
