@@ -79,19 +79,7 @@ fn a_seeded_worktree_runs_its_first_test_without_compiling_dependencies() {
     let (ok, out, _) = cargo(&env.repo, &["generate-lockfile", "--offline"]);
     assert!(ok, "the dependencies are in the local cargo cache: {out}");
     git(&env.repo, &["add", "-A"]);
-    git(
-        &env.repo,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-q",
-            "-m",
-            "crate",
-        ],
-    );
+    commit(&env, &["-q", "-m", "crate"]);
 
     // The warm runs cargo as the operator's shell would: with their toolchain and
     // cargo cache (the test environment's HOME is a temporary one).
@@ -115,24 +103,9 @@ fn a_seeded_worktree_runs_its_first_test_without_compiling_dependencies() {
         w.stderr
     );
 
-    let cold = env.dir.path().join("cold");
-    let seeded = env.dir.path().join("seeded");
-    for wt in [&cold, &seeded] {
-        git(
-            &env.repo,
-            &[
-                "worktree",
-                "add",
-                "-q",
-                "--detach",
-                wt.to_str().unwrap(),
-                "main",
-            ],
-        );
-    }
-    let s = env
-        .run(&["bed", "seed", seeded.to_str().unwrap(), "--json"])
-        .json();
+    let cold = worktree(&env, "cold");
+    let seeded = worktree(&env, "seeded");
+    let s = seed(&env, &seeded);
     assert_eq!(s["seeded"], true, "{s:#}");
     assert_eq!(s["matched"], "exact", "{s:#}");
 
@@ -165,19 +138,26 @@ fn a_seeded_worktree_runs_its_first_test_without_compiling_dependencies() {
     // ancestor's template, and only what changed is compiled again.
     let changed = LIB.replace("b'x'", "b'y'").replace("Some(2)", "None");
     std::fs::write(env.repo.join("src/lib.rs"), changed).unwrap();
-    git(
-        &env.repo,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-qam",
-            "y",
-        ],
-    );
-    let next = env.dir.path().join("next");
+    commit(&env, &["-qam", "y"]);
+    let next = worktree(&env, "next");
+    let s = seed(&env, &next);
+    assert_eq!(s["behind"], 1, "{s:#}");
+    let (ok, out, _) = cargo(&next, &["test", "--offline"]);
+    assert!(ok, "the changed source is what runs: {out}");
+    assert!(out.contains("Compiling bedfixture"), "{out}");
+    assert!(!out.contains("Compiling memchr"), "{out}");
+}
+
+/// `git commit ARGS` in the test's repository.
+fn commit(env: &TestEnv, args: &[&str]) {
+    let mut a = vec!["-c", "user.name=t", "-c", "user.email=t@t", "commit"];
+    a.extend_from_slice(args);
+    git(&env.repo, &a);
+}
+
+/// A new worktree `name` detached at main.
+fn worktree(env: &TestEnv, name: &str) -> std::path::PathBuf {
+    let wt = env.dir.path().join(name);
     git(
         &env.repo,
         &[
@@ -185,18 +165,17 @@ fn a_seeded_worktree_runs_its_first_test_without_compiling_dependencies() {
             "add",
             "-q",
             "--detach",
-            next.to_str().unwrap(),
+            wt.to_str().unwrap(),
             "main",
         ],
     );
-    let s = env
-        .run(&["bed", "seed", next.to_str().unwrap(), "--json"])
-        .json();
-    assert_eq!(s["behind"], 1, "{s:#}");
-    let (ok, out, _) = cargo(&next, &["test", "--offline"]);
-    assert!(ok, "the changed source is what runs: {out}");
-    assert!(out.contains("Compiling bedfixture"), "{out}");
-    assert!(!out.contains("Compiling memchr"), "{out}");
+    wt
+}
+
+/// `spice bed seed WT --json`.
+fn seed(env: &TestEnv, wt: &Path) -> serde_json::Value {
+    env.run(&["bed", "seed", wt.to_str().unwrap(), "--json"])
+        .json()
 }
 
 /// `PROGRAM ARGS` in `dir`, required to succeed.
@@ -258,32 +237,9 @@ fn a_seeded_npm_project_has_its_node_modules() {
     )
     .unwrap();
     git(&env.repo, &["add", "-A"]);
-    git(
-        &env.repo,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-q",
-            "-m",
-            "npm",
-        ],
-    );
+    commit(&env, &["-q", "-m", "npm"]);
     env.run(&["bed", "warm"]).ok();
-    let seeded = env.dir.path().join("seeded");
-    git(
-        &env.repo,
-        &[
-            "worktree",
-            "add",
-            "-q",
-            "--detach",
-            seeded.to_str().unwrap(),
-            "main",
-        ],
-    );
+    let seeded = worktree(&env, "seeded");
     let probe = ["-e", "console.log(require('bedfix-dep')(2, 3))"];
     let cold = Command::new("node")
         .args(probe)
@@ -294,9 +250,7 @@ fn a_seeded_npm_project_has_its_node_modules() {
         !cold.status.success(),
         "a cold worktree has no node_modules"
     );
-    let s = env
-        .run(&["bed", "seed", seeded.to_str().unwrap(), "--json"])
-        .json();
+    let s = seed(&env, &seeded);
     assert_eq!(s["seeded"], true, "{s:#}");
     assert_eq!(must(&seeded, "node", &probe).trim(), "5");
 }
