@@ -74,3 +74,61 @@ fn claude_pty_a_permission_prompt_asks_the_operator() {
     f.report("permission prompt -> lane asking", f.up_at().elapsed());
     f.down();
 }
+
+/// Codex with approvals not bypassed (`-a on-request`, the workspace-write sandbox):
+/// the built-in profile overridden by one without
+/// `--dangerously-bypass-approvals-and-sandbox`. The mock's shell call asks to run
+/// outside the sandbox (`sandbox_permissions: "require_escalated"`), so Codex shows its
+/// approval prompt and waits; the lane is `asking` for it.
+#[test]
+#[ignore = "needs the real claude and codex CLIs (npm ci --prefix tests/agents)"]
+fn codex_pty_an_approval_prompt_asks_the_operator() {
+    let mut f = Fleet::new(
+        Agent::Codex,
+        Mode::Pty,
+        vec![
+            Step::Escalated("touch made-by-the-agent".into()),
+            Step::Say("Done.".into()),
+        ],
+    );
+    std::fs::create_dir_all(f.env.repo.join("profiles")).unwrap();
+    std::fs::write(
+        f.env.repo.join("profiles/codex.toml"),
+        "command = [\"codex\", \"--no-daemon\", \"-a\", \"on-request\", \"-s\", \"workspace-write\",\n\
+         \"-c\", \"features.plugins=false\", \"-c\", \"analytics.enabled=false\",\n\
+         \"-c\", \"check_for_update_on_startup=false\",\n\
+         \"-c\", 'projects={{\"{worktree}\"={{trust_level=\"trusted\"}}}}',\n\
+         \"--model={model}\", \"{brief}\"]\n\
+         mode = \"pty\"\nhooks = []\n\
+         [transcript]\nformat = \"codex\"\ndir = \"{home}/.codex/sessions\"\n\
+         glob = \"*/*/*/rollout-*.jsonl\"\n",
+    )
+    .unwrap();
+    f.env.add(&["Make a file", "--project", "demo"]);
+    f.start();
+    let l = f.wait_lane("the approval prompt", 60, |l| l["state"] == "asking");
+    let note = l["state_note"].as_str().unwrap_or_default().to_string();
+    assert!(
+        note.starts_with("permission prompt (Would you like to run the following command?)"),
+        "{l}"
+    );
+    assert!(note.contains("touch made-by-the-agent"), "{l}");
+    assert_eq!(l["needs_you"], true, "{l}");
+    let asked = f.mock.turns();
+    assert!(
+        asked.iter().any(|t| t.reply
+            == super::mock::Reply::Escalated("touch made-by-the-agent".into())
+            && t.text().contains("sandbox_permissions")),
+        "the shell tool offered no sandbox escalation:\n{}",
+        f.mock.summary()
+    );
+    assert!(
+        !f.worktrees()
+            .join(l["task"]["handle"].as_str().unwrap())
+            .join("made-by-the-agent")
+            .exists(),
+        "the command waits for the operator"
+    );
+    f.report("approval prompt -> lane asking", f.up_at().elapsed());
+    f.down();
+}
