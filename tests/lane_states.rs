@@ -83,6 +83,17 @@ impl Scripted {
         Scripted { env, go, notified }
     }
 
+    /// `fleet up`, its notifications appended to the file `notified`.
+    fn up(&self) -> common::Supervisor {
+        self.env.supervisor(
+            self.env
+                .cmd(&["fleet", "up"])
+                .env("NOTIFIED", &self.notified)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null()),
+        )
+    }
+
     /// Lets step `n` run and waits until the agent wrote it.
     fn step(&self, n: usize) {
         std::fs::write(self.go.join(n.to_string()), "").unwrap();
@@ -141,13 +152,7 @@ fn each_state_is_told_apart_and_notified_once() {
     ];
     let s = Scripted::new(&steps);
     s.env.add(&["Remove the flag", "--project", "demo"]);
-    let _fleet = s.env.supervisor(
-        s.env
-            .cmd(&["fleet", "up"])
-            .env("NOTIFIED", &s.notified)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null()),
-    );
+    let _fleet = s.up();
     s.step(0);
     let l = s.state("asking", Some("Should I also remove the old flag?"));
     assert_eq!(l["needs_you"], true, "{l}");
@@ -269,13 +274,7 @@ fn a_pty_lane_pauses_at_its_budget_with_its_agent_alive_and_a_raise_resumes_it()
     ];
     let s = Scripted::with_lane(&steps, "budget_tokens = 1000\n");
     let task = s.env.add(&["Metered work", "--project", "demo"]);
-    let _fleet = s.env.supervisor(
-        s.env
-            .cmd(&["fleet", "up"])
-            .env("NOTIFIED", &s.notified)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null()),
-    );
+    let _fleet = s.up();
     s.step(0);
     // 600 of 1000: done with its turn, within budget.
     let l = s.state("waiting", None);

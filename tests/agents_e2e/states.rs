@@ -57,11 +57,19 @@ fn claude_pty_a_permission_prompt_asks_the_operator() {
          glob = \"{session_id}.jsonl\"\n",
     )
     .unwrap();
+    asks_for_its_permission(&mut f, "permission prompt (");
+    f.down();
+}
+
+/// Starts the fleet on a task whose agent's first command (`touch made-by-the-agent`)
+/// needs the operator's approval, and checks that the lane asks for it with a note
+/// starting `note_starts` and naming the command, the command not run.
+fn asks_for_its_permission(f: &mut Fleet, note_starts: &str) {
     f.env.add(&["Make a file", "--project", "demo"]);
     f.start();
     let l = f.wait_lane("the permission prompt", 60, |l| l["state"] == "asking");
     let note = l["state_note"].as_str().unwrap_or_default().to_string();
-    assert!(note.starts_with("permission prompt ("), "{l}");
+    assert!(note.starts_with(note_starts), "{l}");
     assert!(note.contains("touch made-by-the-agent"), "{l}");
     assert_eq!(l["needs_you"], true, "{l}");
     assert!(
@@ -72,7 +80,6 @@ fn claude_pty_a_permission_prompt_asks_the_operator() {
         "the command waits for the operator"
     );
     f.report("permission prompt -> lane asking", f.up_at().elapsed());
-    f.down();
 }
 
 /// Codex with approvals not bypassed (`-a on-request`, the workspace-write sandbox):
@@ -104,16 +111,10 @@ fn codex_pty_an_approval_prompt_asks_the_operator() {
          glob = \"*/*/*/rollout-*.jsonl\"\n",
     )
     .unwrap();
-    f.env.add(&["Make a file", "--project", "demo"]);
-    f.start();
-    let l = f.wait_lane("the approval prompt", 60, |l| l["state"] == "asking");
-    let note = l["state_note"].as_str().unwrap_or_default().to_string();
-    assert!(
-        note.starts_with("permission prompt (Would you like to run the following command?)"),
-        "{l}"
+    asks_for_its_permission(
+        &mut f,
+        "permission prompt (Would you like to run the following command?)",
     );
-    assert!(note.contains("touch made-by-the-agent"), "{l}");
-    assert_eq!(l["needs_you"], true, "{l}");
     let asked = f.mock.turns();
     assert!(
         asked.iter().any(|t| t.reply
@@ -122,13 +123,5 @@ fn codex_pty_an_approval_prompt_asks_the_operator() {
         "the shell tool offered no sandbox escalation:\n{}",
         f.mock.summary()
     );
-    assert!(
-        !f.worktrees()
-            .join(l["task"]["handle"].as_str().unwrap())
-            .join("made-by-the-agent")
-            .exists(),
-        "the command waits for the operator"
-    );
-    f.report("approval prompt -> lane asking", f.up_at().elapsed());
     f.down();
 }
