@@ -223,8 +223,26 @@ fn regression_the_demo_agents_home_is_inside_the_state_directory() {
     assert!(env.home.join("demo-home/.claude/projects").is_dir());
 }
 
+/// Text that zstd has real work to compress (about 4 bits of entropy a byte) and no
+/// newline: a transcript's unfinished last line, which the lane's follower holds back
+/// and never decodes, but the archive copies whole.
+fn unfinished_line(bytes: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    (0..bytes)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            b"0123456789abcdef"[(x & 15) as usize]
+        })
+        .collect()
+}
+
 /// A session the supervisor stops (`fleet down`) is archived before the supervisor
-/// exits: the ledger has it the moment `fleet down` returns.
+/// exits: the ledger has it the moment `fleet down` returns. The transcript ends in
+/// 64 MiB of an unfinished line, so its copy takes the archiver far longer than the
+/// supervisor takes to exit once its lanes stop: without the wait for the archiver,
+/// the process ends with the copy half made and nothing in the ledger.
 #[test]
 fn fleet_down_archives_the_stopped_sessions_before_exiting() {
     let env = TestEnv::with_lanes(&[("a", LANE)]);
@@ -239,6 +257,13 @@ fn fleet_down_archives_the_stopped_sessions_before_exiting() {
     common::wait_for("the agent to wait for the operator", 30, || {
         (env.lane("a")["state"] == "waiting").then_some(())
     });
+    let transcript = PathBuf::from(env.lane("a")["transcript"].as_str().unwrap());
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&transcript)
+        .unwrap();
+    std::io::Write::write_all(&mut f, &unfinished_line(64 << 20)).unwrap();
+    drop(f);
     env.run(&["fleet", "down"]).ok();
     let (original, copy, detail) = archived(&env, &id);
     assert!(copy.is_file(), "{detail}");

@@ -39,6 +39,11 @@ impl Scripted {
     /// A repository whose lane `a` runs the scripted agent through `steps`, with a
     /// `[notify]` that appends each event to a file.
     fn new(steps: &[Value]) -> Scripted {
+        Scripted::with_lane(steps, "")
+    }
+
+    /// Like [`Scripted::new`], with `extra` lines in the lane's file.
+    fn with_lane(steps: &[Value], extra: &str) -> Scripted {
         let env = TestEnv::with_lanes(&[("a", "profile = \"demo\"\n")]);
         let dir = env.dir.path().to_path_buf();
         let go = dir.join("go");
@@ -60,7 +65,7 @@ impl Scripted {
         std::fs::write(
             env.repo.join("lanes/a.toml"),
             format!(
-                "profile = \"states\"\nphases = [\"todo\"]\n[env]\nSTATES_STEPS = \"{}\"\nSTATES_GO = \"{}\"\n",
+                "profile = \"states\"\nphases = [\"todo\"]\n{extra}[env]\nSTATES_STEPS = \"{}\"\nSTATES_GO = \"{}\"\n",
                 steps_file.display(),
                 go.display()
             ),
@@ -76,6 +81,17 @@ impl Scripted {
         git(&env.repo, &["add", "."]);
         git(&env.repo, &["commit", "-q", "-m", "a scripted lane"]);
         Scripted { env, go, notified }
+    }
+
+    /// `fleet up`, its notifications appended to the file `notified`.
+    fn up(&self) -> common::Supervisor {
+        self.env.supervisor(
+            self.env
+                .cmd(&["fleet", "up"])
+                .env("NOTIFIED", &self.notified)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null()),
+        )
     }
 
     /// Lets step `n` run and waits until the agent wrote it.
@@ -136,13 +152,7 @@ fn each_state_is_told_apart_and_notified_once() {
     ];
     let s = Scripted::new(&steps);
     s.env.add(&["Remove the flag", "--project", "demo"]);
-    let _fleet = s.env.supervisor(
-        s.env
-            .cmd(&["fleet", "up"])
-            .env("NOTIFIED", &s.notified)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null()),
-    );
+    let _fleet = s.up();
     s.step(0);
     let l = s.state("asking", Some("Should I also remove the old flag?"));
     assert_eq!(l["needs_you"], true, "{l}");
@@ -234,4 +244,91 @@ fn a_bad_notify_section_stops_the_fleet_with_its_place() {
         .as_str()
         .unwrap()
         .contains("notify.on"));
+}
+
+/// An assistant reply ending its turn, with the usage Claude Code records on it.
+fn said_metered(id: &str, text: &str, input: u64, output: u64) -> Value {
+    let mut v = said(id, text, "end_turn");
+    v["message"]["usage"] = json!({"input_tokens": input, "output_tokens": output});
+    v
+}
+
+/// The keys of the steering items typed into the lane's agent so far.
+fn typed_keys(env: &TestEnv, task: &str) -> Vec<String> {
+    env.ledger_of(task, "delivered")
+        .iter()
+        .flat_map(|e| e["detail"]["keys"].as_array().cloned().unwrap_or_default())
+        .filter_map(|k| k.as_str().map(String::from))
+        .collect()
+}
+
+/// A lane running its agent under a PTY crosses its token budget: it pauses once the
+/// turn has ended (held, `budget: …`), the agent left running (same process, no new
+/// launch) and nothing typed into it; `spice budget raise` resumes it, and the
+/// steering that waited is typed in then.
+#[test]
+fn a_pty_lane_pauses_at_its_budget_with_its_agent_alive_and_a_raise_resumes_it() {
+    let steps = [
+        json!({"lines": [user("start"), said_metered("m1", "Read the code.", 100, 500)]}),
+        json!({"lines": [user("carry on"), said_metered("m2", "Changed the code.", 100, 500)]}),
+    ];
+    let s = Scripted::with_lane(&steps, "budget_tokens = 1000\n");
+    let task = s.env.add(&["Metered work", "--project", "demo"]);
+    let _fleet = s.up();
+    s.step(0);
+    // 600 of 1000: done with its turn, within budget.
+    let l = s.state("waiting", None);
+    let pid = l["pid"].clone();
+    assert!(pid.is_u64(), "{l}");
+    wait_for("the first turn's tokens", 20, || {
+        (s.env.lane("a")["budget"]["lane"]["used"] == 600).then_some(())
+    });
+    s.step(1);
+    let l = wait_for("the lane to pause at its budget", 20, || {
+        let l = s.env.lane("a");
+        (l["state"] == "held").then_some(l)
+    });
+    assert_eq!(
+        l["hold"]["reason"], "budget: lane used 1200 of 1000 tokens",
+        "{l}"
+    );
+    assert!(l["hold"]["until"].is_null(), "{l}");
+    assert_eq!(l["pid"], pid, "the agent is left running: {l}");
+    let key = s
+        .env
+        .run(&["steer", "lane:a", "one more thing"])
+        .ok()
+        .trim()
+        .to_string();
+    common::stays("the paused agent left alone", 3, || {
+        let l = s.env.lane("a");
+        if l["state"] != "held" || l["pid"] != pid {
+            return Err(format!("{l}"));
+        }
+        if typed_keys(&s.env, &task).contains(&key) {
+            return Err(format!("{key} was typed into the paused agent"));
+        }
+        Ok(())
+    });
+    s.env.run(&["fleet", "lift", "a"]).fails(
+        3,
+        "go on with `spice budget raise a +N`, or end it with `spice budget stop a`",
+    );
+    let raised = s.env.run(&["budget", "raise", "a", "+2000"]);
+    assert!(raised.ok().contains("3000 tokens"), "{}", raised.stdout);
+    wait_for("the waiting steering typed in after the raise", 20, || {
+        typed_keys(&s.env, &task).contains(&key).then_some(())
+    });
+    let l = s.env.lane("a");
+    assert_ne!(l["state"], "held", "{l}");
+    assert!(l["hold"].is_null(), "{l}");
+    assert_eq!(l["pid"], pid, "the same agent goes on: {l}");
+    assert_eq!(s.env.ledger_of(&task, "launched").len(), 1);
+    let steps: Vec<Value> = s
+        .env
+        .ledger_of(&task, "budget")
+        .iter()
+        .map(|e| e["detail"]["step"].clone())
+        .collect();
+    assert_eq!(steps, [json!("paused"), json!("resumed")]);
 }

@@ -228,11 +228,39 @@ rec user '{"role":"user","content":"(the brief)"}'
 rec assistant "{\"id\":\"msg_${id}_$n\",\"role\":\"assistant\",\"model\":\"fake\",\"content\":[{\"type\":\"text\",\"text\":\"Working.\"}],\"stop_reason\":\"end_turn\",\"usage\":{\"input_tokens\":100,\"output_tokens\":500}}"
 "#;
 
+/// A scripted headless agent whose one turn runs a sub-agent the way Claude Code 2.x
+/// records it: the parent's two calls (600 tokens), the sub-agent's call (500) in
+/// `<session>/subagents/agent-sub1.jsonl`, and the parent's progress record echoing
+/// that call (which counts nothing).
+const AGENT_WITH_SUBAGENT: &str = r#"#!/usr/bin/env bash
+set -u
+id=$1
+. "$2/claude-transcript.sh"
+sub=$dir/$id/subagents/agent-sub1.jsonl
+mkdir -p "${sub%/*}"
+at=$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)
+rec user '{"role":"user","content":"(the brief)"}'
+rec assistant "{\"id\":\"msg_${id}_task\",\"role\":\"assistant\",\"model\":\"fake\",\"content\":[{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"Task\",\"input\":{\"description\":\"look\",\"prompt\":\"look\"}}],\"stop_reason\":\"tool_use\",\"usage\":{\"input_tokens\":100,\"output_tokens\":200}}"
+m='{"id":"msg_sub_1","role":"assistant","model":"fake","content":[{"type":"text","text":"Found it."}],"stop_reason":"end_turn","usage":{"input_tokens":200,"output_tokens":300}}'
+printf '{"type":"user","isSidechain":true,"agentId":"sub1","uuid":"sub-0","sessionId":"%s","cwd":"%s","timestamp":"%s","message":{"role":"user","content":"look"}}\n' "$id" "$PWD" "$at" >> "$sub"
+printf '{"type":"assistant","isSidechain":true,"agentId":"sub1","uuid":"sub-1","sessionId":"%s","cwd":"%s","timestamp":"%s","requestId":"req_sub_1","message":%s}\n' "$id" "$PWD" "$at" "$m" >> "$sub"
+printf '{"type":"progress","uuid":"p-1","sessionId":"%s","cwd":"%s","timestamp":"%s","parentToolUseID":"toolu_1","data":{"type":"agent_progress","agentId":"sub1","message":{"type":"assistant","message":%s}}}\n' "$id" "$PWD" "$at" "$m" >> "$f"
+n=$((n + 1))
+rec user '{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"Found it."}]}'
+rec assistant "{\"id\":\"msg_${id}_end\",\"role\":\"assistant\",\"model\":\"fake\",\"content\":[{\"type\":\"text\",\"text\":\"Done.\"}],\"stop_reason\":\"end_turn\",\"usage\":{\"input_tokens\":100,\"output_tokens\":200}}"
+"#;
+
 fn metered_env(budget: u64) -> TestEnv {
+    metered_env_running(budget, AGENT)
+}
+
+/// Lane `a` with `budget_tokens = budget`, running `script` headless (one turn a
+/// process) with a Claude Code-format transcript.
+fn metered_env_running(budget: u64, agent: &str) -> TestEnv {
     let env = TestEnv::with_lanes(&[("a", "profile = \"demo\"\n")]);
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/agents");
     let script = env.dir.path().join("metered-agent.sh");
-    std::fs::write(&script, AGENT).unwrap();
+    std::fs::write(&script, agent).unwrap();
     std::fs::create_dir_all(env.repo.join("profiles")).unwrap();
     let argv = format!(
         "[\"bash\", \"{s}\", \"{{session_id}}\", \"{f}\", \"{{brief_file}}\"]",
@@ -305,6 +333,13 @@ fn a_lane_pauses_at_its_budget_resumes_when_raised_and_stops_when_told() {
     );
     assert_eq!(l["budget"]["lane"]["used"], 1200, "{l}");
     assert_eq!(budget_steps(&env, &task), ["paused"]);
+    // Not a crash-loop hold: `fleet lift` refuses (a lifted row would stay over its
+    // budget, paused) and names what ends the pause.
+    env.run(&["fleet", "lift", "a"]).fails(
+        3,
+        "go on with `spice budget raise a +N`, or end it with `spice budget stop a`",
+    );
+    assert_eq!(env.lane("a")["hold"]["reason"], l["hold"]["reason"]);
     // Paused: new steering waits, no turn starts.
     env.run(&["steer", "lane:a", "one more thing"]).ok();
     stays("the paused lane starting no turn", 3, || {
@@ -336,6 +371,37 @@ fn a_lane_pauses_at_its_budget_resumes_when_raised_and_stops_when_told() {
     assert_eq!(by_task["groups"][0]["key"], task.as_str(), "{by_task}");
     let by_phase = env.run(&["usage", "--by", "phase", "--json"]).json();
     assert_eq!(by_phase["groups"][0]["key"], "todo", "{by_phase}");
+}
+
+/// Regression: the live totals a lane keeps for its budgets counted the session's
+/// transcript only, not the files Claude Code 2.x writes its sub-agents' calls to, so
+/// a lane whose sub-agents spent past the budget went on. Counted once: the parent's
+/// progress record echoing the sub-agent's call adds nothing.
+#[test]
+fn a_sub_agents_tokens_count_toward_the_budget_once() {
+    let env = metered_env_running(1000, AGENT_WITH_SUBAGENT);
+    let task = env.add(&["Delegating work", "--project", "demo"]);
+    let mut sup = env.fleet_up(&[]);
+    // 600 of the parent's and 500 of its sub-agent's: past the budget after one turn.
+    let l = wait_for("the turn to end past the budget", 60, || {
+        let l = env.lane("a");
+        let reason = l["hold"]["reason"].as_str().unwrap_or("").to_string();
+        reason.starts_with("budget:").then_some(l)
+    });
+    assert_eq!(
+        l["hold"]["reason"], "budget: lane used 1100 of 1000 tokens",
+        "{l}"
+    );
+    assert_eq!(l["budget"]["lane"]["used"], 1100, "{l}");
+    assert_eq!(budget_steps(&env, &task), ["paused"]);
+    let by_lane = env.run(&["usage", "--by", "lane", "--json"]).json();
+    assert_eq!(by_lane["groups"][0]["key"], "a", "{by_lane}");
+    assert_eq!(by_lane["groups"][0]["tokens"]["total"], 1100, "{by_lane}");
+    let by_task = env.run(&["usage", "--by", "task", "--json"]).json();
+    assert_eq!(by_task["groups"][0]["tokens"]["total"], 1100, "{by_task}");
+    env.run(&["budget", "stop", "a"]).ok();
+    let out = wait_for("the lane to stop", 60, || sup.try_wait().unwrap());
+    assert!(out.success());
 }
 
 #[test]

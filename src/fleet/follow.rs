@@ -3,7 +3,11 @@
 //! searching the profile's directory for the newest file, written since the launch,
 //! whose first records name the worktree as their cwd (Codex rollouts, named by time
 //! and a thread id spice is never told). Once found, a [`Scanner`] reads it on every
-//! tick: ACKs, turn ends, compactions.
+//! tick: ACKs, turn ends, compactions. A Claude Code session's sub-agent files
+//! (2.x: `<session>/subagents/agent-*.jsonl`, or sibling `agent-*.jsonl`) are
+//! scanned beside it, for their tokens only: a sub-agent's API calls are recorded
+//! there alone (the parent's progress records echo them and count nothing), so the
+//! session's live usage, and the budgets read from it, count them once.
 
 use crate::config::fleet::LaneConfig;
 use crate::config::profile::{Format, Placeholder};
@@ -47,6 +51,10 @@ pub(super) struct Follow {
     pub path: Option<PathBuf>,
     search: Option<(PathBuf, Agent)>,
     scanner: Option<Scanner>,
+    /// Whether the transcript is Claude Code's (known once it is read).
+    claude: Option<bool>,
+    /// The session's sub-agent files found so far, each with its own scanner.
+    subagents: Vec<(PathBuf, Scanner)>,
     looked: Option<Instant>,
     launched_at: SystemTime,
     /// The session, lane and worktree writing the transcript: its ACKs count for them.
@@ -68,6 +76,8 @@ impl Follow {
             path,
             search,
             scanner: None,
+            claude: None,
+            subagents: Vec::new(),
             looked: None,
             launched_at,
             writer,
@@ -97,6 +107,8 @@ impl Follow {
         match scanner.scan(store) {
             Ok(report) => {
                 self.failing = None;
+                let path = path.clone();
+                self.scan_subagents(&path, store);
                 Ok(Some(report))
             }
             Err(e) => {
@@ -112,6 +124,40 @@ impl Follow {
 }
 
 impl Follow {
+    /// Scans the sub-agent files of the Claude Code session whose transcript is
+    /// `main`, for their tokens (their events are all a sub-agent's: no ACK in them
+    /// counts, and the turn is the main file's). A file that cannot be read is read
+    /// again from its checkpoint on the next poll.
+    fn scan_subagents(&mut self, main: &Path, store: &mut Store) {
+        if self.claude.is_none() {
+            self.claude = crate::transcript::detect_file(main)
+                .ok()
+                .map(|a| a == Agent::Claude);
+        }
+        if self.claude != Some(true) {
+            return;
+        }
+        for p in crate::transcript::discover::claude_subagent_files(main, self.launched_at) {
+            if !self.subagents.iter().any(|(q, _)| *q == p) {
+                let scanner = Scanner::new(&p, self.writer.clone());
+                self.subagents.push((p, scanner));
+            }
+        }
+        for (p, scanner) in &mut self.subagents {
+            // Nothing to read yet (a file just created).
+            if std::fs::metadata(&*p).map_or(true, |m| m.len() == 0) {
+                continue;
+            }
+            if let Err(e) = scanner.scan(store) {
+                let why = e.to_string();
+                if self.failing.as_deref() != Some(why.as_str()) {
+                    eprintln!("spice: following {}: {why}", p.display());
+                    self.failing = Some(why);
+                }
+            }
+        }
+    }
+
     /// Looks for the transcript now if it is not found yet (the session is over, so
     /// waiting for the next search would miss it).
     pub fn locate_now(&mut self, worktree: &Path) {

@@ -196,17 +196,37 @@ impl Store {
         })
     }
 
-    /// The operator lifts a lane's crash-loop hold. Refused for an unknown lane or one
-    /// that is not held.
+    /// The operator lifts a lane's crash-loop hold. Refused for an unknown lane, one
+    /// that is not held, and one paused at its token budget: clearing that pause's
+    /// reason would leave the lane over its budget, paused as before, so the refusal
+    /// names what does end it (`spice budget raise`, `spice budget stop`).
     pub fn lift_hold(&mut self, name: &str) -> Result<()> {
         self.write("lifting a hold", |tx, _| {
-            let state: Option<String> = tx
-                .query_row("SELECT state FROM lanes WHERE name = ?1", [name], |r| {
-                    r.get(0)
-                })
+            let row: Option<(String, Option<String>, Option<String>)> = tx
+                .query_row(
+                    "SELECT state, hold_reason, task_id FROM lanes WHERE name = ?1",
+                    [name],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                )
                 .optional()?;
+            let (state, reason, task) = match row {
+                Some((s, r, t)) => (Some(s), r, t),
+                None => (None, None, None),
+            };
             match state.as_deref() {
                 None => Err(Error::input(format!("no lane named {name:?} has run"))),
+                Some("held") if reason.as_deref().is_some_and(is_budget_pause) => {
+                    let reason = reason.unwrap_or_default();
+                    let target = match task.filter(|_| reason.starts_with("budget: task")) {
+                        Some(t) => format!("{} --task", task_handle(tx, &t)?),
+                        None => name.to_string(),
+                    };
+                    Err(Error::conflict(format!(
+                        "lane {name} is paused at its token budget ({reason}), not held after \
+                         crashes: go on with `spice budget raise {target} +N`, or end it with \
+                         `spice budget stop {target}`"
+                    )))
+                }
                 Some("held") => {
                     tx.execute(
                         "UPDATE lanes SET hold_until = NULL, hold_reason = NULL WHERE name = ?1",
@@ -220,6 +240,25 @@ impl Store {
             }
         })
     }
+}
+
+/// Whether a hold's reason is a pause at a token budget (`fleet::lane::budget`
+/// writes it), not a crash-loop hold.
+pub fn is_budget_pause(reason: &str) -> bool {
+    reason.starts_with("budget:")
+}
+
+/// The handle of task `id` (its id when the task is gone).
+fn task_handle(tx: &rusqlite::Transaction<'_>, id: &str) -> Result<String> {
+    let project: Option<Option<String>> = tx
+        .query_row("SELECT project FROM tasks WHERE id = ?1", [id], |r| {
+            r.get(0)
+        })
+        .optional()?;
+    Ok(match project.flatten() {
+        Some(p) => format!("{p}-{id}"),
+        None => id.to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -270,5 +309,38 @@ mod tests {
         s.lift_hold("a").unwrap();
         let got = s.lane("a").unwrap().unwrap();
         assert_eq!((got.hold_until, got.hold_reason), (None, None));
+    }
+
+    #[test]
+    fn a_budget_pause_is_not_lifted_and_the_refusal_names_the_budget_commands() {
+        let (_d, mut s) = store();
+        let new = crate::task::NewTask {
+            title: "t".into(),
+            project: Some("demo".into()),
+            ..Default::default()
+        };
+        let task = s.add_task(new, &[]).unwrap();
+        let mut row = LaneRow {
+            name: "a".into(),
+            state: LaneState::Held,
+            task_id: Some(task.id.clone()),
+            hold_reason: Some("budget: lane used 1200 of 1000 tokens".into()),
+            ..LaneRow::default()
+        };
+        s.put_lane(&row).unwrap();
+        let e = s.lift_hold("a").unwrap_err().to_string();
+        assert!(e.contains("`spice budget raise a +N`"), "{e}");
+        assert!(e.contains("`spice budget stop a`"), "{e}");
+        row.hold_reason = Some("budget: task used 50 of 40 tokens".into());
+        s.put_lane(&row).unwrap();
+        let e = s.lift_hold("a").unwrap_err().to_string();
+        let handle = format!("demo-{} --task", task.id);
+        assert!(
+            e.contains(&format!("`spice budget raise {handle} +N`")),
+            "{e}"
+        );
+        assert!(e.contains(&format!("`spice budget stop {handle}`")), "{e}");
+        let got = s.lane("a").unwrap().unwrap();
+        assert_eq!(got.hold_reason, row.hold_reason, "the pause is kept");
     }
 }

@@ -86,6 +86,41 @@ pub fn codex_rollouts(root: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// Where Claude Code 2.x records the sub-agents of the session whose transcript is
+/// `main` (`<dir>/<session>.jsonl`), in name order: the files under
+/// `<dir>/<session>/subagents/` (2.1.x), and the sibling `<dir>/agent-*.jsonl` files,
+/// modified since `since`, whose records name the session (2.0.x; only their first
+/// records are read).
+pub fn claude_subagent_files(main: &Path, since: SystemTime) -> Vec<PathBuf> {
+    let (Some(dir), Some(session)) = (main.parent(), main.file_stem()) else {
+        return Vec::new();
+    };
+    let listed = |d: &Path| -> Vec<PathBuf> {
+        let Ok(rd) = std::fs::read_dir(d) else {
+            return Vec::new();
+        };
+        rd.flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.extension().is_some_and(|x| x == "jsonl")
+                    && p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("agent-"))
+            })
+            .collect()
+    };
+    let mut out = listed(&dir.join(session).join("subagents"));
+    let session = session.to_string_lossy();
+    out.extend(listed(dir).into_iter().filter(|p| {
+        std::fs::metadata(p)
+            .and_then(|m| m.modified())
+            .is_ok_and(|m| m >= since)
+            && head_fields(p, Agent::Claude).0.as_deref() == Some(session.as_ref())
+    }));
+    out.sort();
+    out
+}
+
 /// Size, time and the identity fields from the first records of a session file.
 pub fn describe(path: &Path, agent: Agent) -> Option<SessionFile> {
     let md = std::fs::metadata(path).ok()?;

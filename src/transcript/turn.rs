@@ -264,6 +264,17 @@ mod tests {
         assert!(
             permission_prompt("Bash command  rm -rf x  Do you want to proceed? ❯ 1. Yes").is_some()
         );
+        // Codex 0.171's approval prompt for a command asking to leave the sandbox, as
+        // the TUI drew it (tests/agents_e2e/states.rs).
+        let codex = "• Running touch made-by-the-agent Would you like to run the following \
+            command? Environment: local Reason: The scripted step runs outside the sandbox. \
+            $ touch made-by-the-agent › 1. Yes, proceed (y) 2. Yes, and don't ask again for \
+            commands that start with `touch made-by-the-agent` (p) 3. No, and tell Codex \
+            what to do differently (esc) Press enter to confirm or esc to cancel";
+        assert_eq!(
+            permission_prompt(codex),
+            Some("Would you like to run the following command?")
+        );
         assert!(permission_prompt("Thinking… esc to interrupt").is_none());
     }
 }

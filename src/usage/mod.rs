@@ -376,8 +376,9 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
 /// `conversation` entries name (else the one its live usage was counted from), read
 /// where it is, else from the archive when an `archived` entry names a readable
 /// copy (a compressed copy in the state directory's archive is decompressed into
-/// memory: the third value keeps it readable while the sources are read). A session
-/// with no readable transcript is listed as missing.
+/// memory: the third value keeps it readable while the sources are read), with the
+/// sub-agent files Claude Code 2.x keeps beside it. A session with no readable
+/// transcript is listed as missing.
 pub fn sources(
     ledger: &[LedgerEntry],
     live: &[SessionUsage],
@@ -423,7 +424,15 @@ pub fn sources(
             _ => {}
         }
     }
-    for u in live {
+    // A session's live rows include its sub-agents' files: those are found from its
+    // transcript below, never taken for it.
+    let subagent_file = |p: &str| {
+        Path::new(p)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("agent-"))
+    };
+    for u in live.iter().filter(|u| !subagent_file(&u.path)) {
         if let Some(s) = sessions.get_mut(&u.session) {
             if s.transcript.is_none() {
                 s.transcript = Some(u.path.clone());
@@ -469,6 +478,15 @@ pub fn sources(
                 continue;
             }
         };
+        // Claude Code 2.x records a sub-agent's calls in files of their own beside the
+        // session's transcript (the copy in the archive holds the transcript alone).
+        if s.transcript.as_deref() == Some(path.as_str()) {
+            let since = std::time::SystemTime::UNIX_EPOCH;
+            for sub in crate::transcript::discover::claude_subagent_files(Path::new(&path), since) {
+                let sub = sub.display().to_string();
+                by_path.entry(sub).or_default().push(s.writer.clone());
+            }
+        }
         by_path.entry(path).or_default().push(s.writer);
     }
     let sources = by_path

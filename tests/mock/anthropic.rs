@@ -55,7 +55,8 @@ pub(crate) fn respond(body: &Value, reply: &Reply, n: u64) -> warp::http::Respon
     let model = body["model"].as_str().unwrap_or("mock-model");
     let mut blocks = Vec::new();
     let stop = match reply {
-        Reply::Shell(cmd) => {
+        // Claude Code's Bash has no sandbox escalation to ask for: a plain call.
+        Reply::Shell(cmd) | Reply::Escalated(cmd) => {
             blocks.push(json!({"type": "text", "text": "Running the command."}));
             blocks.push(json!({
                 "type": "tool_use", "id": format!("toolu_mock{n:06}"), "name": "Bash",

@@ -34,6 +34,11 @@ pub enum Step {
     /// Call the agent's shell tool with this command; `{done}` becomes the command
     /// the conversation's latest spice brief gives for completing the phase.
     Shell(String),
+    /// Call the agent's shell tool with this command, asking to run it outside the
+    /// sandbox: Codex's `sandbox_permissions: "require_escalated"` with a
+    /// `justification` (what its approval prompt shows), when the tool the request
+    /// offers takes them; otherwise as [`Step::Shell`].
+    Escalated(String),
     /// Reply with this text; `{acks}` becomes one `ACK <key>: done` line for every
     /// steering key (`[KEY]`) in what the model was just given (the last tool result
     /// and any text beside it, or the last user message).
@@ -45,6 +50,8 @@ pub enum Step {
 pub enum Reply {
     /// A tool call running this command.
     Shell(String),
+    /// A tool call running this command outside the sandbox (see [`Step::Escalated`]).
+    Escalated(String),
     Text(String),
     /// Not a model request (a probe, `count_tokens`, an unknown path).
     Other,
@@ -416,6 +423,7 @@ fn next_reply(st: &mut State, req: &Request<'_>) -> Reply {
             Reply::Shell(cmd.replace("{done}", &done))
         }
         Some(Step::Shell(cmd)) => Reply::Shell(cmd),
+        Some(Step::Escalated(cmd)) => Reply::Escalated(cmd),
         Some(Step::Say(t)) => Reply::Text(expand(&t, &req.given)),
         None => Reply::Text(expand("{acks}", &req.given)),
     }

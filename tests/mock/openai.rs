@@ -47,28 +47,43 @@ pub fn last_user_text(body: &Value) -> String {
     out
 }
 
-/// The shell tool the request offers and the arguments it takes for `cmd`.
-fn shell_call(body: &Value, cmd: &str) -> (String, Value) {
-    let names: Vec<&str> = body["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|t| t["name"].as_str())
-        .collect();
-    if names.contains(&"exec_command") || names.is_empty() {
-        ("exec_command".into(), json!({ "cmd": cmd }))
+/// Why an escalated call asks to leave the sandbox: what Codex's approval prompt shows.
+pub const JUSTIFICATION: &str = "The scripted step runs outside the sandbox.";
+
+/// The shell tool the request offers and the arguments it takes for `cmd`; with
+/// `escalate`, asking to run it outside the sandbox when the tool takes
+/// `sandbox_permissions` (Codex 0.171's `exec_command` does when approvals are asked
+/// for).
+fn shell_call(body: &Value, cmd: &str, escalate: bool) -> (String, Value) {
+    let tools: Vec<&Value> = body["tools"].as_array().into_iter().flatten().collect();
+    let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    let (name, mut args) = if names.contains(&"exec_command") || names.is_empty() {
+        ("exec_command".to_string(), json!({ "cmd": cmd }))
     } else if names.contains(&"shell_command") {
         ("shell_command".into(), json!({ "command": cmd }))
     } else {
         ("shell".into(), json!({ "command": ["bash", "-lc", cmd] }))
+    };
+    let takes = |field: &str| {
+        tools
+            .iter()
+            .any(|t| t["name"] == name.as_str() && !t["parameters"]["properties"][field].is_null())
+    };
+    if escalate && takes("sandbox_permissions") {
+        args["sandbox_permissions"] = json!("require_escalated");
+        if takes("justification") {
+            args["justification"] = json!(JUSTIFICATION);
+        }
     }
+    (name, args)
 }
 
 pub(crate) fn respond(body: &Value, reply: &Reply, n: u64) -> warp::http::Response<String> {
     let id = format!("resp_mock{n:06}");
     let item = match reply {
-        Reply::Shell(cmd) => {
-            let (name, args) = shell_call(body, cmd);
+        Reply::Shell(cmd) | Reply::Escalated(cmd) => {
+            let escalate = matches!(reply, Reply::Escalated(_));
+            let (name, args) = shell_call(body, cmd, escalate);
             json!({"type": "function_call", "id": format!("fc_mock{n:06}"),
                    "call_id": format!("call_mock{n:06}"), "name": name,
                    "arguments": args.to_string(), "status": "completed"})
