@@ -429,12 +429,17 @@ pub fn fleet_status_table(doc: &FleetStatus, short: &ShortIds) {
             line.push_str(&format!("; {} restarts", l.restarts));
         }
         match &l.hold {
-            Some(h) if h.until.is_none() => line.push_str(&format!(
-                "; paused ({}); go on with: spice budget raise {} N, or end with: spice budget stop {}",
-                h.reason.as_deref().unwrap_or(""),
-                l.lane,
-                l.lane
-            )),
+            Some(h) if h.until.is_none() => {
+                let reason = h.reason.as_deref().unwrap_or("");
+                // A task's budget is raised on the task, not on the lane.
+                let target = match l.claims.first() {
+                    Some(c) if reason.starts_with("budget: task") => format!("{} --task", c.task),
+                    _ => l.lane.clone(),
+                };
+                line.push_str(&format!(
+                    "; paused ({reason}); go on with: spice budget raise {target} +N, or end with: spice budget stop {target}"
+                ))
+            }
             Some(h) => line.push_str(&format!(
                 "; held {}s more ({}); lift with: spice fleet lift {}",
                 h.seconds_left,
