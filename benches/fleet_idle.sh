@@ -61,7 +61,7 @@ idle_repo() {
   commit_config "$1"
 }
 
-sum_ns() { thread_ns "$1" | awk '{ n += $NF } END { print n + 0 }'; } # comm may hold spaces
+sum_ns() { thread_ns "$1" | awk '{ n += $NF } END { printf "%.0f\n", n }'; } # mawk would print 1e+10
 
 # Runs one supervisor with LANES lanes on the store STATE; sets m_ticks and m_sched
 # (CPU-s by clock ticks and by schedstat), m_rss (mean VmRSS, kB) and m_win (s).
