@@ -293,7 +293,6 @@ pub(super) fn options(
         vars: std::env::vars_os().collect(),
         bash_env,
         until_idle,
-        poll: std::time::Duration::from_secs(2),
         clock: std::sync::Arc::new(crate::clock::SystemClock),
         archive: None,
     })

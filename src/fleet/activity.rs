@@ -47,6 +47,12 @@ impl Activity {
         })
     }
 
+    /// Whether any lane is busy (an idle lane in an `--until-idle` run looks once more
+    /// when none is, since only a busy lane can still make work for it).
+    pub fn any_busy(&self) -> bool {
+        self.with(|s| s.0 > 0)
+    }
+
     /// An idle lane is about to look again.
     pub fn busy(&self) {
         self.with(|s| s.0 += 1);

@@ -45,7 +45,6 @@ pub struct FleetOptions {
     pub bash_env: PathBuf,
     /// Stop each lane when nothing is ready for it (the demo and tests).
     pub until_idle: bool,
-    pub poll: Duration,
     /// The wall clock the store stamps leases, ledger entries and rows with.
     pub clock: Arc<dyn crate::clock::Clock>,
     /// Where a lane sends an ended session's transcript to be archived; set by

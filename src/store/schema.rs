@@ -243,6 +243,41 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (kind, name)
     ) WITHOUT ROWID;
     "#,
+    // 10: the generation of the graph and its claims (`store::generation`): moved by
+    // triggers on every write that can change what is eligible or how it ranks, by any
+    // writer, so an idle lane waits on one small read instead of re-ranking the graph;
+    // lane rows, lease renewals, checkpoints and steering do not move it. The index
+    // finds the next wait date that makes a task eligible.
+    r#"
+    INSERT INTO meta (key, value) VALUES ('generation', 0);
+    CREATE INDEX tasks_by_wait ON tasks (wait) WHERE wait IS NOT NULL;
+    CREATE TRIGGER generation_tasks_insert AFTER INSERT ON tasks
+        BEGIN UPDATE meta SET value = value + 1 WHERE key = 'generation'; END;
+    CREATE TRIGGER generation_tasks_update
+        AFTER UPDATE OF title, project, phase, priority, due, wait, status, end_at ON tasks
+        BEGIN UPDATE meta SET value = value + 1 WHERE key = 'generation'; END;
+    CREATE TRIGGER generation_tasks_delete AFTER DELETE ON tasks
+        BEGIN UPDATE meta SET value = value + 1 WHERE key = 'generation'; END;
+    CREATE TRIGGER generation_deps_insert AFTER INSERT ON deps
+        BEGIN UPDATE meta SET value = value + 1 WHERE key = 'generation'; END;
+    CREATE TRIGGER generation_deps_update AFTER UPDATE ON deps
+        BEGIN UPDATE meta SET value = value + 1 WHERE key = 'generation'; END;
+    CREATE TRIGGER generation_deps_delete AFTER DELETE ON deps
+        BEGIN UPDATE meta SET value = value + 1 WHERE key = 'generation'; END;
+    CREATE TRIGGER generation_flows_insert AFTER INSERT ON flows
+        BEGIN UPDATE meta SET value = value + 1 WHERE key = 'generation'; END;
+    CREATE TRIGGER generation_flows_update AFTER UPDATE ON flows
+        BEGIN UPDATE meta SET value = value + 1 WHERE key = 'generation'; END;
+    CREATE TRIGGER generation_flows_delete AFTER DELETE ON flows
+        BEGIN UPDATE meta SET value = value + 1 WHERE key = 'generation'; END;
+    CREATE TRIGGER generation_claims_insert AFTER INSERT ON claims
+        BEGIN UPDATE meta SET value = value + 1 WHERE key = 'generation'; END;
+    CREATE TRIGGER generation_claims_holder
+        AFTER UPDATE OF task_id, claimant, lane, worktree, fence ON claims
+        BEGIN UPDATE meta SET value = value + 1 WHERE key = 'generation'; END;
+    CREATE TRIGGER generation_claims_delete AFTER DELETE ON claims
+        BEGIN UPDATE meta SET value = value + 1 WHERE key = 'generation'; END;
+    "#,
 ];
 
 /// Reads the schema version and refuses a database from a newer spice or another

@@ -10,9 +10,11 @@ use crate::fleet::status;
 use crate::store::{Claim, Item, ItemState, ListFilter, Store};
 use crate::task::{Priority, Status, Task};
 use crate::when;
+use bytes::Bytes;
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::collections::HashMap;
+use std::sync::Mutex;
 
 /// How many finished tasks the task table keeps (newest first).
 const DONE_SHOWN: usize = 200;
@@ -136,10 +138,12 @@ pub struct TaskRow {
 
 /// Every open task classified and measured, plus the newest finished ones.
 ///
-/// Built once per store generation (and second), then read by every `/api/tasks`
+/// Built once per graph generation (and second), then read by every `/api/tasks`
 /// request: each row is serialised once here, and a page is those bytes copied, so
 /// a request costs its page, not the table (issue #14: serialising and filtering
-/// every row per request put p99 at 124–455 ms with 10,000 tasks).
+/// every row per request put p99 at 124–455 ms with 10,000 tasks). Each page and
+/// graph once made is kept as the bytes sent ([`TaskTable::page_bytes`]), so asking
+/// again within the table's life costs a lookup; the counts are made here, once.
 pub struct TaskTable {
     pub now: Micros,
     pub rows: Vec<TaskRow>,
@@ -156,6 +160,23 @@ pub struct TaskTable {
     haystack: Vec<[Box<str>; 2]>,
     /// `"now":…,"counts":{…}` as JSON, shared by every page.
     head: Box<[u8]>,
+    /// Pages and graphs served from this table, as sent (at most [`KEPT`]).
+    served: Mutex<HashMap<Served, Bytes>>,
+}
+
+/// How many pages and graphs one table keeps; past it the kept ones are dropped.
+const KEPT: usize = 256;
+
+/// What a kept document answered: a page of `/api/tasks` or an `/api/graph`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Served {
+    Page {
+        category: Option<usize>,
+        text: Option<String>,
+        offset: usize,
+        limit: usize,
+    },
+    Graph(usize),
 }
 
 pub const CATEGORIES: [&str; 4] = ["ready", "blocked", "claimed", "done"];
@@ -306,6 +327,7 @@ pub fn task_table(s: &mut Store) -> Result<TaskTable> {
         json,
         haystack,
         head,
+        served: Mutex::new(HashMap::new()),
     })
 }
 
@@ -346,6 +368,45 @@ fn depths(waits_on: &[Vec<usize>]) -> Vec<usize> {
 }
 
 impl TaskTable {
+    /// [`Self::page`]'s bytes, made once per table and then shared.
+    pub fn page_bytes(
+        &self,
+        category: Option<&str>,
+        text: Option<&str>,
+        offset: usize,
+        limit: usize,
+    ) -> Bytes {
+        let key = Served::Page {
+            category: category.and_then(|c| CATEGORIES.iter().position(|k| *k == c)),
+            text: text.map(str::to_lowercase).filter(|t| !t.is_empty()),
+            offset,
+            limit,
+        };
+        self.kept(key, || self.page(category, text, offset, limit))
+    }
+
+    /// [`Self::graph`]'s bytes, made once per table and then shared.
+    pub fn graph_bytes(&self, limit: usize) -> Bytes {
+        self.kept(Served::Graph(limit), || {
+            serde_json::to_vec(&self.graph(limit)).expect("JSON values serialise")
+        })
+    }
+
+    fn kept(&self, key: Served, make: impl FnOnce() -> Vec<u8>) -> Bytes {
+        let lock = || self.served.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(b) = lock().get(&key) {
+            return b.clone();
+        }
+        // Made outside the lock: another request's lookup never waits on it.
+        let made = Bytes::from(make());
+        let mut served = lock();
+        if served.len() >= KEPT {
+            served.clear();
+        }
+        served.insert(key, made.clone());
+        made
+    }
+
     /// `/api/tasks`: one category (all open ones when `None`), in display order, paged,
     /// as the JSON document's bytes.
     pub fn page(
@@ -373,14 +434,25 @@ impl TaskTable {
         out.extend_from_slice(&self.head);
         out.extend_from_slice(b",\"tasks\":[");
         let mut total = 0usize;
-        for &i in order.iter().filter(|i| matches(i)) {
-            if total >= offset && total - offset < limit {
-                if total > offset {
+        if finder.is_none() {
+            // Every row of the order matches: the count is its length.
+            for (k, &i) in order.iter().skip(offset).take(limit).enumerate() {
+                if k > 0 {
                     out.push(b',');
                 }
                 out.extend_from_slice(&self.json[i]);
             }
-            total += 1;
+            total = order.len();
+        } else {
+            for &i in order.iter().filter(|i| matches(i)) {
+                if total >= offset && total - offset < limit {
+                    if total > offset {
+                        out.push(b',');
+                    }
+                    out.extend_from_slice(&self.json[i]);
+                }
+                total += 1;
+            }
         }
         out.extend_from_slice(format!("],\"total\":{total},\"offset\":{offset}}}").as_bytes());
         out
@@ -536,8 +608,12 @@ mod tests {
                 Some("no such thing"),
             ] {
                 for (off, lim) in [(0, 100), (0, 5), (3, 7), (40, 10), (1000, 10), (0, 0)] {
-                    let page: Value =
-                        serde_json::from_slice(&table.page(cat, q, off, lim)).unwrap();
+                    let made = table.page(cat, q, off, lim);
+                    let kept = table.page_bytes(cat, q, off, lim);
+                    assert_eq!(&kept[..], &made[..], "{cat:?} {q:?} {off} {lim}");
+                    let again = table.page_bytes(cat, q, off, lim);
+                    assert_eq!(again.as_ptr(), kept.as_ptr(), "made again, not kept");
+                    let page: Value = serde_json::from_slice(&made).unwrap();
                     assert_eq!(
                         page,
                         naive_page(&table, cat, q, off, lim),
@@ -546,6 +622,24 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_graph_is_made_once_per_table_and_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open_dir(dir.path(), Arc::new(ManualClock::new(1_000_000))).unwrap();
+        let task = |t: &str| NewTask {
+            title: t.into(),
+            ..NewTask::default()
+        };
+        let a = s.add_task(task("a"), &[]).unwrap().id;
+        s.add_task(task("b"), &[a]).unwrap();
+        let table = task_table(&mut s).unwrap();
+        let kept = table.graph_bytes(10);
+        let made = serde_json::to_vec(&table.graph(10)).unwrap();
+        assert_eq!(&kept[..], &made[..]);
+        assert_eq!(table.graph_bytes(10).as_ptr(), kept.as_ptr());
+        assert_ne!(table.graph_bytes(1), kept);
     }
 
     #[test]

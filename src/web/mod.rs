@@ -5,7 +5,8 @@
 //!  browser ──HTTP/1.1──▶ server (header timeout, connection bound) ──▶ guard (Host,
 //!                        Origin, token, JSON + x-spice on writes) ──▶ routes
 //!                                                                              │
-//!   /api/status, /api/tasks, /api/graph ◀── cache per store generation ◀── store pool
+//!   /api/status ◀──────────────────────── bytes cached per commit (data_version)
+//!   /api/tasks, /api/graph ◀────────────── table per graph generation, pages as bytes
 //!   /api/live (SSE: "change") ◀──────────── watcher thread: PRAGMA data_version, 10 Hz
 //!   /api/lanes/L/transcript[/live] ◀─────── transcripts: each file decoded once, tailed
 //!   POST /api/steer, /api/takeover, /api/lanes/L/lift-hold, /api/lanes/L/budget ──▶ the store calls the CLI makes
@@ -13,8 +14,12 @@
 //!
 //! Invariants:
 //! - The store is the authority: the console keeps no state of its own beyond caches
-//!   keyed by the store's generation (a counter the watcher bumps when another
-//!   connection commits), and writes only through the same `Store` calls as the CLI.
+//!   keyed by a generation, and writes only through the same `Store` calls as the CLI.
+//!   The status document (lane rows) is keyed by a counter the watcher bumps when
+//!   another connection commits; the task table and graph by the store's generation of
+//!   the graph and its claims (`store::generation`), which lane rows, renewals and
+//!   checkpoints do not move, so a working fleet does not rebuild the table on every
+//!   lane tick. Both are also refreshed once a second (leases lapse with the clock).
 //! - Store work runs on blocking threads, never on the async workers, so a slow query
 //!   delays its own request only.
 //! - Agent text leaves as JSON strings; the page renders it with `textContent`.
@@ -35,7 +40,7 @@ use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::store::{Store, Target};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -66,6 +71,8 @@ pub(crate) struct App {
     cfg: Config,
     pool: Mutex<Vec<Store>>,
     live: watch::Receiver<u64>,
+    /// The store's generation of the graph and its claims, as the watcher last read it.
+    graph: Arc<AtomicU64>,
     status: Cache<bytes::Bytes>,
     tasks: Cache<Arc<docs::TaskTable>>,
     transcripts: transcripts::Transcripts,
@@ -126,6 +133,11 @@ impl App {
         *self.live.borrow()
     }
 
+    /// The generation the task table and graph are cached by.
+    fn graph_generation(&self) -> u64 {
+        self.graph.load(Ordering::Acquire)
+    }
+
     /// Runs `f` with a pooled store connection on a blocking thread.
     async fn store<T, F>(self: &Arc<Self>, f: F) -> Result<T>
     where
@@ -170,11 +182,12 @@ where
     let (tx, rx) = watch::channel(0u64);
     let stop = Arc::new(AtomicBool::new(false));
     let poll = cfg.poll;
+    let graph = Arc::new(AtomicU64::new(graph_number(&watcher).unwrap_or(0)));
     let watch_thread = {
-        let stop = stop.clone();
+        let (stop, graph) = (stop.clone(), graph.clone());
         std::thread::Builder::new()
             .name("spice-serve-watch".into())
-            .spawn(move || watch_store(watcher, tx, poll, &stop))
+            .spawn(move || watch_store(watcher, tx, &graph, poll, &stop))
             .map_err(|source| Error::Io {
                 context: "failed to start the store watcher".into(),
                 source,
@@ -185,6 +198,7 @@ where
         cfg,
         pool: Mutex::new(Vec::new()),
         live: rx,
+        graph,
         status: Cache::new(),
         tasks: Cache::new(),
         transcripts,
@@ -209,9 +223,21 @@ where
     Ok(())
 }
 
-/// Bumps the generation whenever another connection committed. Dropping the sender
-/// when told to stop ends every live stream.
-fn watch_store(store: Store, tx: watch::Sender<u64>, poll: Duration, stop: &AtomicBool) {
+/// The store's graph generation as a cache key.
+fn graph_number(store: &Store) -> Result<u64> {
+    Ok(store.generation()?.number() as u64)
+}
+
+/// Bumps the generation whenever another connection committed, after noting the
+/// store's graph generation then (so whoever hears of the commit sees both). Dropping
+/// the sender when told to stop ends every live stream.
+fn watch_store(
+    store: Store,
+    tx: watch::Sender<u64>,
+    graph: &AtomicU64,
+    poll: Duration,
+    stop: &AtomicBool,
+) {
     let mut last = store.data_version().ok();
     let mut generation = 0u64;
     let mut reported = false;
@@ -221,6 +247,11 @@ fn watch_store(store: Store, tx: watch::Sender<u64>, poll: Duration, stop: &Atom
             Ok(v) if Some(v) != last => {
                 last = Some(v);
                 generation += 1;
+                // Unread, the table stays keyed as it was; it is still refreshed
+                // once a second.
+                if let Ok(g) = graph_number(&store) {
+                    graph.store(g, Ordering::Release);
+                }
                 tx.send_replace(generation);
             }
             Ok(_) => {}

@@ -455,7 +455,7 @@ async fn status(app: Arc<App>) -> Response {
 }
 
 async fn task_table(app: &Arc<App>) -> Result<Arc<docs::TaskTable>> {
-    let g = app.generation();
+    let g = app.graph_generation();
     let a = app.clone();
     app.tasks
         .get(g, async move {
@@ -488,12 +488,12 @@ async fn tasks(q: TasksQuery, app: Arc<App>) -> Response {
     match task_table(&app).await {
         Ok(t) => json_bytes(
             StatusCode::OK,
-            Bytes::from(t.page(
+            t.page_bytes(
                 q.category.as_deref(),
                 q.q.as_deref(),
                 q.offset.unwrap_or(0),
                 q.limit.unwrap_or(100).min(1000),
-            )),
+            ),
         ),
         Err(e) => error(&e),
     }
@@ -507,7 +507,10 @@ struct GraphQuery {
 
 async fn graph(q: GraphQuery, app: Arc<App>) -> Response {
     match task_table(&app).await {
-        Ok(t) => json_value(StatusCode::OK, &t.graph(q.limit.unwrap_or(60).min(400))),
+        Ok(t) => json_bytes(
+            StatusCode::OK,
+            t.graph_bytes(q.limit.unwrap_or(60).min(400)),
+        ),
         Err(e) => error(&e),
     }
 }

@@ -38,6 +38,7 @@ mod bed;
 mod budget;
 mod carry;
 mod holding;
+mod idle;
 mod machine;
 mod pool;
 mod prepare;
@@ -344,6 +345,8 @@ impl Lane<'_> {
             };
             self.set_busy(true);
             let seen = self.activity.generation();
+            // Read before the look: a change made while it ranks ends the wait at once.
+            let graph = self.store.generation();
             let Some(claim) = next::claim_next(&mut self.store, &req, &filter)? else {
                 self.row.state = LaneState::Idle;
                 self.row.session = None;
@@ -355,7 +358,7 @@ impl Lane<'_> {
                 if self.activity.idle(seen) && self.opts.until_idle {
                     return Ok(());
                 }
-                self.idle_wait(self.opts.poll);
+                self.idle_wait(graph);
                 continue;
             };
             self.report.claimed.push(claim.handle.clone());
@@ -479,26 +482,6 @@ impl Lane<'_> {
         ));
         self.report.error = self.row.last_error.clone();
         self.publish(false)
-    }
-
-    /// An idle lane's pause: up to `d`, or until another connection commits (a
-    /// phase completed, a task added), which may have made work for it.
-    fn idle_wait(&mut self, d: Duration) {
-        let until = Instant::now() + d;
-        let seen = self.store.data_version().ok();
-        while !self.stopping() && Instant::now() < until {
-            std::thread::sleep(TICK.min(until.saturating_duration_since(Instant::now())));
-            if self.store.data_version().ok() != seen {
-                return;
-            }
-        }
-    }
-
-    fn sleep(&self, d: Duration) {
-        let until = Instant::now() + d;
-        while !self.stopping() && Instant::now() < until {
-            std::thread::sleep(TICK.min(until.saturating_duration_since(Instant::now())));
-        }
     }
 
     /// Runs sessions on one claimed task until it leaves our hands or the supervisor

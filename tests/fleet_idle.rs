@@ -1,0 +1,83 @@
+//! Idle lanes sleep (#20): a lane with nothing eligible waits on the store's
+//! generation of the graph and its claims, and on the next wait date, not on a
+//! periodic re-rank. Each kind of change that can make work for it wakes it: a task
+//! added by another process, a claim another lane's session released (its phase
+//! completed), a wait date passing.
+
+mod common;
+use common::{wait_for, TestEnv};
+use spice::clock::Clock;
+
+const TODO: &str = "profile = \"demo\"\nphases = [\"todo\"]\nlease = \"5m\"\n";
+const REVIEW: &str = "profile = \"demo\"\nphases = [\"review\"]\nlease = \"5m\"\n";
+
+fn idle(env: &TestEnv, lane: &str) -> bool {
+    env.lane(lane)["state"] == "idle"
+}
+
+/// The lanes that claimed `task`, in order, and when each claim was made.
+fn claims_of(env: &TestEnv, task: &str) -> Vec<(String, String)> {
+    env.ledger_of(task, "claimed")
+        .iter()
+        .map(|e| {
+            (
+                e["detail"]["lane"].as_str().unwrap_or_default().to_string(),
+                e["at"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn status_of(env: &TestEnv, task: &str) -> String {
+    let show = env.run(&["task", "show", task, "--json"]).json();
+    show["status"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn an_idle_lane_wakes_for_a_new_task_a_released_claim_and_a_passing_wait_date() {
+    let env = TestEnv::with_lanes(&[("t", TODO), ("r", REVIEW)]);
+    let _sup = env.fleet_up(&[]);
+    wait_for("both lanes idle", 60, || {
+        (idle(&env, "t") && idle(&env, "r")).then_some(())
+    });
+
+    // Added by another process: the todo lane claims it; its session completes the
+    // phase, which releases the claim, and the idle review lane takes the task.
+    let added = env.add(&["Added later", "--project", "demo"]);
+    wait_for("the added task reviewed and done", 120, || {
+        (status_of(&env, &added) == "completed").then_some(())
+    });
+    let lanes: Vec<String> = claims_of(&env, &added).into_iter().map(|c| c.0).collect();
+    assert_eq!(
+        lanes,
+        ["t", "r"],
+        "claimed by the todo lane, then the review lane"
+    );
+    wait_for("both lanes idle again", 60, || {
+        (idle(&env, "t") && idle(&env, "r")).then_some(())
+    });
+
+    // A task that waits until a moment a few seconds ahead: nothing else happens, so
+    // only the lane's own timer can wake it, and not before that moment.
+    let wait = spice::when::rfc3339(spice::clock::SystemClock.now() + 3_000_000);
+    let at = spice::when::parse_date(&wait).unwrap();
+    let doc = format!(
+        r#"[{{"uuid":"5d1b4f4e-2f57-4d2a-9c59-8d0f3c1e7a21","description":"Waits a little",
+             "status":"pending","project":"demo","entry":"20260101T000000Z","wait":"{wait}"}}]"#
+    );
+    let imported = env.run_stdin(&["task", "import", "--taskwarrior", "-", "--json"], &doc);
+    imported.ok();
+    let id = env.run(&["task", "list", "--json"]).json()[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (lane, when) = wait_for("the waiting task claimed once its date passed", 60, || {
+        claims_of(&env, &id).into_iter().next()
+    });
+    assert_eq!(lane, "t");
+    let claimed = spice::when::parse_date(&when).unwrap();
+    assert!(
+        claimed >= at,
+        "claimed at {when}, before its wait date {wait}"
+    );
+}
