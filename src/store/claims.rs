@@ -282,7 +282,7 @@ impl Store {
         &mut self,
         id: &str,
         req: &ClaimRequest,
-        filter: &crate::alloc::Filter,
+        filter: &super::vocab::Filter,
     ) -> Result<Option<Claim>> {
         check_claimant(&req.claimant)?;
         self.write("claiming a task", |tx, now| {
@@ -303,7 +303,7 @@ impl Store {
         &mut self,
         ids: &[&str],
         req: &ClaimRequest,
-        filter: &crate::alloc::Filter,
+        filter: &super::vocab::Filter,
     ) -> Result<Option<Claim>> {
         check_claimant(&req.claimant)?;
         self.write("claiming a task", |tx, now| {

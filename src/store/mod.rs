@@ -37,6 +37,7 @@ mod snapshot;
 mod target;
 mod tasks;
 mod usage;
+pub mod vocab;
 mod watch;
 
 pub use backup::{list_backups, restore, Backup, Restored, BACKUPS_KEPT, BACKUP_DIR, BACKUP_EVERY};
