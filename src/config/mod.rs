@@ -9,6 +9,7 @@ pub mod fleet;
 pub mod housekeeping;
 pub mod lane;
 pub mod profile;
+pub mod state;
 
 use crate::error::Error;
 use std::collections::BTreeMap;
