@@ -16,7 +16,7 @@ work="$(mktemp -d /tmp/spice-bench-pg.XXXXXX)"
 pg_bin="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)"
 pg_run() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 trap 'pg_run "$pg_bin/pg_ctl" -D "$work/pg/data" -w -m immediate stop >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
-mkdir -p "$work/pg"; [ "$(id -u)" = 0 ] && chown postgres:postgres "$work/pg"
+chmod 755 "$work"; mkdir -p "$work/pg"; [ "$(id -u)" = 0 ] && chown postgres:postgres "$work/pg"
 pg_run "$pg_bin/initdb" -D "$work/pg/data" -U postgres --auth=trust -E UTF8 --locale=C >/dev/null
 pg_run "$pg_bin/pg_ctl" -D "$work/pg/data" -w -l "$work/pg/log" \
   -o "-k $work/pg -c listen_addresses='' -c max_connections=200" start >/dev/null
