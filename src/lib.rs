@@ -39,6 +39,7 @@ pub mod error;
 pub mod fleet;
 pub mod gate;
 pub mod git;
+pub mod json;
 pub mod land;
 pub mod stage;
 pub mod stamp;

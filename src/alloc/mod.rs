@@ -26,24 +26,7 @@ use std::collections::{HashMap, HashSet};
 /// A (project, phase) cell.
 pub type Cell = (Option<String>, String);
 
-/// Restricts which tasks are candidates (the graph measures still see every task).
-#[derive(Debug, Clone, Default)]
-pub struct Filter {
-    pub projects: Vec<String>,
-    pub phases: Vec<String>,
-}
-
-impl Filter {
-    fn admits(&self, t: &Task) -> bool {
-        self.admits_cell(t.project.as_deref(), &t.phase)
-    }
-
-    /// True if a task in this (project, phase) cell is a candidate.
-    pub fn admits_cell(&self, project: Option<&str>, phase: &str) -> bool {
-        (self.projects.is_empty() || project.is_some_and(|p| self.projects.iter().any(|x| x == p)))
-            && (self.phases.is_empty() || self.phases.iter().any(|x| x == phase))
-    }
-}
+pub use crate::store::vocab::Filter;
 
 /// Everything the ranking looks at, gathered by the caller from the store.
 pub struct Input<'a> {

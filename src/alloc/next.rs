@@ -9,7 +9,7 @@
 
 use super::{rank_top, Candidate, Cell, Filter, Input};
 use crate::error::Result;
-use crate::store::{Claim, ClaimRequest, Snapshot, Store};
+use crate::store::{Authority, Claim, ClaimRequest, Snapshot};
 use std::collections::{HashMap, HashSet};
 
 /// Bound on re-rankings, so a pathological churn of releases cannot spin forever.
@@ -64,7 +64,7 @@ pub fn input<'a>(
 
 /// Ranks the ready tasks for `claimant` (best first).
 pub fn ranked(
-    store: &mut Store,
+    store: &mut dyn Authority,
     claimant: Option<&str>,
     filter: &Filter,
 ) -> Result<(Snapshot, Vec<Candidate>)> {
@@ -74,7 +74,7 @@ pub fn ranked(
 /// The first `limit` (at least) of [`ranked`]'s order, computing release counts only
 /// where they decide it ([`rank_top`]).
 pub fn ranked_top(
-    store: &mut Store,
+    store: &mut dyn Authority,
     claimant: Option<&str>,
     filter: &Filter,
     limit: usize,
@@ -90,7 +90,11 @@ pub fn ranked_top(
 
 /// Claims the best ready task for `req.claimant`, or returns `None` when nothing
 /// matching `filter` is ready.
-pub fn claim_next(store: &mut Store, req: &ClaimRequest, filter: &Filter) -> Result<Option<Claim>> {
+pub fn claim_next(
+    store: &mut dyn Authority,
+    req: &ClaimRequest,
+    filter: &Filter,
+) -> Result<Option<Claim>> {
     for _ in 0..MAX_ROUNDS {
         let (snap, ranking) = ranked_top(store, Some(&req.claimant), filter, CLAIM_BATCH)?;
         if ranking.is_empty() {
@@ -112,7 +116,7 @@ mod tests {
     use super::*;
     use crate::alloc::shape;
     use crate::clock::ManualClock;
-    use crate::store::DEFAULT_LEASE;
+    use crate::store::{Store, DEFAULT_LEASE};
     use crate::task::{NewTask, Priority};
     use std::sync::Arc;
 

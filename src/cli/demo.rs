@@ -48,6 +48,9 @@ pub fn run(args: DemoArgs) -> Result<()> {
     let env = Env {
         state_dir: repo.join(".git").join("spice"),
         repo_top: Some(repo.clone()),
+        location: crate::store::Location::Sqlite(
+            repo.join(".git").join("spice").join(crate::store::DB_FILE),
+        ),
     };
     let mut store = env.open()?;
     let ids = add_tasks(&mut store)?;

@@ -343,9 +343,16 @@ fn record(repo: &scan::Repo, hook: &str, detail: &serde_json::Value) {
     detail["hook"] = hook.into();
     detail["lane"] = env("SPICE_LANE").into();
     let actor = env("SPICE_SESSION").unwrap_or_else(|| "gate".into());
-    let written =
-        crate::store::Store::open_dir(&state_dir, std::sync::Arc::new(crate::clock::SystemClock))
-            .and_then(|mut s| s.note(&task, "gate_run", &actor, detail));
+    let url = std::env::var(crate::config::state::URL_VAR).ok();
+    let written = crate::config::state::location(&state_dir, url.as_deref())
+        .and_then(|l| l.require_sqlite("recording a gate run"))
+        .and_then(|_| {
+            crate::store::Store::open_dir(
+                &state_dir,
+                std::sync::Arc::new(crate::clock::SystemClock),
+            )
+        })
+        .and_then(|mut s| s.note(&task, "gate_run", &actor, detail));
     if let Err(e) = written {
         eprintln!("spice gate: this run was not recorded in task {task}'s ledger: {e}");
     }

@@ -179,7 +179,7 @@ pub fn main() -> i32 {
 
 fn run(command: Command) -> Result<()> {
     match command {
-        Command::Task(cmd) => task::run(cmd, &Env::from_process()?),
+        Command::Task(cmd) => task::run(cmd, &Env::from_process_any()?),
         Command::Steer(args) => steer::steer(args, &Env::from_process()?),
         Command::Inbox(args) => steer::inbox(args, &Env::from_process()?),
         Command::Ack(cmd) => steer::ack(cmd, Env::from_process),
@@ -241,10 +241,35 @@ pub(crate) struct Env {
     pub state_dir: PathBuf,
     /// The top of the git work tree the command runs in, if any.
     pub repo_top: Option<PathBuf>,
+    /// Where the store is (`SPICE_DATABASE_URL`, else the state directory's config).
+    pub location: crate::store::Location,
+}
+
+/// The command as typed, for messages: `spice` and its first words up to a flag or
+/// an argument (`spice fleet up`, `spice task modify`).
+pub(crate) fn command_name() -> String {
+    let mut words = vec!["spice".to_string()];
+    for a in std::env::args().skip(1).take(2) {
+        if a.starts_with('-') || !a.bytes().all(|b| b.is_ascii_lowercase() || b == b'-') {
+            break;
+        }
+        words.push(a);
+    }
+    words.join(" ")
 }
 
 impl Env {
+    /// The environment of a command that works only on the embedded store: refused, in
+    /// one line naming it, when the store is on PostgreSQL (never a silent fall back).
     fn from_process() -> Result<Env> {
+        let env = Env::from_process_any()?;
+        env.location.require_sqlite(&command_name())?;
+        Ok(env)
+    }
+
+    /// The environment of a command that talks to the store through
+    /// [`crate::store::Authority`], whichever backend it is.
+    fn from_process_any() -> Result<Env> {
         let home = std::env::var_os("SPICE_HOME").filter(|v| !v.is_empty());
         let (repo_top, common) = git_dirs(home.is_some());
         let state_dir = match home {
@@ -257,14 +282,24 @@ impl Env {
                 )),
             },
         };
+        let url = std::env::var(crate::config::state::URL_VAR).ok();
+        let location = crate::config::state::location(&state_dir, url.as_deref())?;
         Ok(Env {
             state_dir,
             repo_top,
+            location,
         })
     }
 
+    /// The embedded store; refused on PostgreSQL.
     pub fn open(&self) -> Result<Store> {
+        self.location.require_sqlite(&command_name())?;
         Store::open_dir(&self.state_dir, Arc::new(SystemClock))
+    }
+
+    /// The store's narrow interface, on whichever backend the location names.
+    pub fn authority(&self) -> Result<Box<dyn crate::store::Authority>> {
+        crate::store::connect(&self.location, Arc::new(SystemClock))
     }
 
     /// The `lanes/` directory of the repository.

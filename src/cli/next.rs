@@ -4,7 +4,7 @@ use super::render;
 use super::Env;
 use crate::alloc::{self, next, Filter};
 use crate::error::Result;
-use crate::store::{ClaimRequest, Store};
+use crate::store::{Authority, ClaimRequest};
 use clap::Args;
 use std::time::Duration;
 
@@ -42,7 +42,7 @@ pub struct NextArgs {
     json: bool,
 }
 
-pub fn run(s: &mut Store, env: &Env, args: NextArgs) -> Result<()> {
+pub fn run(s: &mut dyn Authority, env: &Env, args: NextArgs) -> Result<()> {
     let mut filter = Filter {
         projects: args.projects,
         phases: args.phases,

@@ -16,6 +16,8 @@ use crate::transcript::sanitize;
 use crate::when;
 use serde_json::{json, Value};
 
+pub use crate::json::{claim_json, item_json, ledger_json, task_json, time};
+
 pub fn print_json<T: serde::Serialize + ?Sized>(v: &T) {
     println!(
         "{}",
@@ -61,62 +63,6 @@ fn write_error(source: std::io::Error) -> crate::error::Error {
         context: "failed to write to standard output".into(),
         source,
     }
-}
-
-fn time(t: Option<Micros>) -> Value {
-    t.map(|t| Value::String(when::rfc3339(t)))
-        .unwrap_or(Value::Null)
-}
-
-pub fn task_json(t: &Task) -> Value {
-    json!({
-        "id": t.id,
-        "handle": t.handle(),
-        "uuid": t.uuid,
-        "description": t.title,
-        "body": t.body,
-        "project": t.project,
-        "phase": t.phase,
-        "priority": t.priority,
-        "status": t.status,
-        "due": time(t.due),
-        "wait": time(t.wait),
-        "tags": t.tags,
-        "depends": t.depends,
-        "entry": time(Some(t.entry)),
-        "end": time(t.end),
-        "modified": time(Some(t.modified)),
-        "annotations": t.annotations.iter().map(|a| json!({
-            "entry": when::rfc3339(a.entry), "description": a.description,
-        })).collect::<Vec<_>>(),
-    })
-}
-
-pub fn claim_json(c: &Claim) -> Value {
-    json!({
-        "id": c.task_id,
-        "handle": c.handle,
-        "description": c.title,
-        "claimant": c.claimant,
-        "lane": c.lane,
-        "worktree": c.worktree,
-        "fence": c.fence,
-        "lease_until": when::rfc3339(c.lease_until),
-        "claimed_at": when::rfc3339(c.claimed_at),
-        "renewed_at": when::rfc3339(c.renewed_at),
-    })
-}
-
-pub fn ledger_json(e: &LedgerEntry) -> Value {
-    json!({
-        "seq": e.seq,
-        "task": e.task_id,
-        "at": when::rfc3339(e.at),
-        "kind": e.kind,
-        "actor": e.actor,
-        "fence": e.fence,
-        "detail": e.detail,
-    })
 }
 
 pub fn candidate_json(t: &Task, c: &Candidate) -> Value {
@@ -309,23 +255,6 @@ pub fn task_detail(
     }
     println!();
     ledger_table(ledger);
-}
-
-pub fn item_json(i: &Item, now: Micros) -> Value {
-    json!({
-        "key": i.key,
-        "target": i.target.name,
-        "target_kind": i.target.kind,
-        "text": i.text,
-        "state": i.state,
-        "created": when::rfc3339(i.created),
-        "age_seconds": (now - i.created) / 1_000_000,
-        "expires": when::rfc3339(i.expires),
-        "shown": i.shown,
-        "last_shown": time(i.last_shown),
-        "closed_at": time(i.closed_at),
-        "problem": i.problem,
-    })
 }
 
 pub fn item_table(items: &[Item], now: Micros) {

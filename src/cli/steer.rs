@@ -315,6 +315,12 @@ fn agent_context() -> Result<AgentContext> {
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .or_else(|| git.as_ref().map(|(_, common)| common.join("spice")));
+    // Steering is not on PostgreSQL yet: say so rather than read a SQLite file beside it.
+    if let Some(dir) = &state_dir {
+        let url = std::env::var(crate::config::state::URL_VAR).ok();
+        crate::config::state::location(dir, url.as_deref())?
+            .require_sqlite(&super::command_name())?;
+    }
     let session = std::env::var("SPICE_SESSION").ok();
     let lane = std::env::var("SPICE_LANE").ok();
     let targets = crate::store::agent_targets(

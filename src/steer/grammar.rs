@@ -31,42 +31,10 @@ mod properties;
 mod tests;
 
 use memchr::memmem::Finder;
-use serde::Serialize;
 
 pub use walk::{walk, Line};
 
-/// Whether a directive acknowledges an item or refuses it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Polarity {
-    Ack,
-    Nack,
-}
-
-/// What is wrong with a directive that is shaped like one but cannot act.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Problem {
-    /// `ACK:` with no key: the agent answered, but nothing says which item.
-    Keyless,
-}
-
-/// One directive issued by the text.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Directive {
-    pub polarity: Polarity,
-    /// The keys, in order, deduplicated; empty exactly when `problem` is `Keyless`.
-    pub keys: Vec<String>,
-    /// 1-based line of the directive's header.
-    pub line: usize,
-    /// The prose after the key list up to the next directive, trimmed of whitespace and
-    /// of dangling emphasis markers; `Some("")` when the agent wrote none (for a NACK
-    /// the caller treats that as a problem). `None` for a keyless directive.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub body: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub problem: Option<Problem>,
-}
+pub use crate::store::vocab::{Directive, Polarity, Problem};
 
 /// A directive located in the whole text, before its body is cut out: its header's
 /// line, and where its lead-in and body start (byte offsets into the text).

@@ -136,13 +136,13 @@ fn next_fence(tx: &Transaction<'_>) -> Result<i64> {
 
 /// The deadline of a lease taken at `now`; a lease past [`when::MAX_DURATION`] is
 /// refused (it would overflow the timestamp), whichever caller built it.
-fn lease_end(now: Micros, lease: Duration) -> Result<Micros> {
+pub(super) fn lease_end(now: Micros, lease: Duration) -> Result<Micros> {
     when::check_duration(lease).map_err(|e| Error::input(format!("lease: {e}")))?;
     Ok(now.saturating_add(when::micros(lease)))
 }
 
 /// Describes a claim for an error message: holder, fence, and when its lease ends.
-fn describe(c: &Claim, now: Micros) -> String {
+pub(super) fn describe(c: &Claim, now: Micros) -> String {
     let lease = if c.is_live(now) {
         format!("lease ends in {}", when::span(c.lease_until - now))
     } else {
@@ -161,7 +161,18 @@ pub(super) fn check_holder(
     now: Micros,
     verb: &str,
 ) -> Result<Option<i64>> {
-    match (claim_of(tx, id)?, holder) {
+    judge_holder(id, claim_of(tx, id)?.as_ref(), holder, now, verb)
+}
+
+/// [`check_holder`]'s rule on a claim already read (every backend judges by it).
+pub(super) fn judge_holder(
+    id: &str,
+    claim: Option<&Claim>,
+    holder: Option<&Holder>,
+    now: Micros,
+    verb: &str,
+) -> Result<Option<i64>> {
+    match (claim, holder) {
         (None, None) => Ok(None),
         (None, Some(h)) => Err(Error::conflict(format!(
             "cannot {verb} task {id} as {c}: {c} does not hold it (it is not claimed)",
@@ -171,18 +182,18 @@ pub(super) fn check_holder(
             Some(f) if f != claim.fence => Err(Error::conflict(format!(
                 "cannot {verb} task {id} as {} with fence {f}: that holding ended; the claim is now {}",
                 h.claimant,
-                describe(&claim, now)
+                describe(claim, now)
             ))),
             _ => Ok(Some(claim.fence)),
         },
         (Some(claim), Some(h)) => Err(Error::conflict(format!(
             "cannot {verb} task {id} as {}: it is held by {}",
             h.claimant,
-            describe(&claim, now)
+            describe(claim, now)
         ))),
         (Some(claim), None) => Err(Error::conflict(format!(
             "cannot {verb} task {id}: it is held by {}; pass --claimant {}",
-            describe(&claim, now),
+            describe(claim, now),
             claim.claimant
         ))),
     }
@@ -200,15 +211,7 @@ fn not_ready(tx: &Transaction<'_>, id: &str, now: Micros) -> Result<Option<Strin
         return Ok(Some(format!("it waits until {}", when::rfc3339(w))));
     }
     if let Some(c) = claim_of(tx, id)? {
-        return Ok(Some(if c.is_live(now) {
-            format!("it is held by {}", describe(&c, now))
-        } else {
-            format!(
-                "it is held by {}; a lapsed lease is taken over with `spice task takeover {id} --stale {}`",
-                describe(&c, now),
-                c.fence
-            )
-        }));
+        return Ok(Some(held(id, &c, now)));
     }
     let blocker: Option<String> = tx
         .prepare_cached(
@@ -218,6 +221,20 @@ fn not_ready(tx: &Transaction<'_>, id: &str, now: Micros) -> Result<Option<Strin
         .query_row([id], |r| r.get(0))
         .optional()?;
     Ok(blocker.map(|b| format!("it waits on {b}, which is not done")))
+}
+
+/// Why a claimed task cannot be claimed: who holds it, and how a lapsed lease is
+/// taken over.
+pub(super) fn held(id: &str, c: &Claim, now: Micros) -> String {
+    if c.is_live(now) {
+        format!("it is held by {}", describe(c, now))
+    } else {
+        format!(
+            "it is held by {}; a lapsed lease is taken over with `spice task takeover {id} --stale {}`",
+            describe(c, now),
+            c.fence
+        )
+    }
 }
 
 fn insert_claim(tx: &Transaction<'_>, id: &str, req: &ClaimRequest, now: Micros) -> Result<Claim> {
@@ -282,7 +299,7 @@ impl Store {
         &mut self,
         id: &str,
         req: &ClaimRequest,
-        filter: &crate::alloc::Filter,
+        filter: &super::vocab::Filter,
     ) -> Result<Option<Claim>> {
         check_claimant(&req.claimant)?;
         self.write("claiming a task", |tx, now| {
@@ -303,7 +320,7 @@ impl Store {
         &mut self,
         ids: &[&str],
         req: &ClaimRequest,
-        filter: &crate::alloc::Filter,
+        filter: &super::vocab::Filter,
     ) -> Result<Option<Claim>> {
         check_claimant(&req.claimant)?;
         self.write("claiming a task", |tx, now| {
@@ -550,7 +567,7 @@ fn successor_of(tx: &Transaction<'_>, id: &str, claimant: &str) -> Result<Option
         .optional()?)
 }
 
-fn check_claimant(c: &str) -> Result<()> {
+pub(super) fn check_claimant(c: &str) -> Result<()> {
     if c.trim().is_empty() || c.chars().any(char::is_control) {
         return Err(Error::input(format!(
             "invalid claimant '{c}': must be non-empty text"

@@ -16,12 +16,11 @@
 //!   (the NACK that raised it stays in the acknowledgment records).
 
 use super::target::{Target, TargetKind};
+use super::vocab::{Checkpoint, Directive, Polarity};
 use super::Store;
 use crate::clock::Micros;
 use crate::error::{Error, Result};
 use crate::stamp;
-use crate::steer::grammar::{Directive, Polarity};
-use crate::transcript::follow::Checkpoint;
 use rusqlite::{params, OptionalExtension, Transaction};
 use serde::Serialize;
 use std::time::Duration;

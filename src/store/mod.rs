@@ -20,6 +20,7 @@
 //! - A store that cannot be written (read-only directory or file, full disk) still
 //!   serves reads; its writes are refused naming the file and the reason ([`open`]).
 
+pub mod authority;
 mod backup;
 mod beds;
 mod check;
@@ -30,7 +31,9 @@ mod import;
 mod inbox;
 mod lanes;
 mod ledger;
+pub mod location;
 mod open;
+pub mod pg;
 mod phases;
 mod resolve;
 mod schema;
@@ -38,8 +41,10 @@ mod snapshot;
 mod target;
 mod tasks;
 mod usage;
+pub mod vocab;
 mod watch;
 
+pub use authority::{connect, Authority};
 pub use backup::{list_backups, restore, Backup, Restored, BACKUPS_KEPT, BACKUP_DIR, BACKUP_EVERY};
 pub use beds::{BedSlot, SlotRequest};
 pub use check::{check, CheckReport, Verdict};
@@ -50,6 +55,7 @@ pub use import::ImportReport;
 pub use inbox::{AckRecord, Effect, Item, ItemState, Outcome, Scope, DEFAULT_TTL};
 pub use lanes::{LaneRow, LaneState};
 pub use ledger::LedgerEntry;
+pub use location::Location;
 pub use resolve::ShortIds;
 pub use snapshot::Snapshot;
 pub use target::{agent_targets, Target, TargetKind};

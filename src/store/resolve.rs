@@ -144,30 +144,53 @@ impl Store {
 const SHOWN: usize = 4;
 /// How many rows one prefix lookup reads: enough to tell unique from ambiguous and to
 /// say roughly how ambiguous, without scanning a huge prefix range.
-const PER_LOOKUP: usize = 64;
+pub(super) const PER_LOOKUP: usize = 64;
+
+/// The three lookups [`resolve_by`] makes, so every backend resolves ids by the one
+/// set of rules.
+pub(super) trait Lookup {
+    /// The id of the task with this (lowercase) uuid.
+    fn by_uuid(&mut self, uuid: &str) -> Result<Option<String>>;
+    /// `id` itself, if a task has it.
+    fn exact(&mut self, id: &str) -> Result<Option<String>>;
+    /// Up to [`PER_LOOKUP`] ids starting with `prefix` (in `project`, if given), in order.
+    fn prefixed(&mut self, prefix: &str, project: Option<&str>) -> Result<Vec<String>>;
+}
+
+impl Lookup for &Transaction<'_> {
+    fn by_uuid(&mut self, uuid: &str) -> Result<Option<String>> {
+        self.prepare_cached("SELECT id FROM tasks WHERE uuid = ?1")
+            .and_then(|mut st| st.query_row([uuid], |r| r.get(0)).optional())
+            .ctx(|| format!("failed to look up task {uuid}"))
+    }
+    fn exact(&mut self, id: &str) -> Result<Option<String>> {
+        // Prepared once per connection: the supervisor resolves on every tick.
+        self.prepare_cached("SELECT id FROM tasks WHERE id = ?1")
+            .and_then(|mut st| st.query_row([id], |r| r.get(0)).optional())
+            .ctx(|| format!("failed to look up task {id}"))
+    }
+    fn prefixed(&mut self, prefix: &str, project: Option<&str>) -> Result<Vec<String>> {
+        prefix_matches(self, prefix, project)
+    }
+}
 
 pub fn resolve(tx: &Transaction<'_>, input: &str) -> Result<String> {
+    resolve_by(&mut &*tx, input)
+}
+
+/// Resolves what a person typed (stamp, prefix, handle, uuid) through `l`.
+pub(super) fn resolve_by(l: &mut impl Lookup, input: &str) -> Result<String> {
     let text = input.trim();
     if text.is_empty() {
         return Err(Error::input("empty task id"));
     }
     if crate::task::looks_like_uuid(text) {
-        return tx
-            .prepare_cached("SELECT id FROM tasks WHERE uuid = ?1")
-            .and_then(|mut st| {
-                st.query_row([text.to_ascii_lowercase()], |r| r.get(0))
-                    .optional()
-            })
-            .ctx(|| format!("failed to look up task {text}"))?
+        return l
+            .by_uuid(&text.to_ascii_lowercase())?
             .ok_or_else(|| Error::input(format!("unknown task '{text}'")));
     }
     if stamp::is_stamp(text) {
-        // Prepared once per connection: the supervisor resolves on every tick.
-        let hit: Option<String> = tx
-            .prepare_cached("SELECT id FROM tasks WHERE id = ?1")
-            .and_then(|mut st| st.query_row([text], |r| r.get(0)).optional())
-            .ctx(|| format!("failed to look up task {text}"))?;
-        if let Some(id) = hit {
+        if let Some(id) = l.exact(text)? {
             return Ok(id);
         }
     }
@@ -180,7 +203,7 @@ pub fn resolve(tx: &Transaction<'_>, input: &str) -> Result<String> {
             continue;
         }
         if stamp::is_stamp(rest) || stamp::is_stamp_prefix(rest) {
-            for id in prefix_matches(tx, rest, Some(project))? {
+            for id in l.prefixed(rest, Some(project))? {
                 if !matches.contains(&id) {
                     matches.push(id);
                 }
@@ -188,7 +211,7 @@ pub fn resolve(tx: &Transaction<'_>, input: &str) -> Result<String> {
         }
     }
     if stamp::is_stamp_prefix(text) {
-        matches.extend(prefix_matches(tx, text, None)?);
+        matches.extend(l.prefixed(text, None)?);
     }
     // A whole stamp also matches its own collision variants as a prefix; prefer it.
     if let Some(exact) = matches

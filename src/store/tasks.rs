@@ -345,7 +345,7 @@ fn fresh_id(tx: &Transaction<'_>, now: Micros) -> Result<String> {
     unreachable!("suffixes are unbounded")
 }
 
-fn check_title(title: &str) -> Result<()> {
+pub(super) fn check_title(title: &str) -> Result<()> {
     if title.trim().is_empty() {
         return Err(Error::input("a task needs a non-empty title"));
     }

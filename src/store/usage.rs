@@ -17,11 +17,10 @@
 
 use super::inbox::{self, Outcome};
 use super::target::{Target, TargetKind};
+use super::vocab::{Checkpoint, Directive};
 use super::Store;
 use crate::clock::Micros;
 use crate::error::{Error, Result};
-use crate::steer::grammar::Directive;
-use crate::transcript::follow::Checkpoint;
 use rusqlite::{params, OptionalExtension, Transaction};
 use serde::{Deserialize, Serialize};
 

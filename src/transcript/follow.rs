@@ -30,33 +30,13 @@ mod marks;
 
 use super::event::{Decoder, Event};
 use marks::Marks;
-use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use xxhash_rust::xxh3::Xxh3;
 
-/// Where a follower is in a file.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Checkpoint {
-    pub offset: u64,
-    /// Lines fully consumed so far (the next line is `line + 1`).
-    pub line: u64,
-    /// XXH3-64 of the bytes `[0, offset)`.
-    pub hash: u64,
-}
-
-impl Checkpoint {
-    /// The start of a file.
-    pub fn start() -> Checkpoint {
-        Checkpoint {
-            offset: 0,
-            line: 0,
-            hash: empty_hash(),
-        }
-    }
-}
+pub use crate::store::vocab::{prefix_hash, Checkpoint};
 
 /// What happened to the file before the events of one [`Follower::poll`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,17 +109,6 @@ pub struct Follower {
     /// Length, modification and change times of the open file when a poll last read it
     /// to its end: the same again means nothing to read and nothing to compare.
     unchanged: Option<(u64, i64, i64, i64, i64)>,
-}
-
-/// The checkpoint hash of a whole prefix: XXH3-64, stable across builds and
-/// platforms (unlike std's hasher), and fast enough to stream over every byte read.
-pub fn prefix_hash(bytes: &[u8]) -> u64 {
-    xxhash_rust::xxh3::xxh3_64(bytes)
-}
-
-/// The hash of the empty prefix.
-fn empty_hash() -> u64 {
-    prefix_hash(b"")
 }
 
 impl Follower {

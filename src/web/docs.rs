@@ -3,10 +3,10 @@
 //! nothing here writes.
 
 use crate::alloc::{self, Filter};
-use crate::cli::render;
 use crate::clock::Micros;
 use crate::error::Result;
 use crate::fleet::status;
+use crate::json::{self as record, time};
 use crate::store::{Claim, Item, ItemState, ListFilter, Store};
 use crate::task::{Priority, Status, Task};
 use crate::when;
@@ -21,15 +21,10 @@ const DONE_SHOWN: usize = 200;
 /// How many items a lane's inbox shows (newest).
 const INBOX_SHOWN: usize = 100;
 
-fn time(t: Option<Micros>) -> Value {
-    t.map(|t| Value::String(when::rfc3339(t)))
-        .unwrap_or(Value::Null)
-}
-
 /// A claim as `task claims --json` shows it, plus whether it is stale and how long
 /// its lease has left (the status document's names for the two).
 pub fn claim_doc(c: &Claim, now: Micros) -> Value {
-    let mut v = render::claim_json(c);
+    let mut v = record::claim_json(c);
     v["stale"] = json!(!c.is_live(now));
     v["lease_left_seconds"] = json!((c.lease_until - now) / 1_000_000);
     v
@@ -44,7 +39,7 @@ pub fn status(s: &mut Store, supervisor_pid: Option<u32>) -> Result<Value> {
 
 /// An item with the agent's answer, if it gave one.
 fn item_doc(s: &mut Store, i: &Item, now: Micros) -> Result<Value> {
-    let mut v = render::item_json(i, now);
+    let mut v = record::item_json(i, now);
     if i.state != ItemState::Pending {
         let acks = s.acks_for(&i.key)?;
         let answer = acks
@@ -103,8 +98,8 @@ pub fn ledger(s: &mut Store, id: &str) -> Result<Value> {
     let task = s.task(id)?;
     let entries = s.ledger(&task.id)?;
     Ok(json!({
-        "task": render::task_json(&task),
-        "ledger": entries.iter().map(render::ledger_json).collect::<Vec<_>>(),
+        "task": record::task_json(&task),
+        "ledger": entries.iter().map(record::ledger_json).collect::<Vec<_>>(),
     }))
 }
 

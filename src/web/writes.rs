@@ -48,7 +48,7 @@ pub(super) async fn steer(body: Bytes, app: Arc<App>) -> Response {
             };
             let target = (app.cfg.parse_target)(&b.target)?;
             let item = s.steer(&target, b.text.trim_end(), ttl)?;
-            Ok(crate::cli::render::item_json(&item, s.now()))
+            Ok(crate::json::item_json(&item, s.now()))
         })
         .await;
     match r {

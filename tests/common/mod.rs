@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod loopfs;
+pub mod pg;
 pub mod procs;
 mod supervisor;
 pub use supervisor::Supervisor;

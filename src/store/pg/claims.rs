@@ -1,0 +1,467 @@
+//! Claims on PostgreSQL: each operation one transaction that locks the rows it judges
+//! (`FOR UPDATE`; next-claim `FOR UPDATE SKIP LOCKED`), reads the server's clock after
+//! the locks, decides by the rules shared with SQLite ([`crate::store::claims`]'s
+//! `judge_holder`, `held`, `describe`), and writes under `WHERE fence = $f`.
+
+use super::tasks::{append, cell_of, resolve, server_now};
+use super::{PgContext, PgStore};
+use crate::clock::Micros;
+use crate::error::{Error, Result};
+use crate::store::claims::{check_claimant, describe, held, judge_holder, lease_end};
+use crate::store::vocab::Filter;
+use crate::store::{Claim, ClaimRequest, Holder, PhaseOutcome, Takeover};
+use crate::task::{handle, Status, DEFAULT_FLOW};
+use postgres::{GenericClient, Row, Transaction};
+use std::time::Duration;
+
+const CLAIM_SELECT: &str = "SELECT c.task_id, t.project, t.title, c.claimant, c.lane, c.worktree,
+    c.fence, c.lease_until, c.claimed_at, c.renewed_at
+    FROM claims c JOIN tasks t ON t.id = c.task_id";
+
+fn row_to_claim(r: &Row) -> Claim {
+    let id: String = r.get(0);
+    let project: Option<String> = r.get(1);
+    Claim {
+        handle: handle(project.as_deref(), &id),
+        task_id: id,
+        title: r.get(2),
+        claimant: r.get(3),
+        lane: r.get(4),
+        worktree: r.get(5),
+        fence: r.get(6),
+        lease_until: r.get(7),
+        claimed_at: r.get(8),
+        renewed_at: r.get(9),
+    }
+}
+
+/// The claim on `id`, its row locked until the transaction ends.
+fn locked_claim(tx: &mut Transaction<'_>, at: &str, id: &str) -> Result<Option<Claim>> {
+    let row = tx
+        .query_opt(
+            &format!("{CLAIM_SELECT} WHERE c.task_id = $1 FOR UPDATE OF c"),
+            &[&id],
+        )
+        .ctx("to lock a claim", at)?;
+    Ok(row.as_ref().map(row_to_claim))
+}
+
+fn claim_of(c: &mut impl GenericClient, at: &str, id: &str) -> Result<Claim> {
+    let row = c
+        .query_one(&format!("{CLAIM_SELECT} WHERE c.task_id = $1"), &[&id])
+        .ctx("to read a claim", at)?;
+    Ok(row_to_claim(&row))
+}
+
+pub(super) fn all_in(c: &mut impl GenericClient, at: &str) -> Result<Vec<Claim>> {
+    let rows = c
+        .query(
+            &format!("{CLAIM_SELECT} ORDER BY c.claimed_at, c.fence"),
+            &[],
+        )
+        .ctx("to list claims", at)?;
+    Ok(rows.iter().map(row_to_claim).collect())
+}
+
+pub(super) fn all(s: &mut PgStore) -> Result<Vec<Claim>> {
+    all_in(&mut s.client, &s.at)
+}
+
+pub(super) fn on(s: &mut PgStore, input: &str) -> Result<Option<Claim>> {
+    let at = s.at.as_str();
+    let id = resolve(&mut s.client, at, input)?;
+    let row = s
+        .client
+        .query_opt(&format!("{CLAIM_SELECT} WHERE c.task_id = $1"), &[&id])
+        .ctx("to read a claim", at)?;
+    Ok(row.as_ref().map(row_to_claim))
+}
+
+/// Inserts the claim unless one appeared meanwhile (`None`: a lost race), with its
+/// fence from the sequence and its `claimed` ledger entry.
+fn insert_claim(
+    tx: &mut Transaction<'_>,
+    at: &str,
+    id: &str,
+    req: &ClaimRequest,
+    now: Micros,
+) -> Result<Option<Claim>> {
+    let until = lease_end(now, req.lease)?;
+    let fence: Option<i64> = tx
+        .query_opt(
+            "INSERT INTO claims (task_id, claimant, lane, worktree, fence, lease_until, claimed_at, renewed_at)
+             VALUES ($1, $2, $3, $4, nextval('fences'), $5, $6, $6)
+             ON CONFLICT (task_id) DO NOTHING RETURNING fence",
+            &[&id, &req.claimant, &req.lane, &req.worktree, &until, &now],
+        )
+        .ctx("to claim a task", at)?
+        .map(|r| r.get(0));
+    let Some(fence) = fence else {
+        return Ok(None);
+    };
+    let (project, phase) = cell_of(tx, at, id)?;
+    append(
+        tx,
+        at,
+        (id, now, "claimed"),
+        Some(&req.claimant),
+        Some(fence),
+        serde_json::json!({
+            "lane": req.lane, "worktree": req.worktree, "lease_until": until,
+            "project": project, "phase": phase,
+        }),
+    )?;
+    claim_of(tx, at, id).map(Some)
+}
+
+/// Why the locked task `id` cannot be claimed at `now`, or `None` if it is ready.
+fn not_ready(tx: &mut Transaction<'_>, at: &str, id: &str, now: Micros) -> Result<Option<String>> {
+    let r = tx
+        .query_one(
+            "SELECT status, wait FROM tasks WHERE id = $1 FOR UPDATE",
+            &[&id],
+        )
+        .ctx("to lock a task", at)?;
+    let (status, wait): (String, Option<Micros>) = (r.get(0), r.get(1));
+    if status != "pending" && status != "waiting" {
+        return Ok(Some(format!("it is {status}")));
+    }
+    if let Some(w) = wait.filter(|w| *w > now) {
+        return Ok(Some(format!("it waits until {}", crate::when::rfc3339(w))));
+    }
+    if let Some(c) = tx
+        .query_opt(&format!("{CLAIM_SELECT} WHERE c.task_id = $1"), &[&id])
+        .ctx("to read a claim", at)?
+    {
+        return Ok(Some(held(id, &row_to_claim(&c), now)));
+    }
+    let blocker = tx
+        .query_opt(
+            "SELECT d.dep_id FROM deps d JOIN tasks t ON t.id = d.dep_id
+             WHERE d.task_id = $1 AND t.status IN ('pending', 'waiting') LIMIT 1",
+            &[&id],
+        )
+        .ctx("to read dependencies", at)?;
+    Ok(blocker.map(|b| format!("it waits on {}, which is not done", b.get::<_, String>(0))))
+}
+
+pub(super) fn claim(s: &mut PgStore, input: &str, req: &ClaimRequest) -> Result<Claim> {
+    check_claimant(&req.claimant)?;
+    let at = s.at.as_str();
+    let mut tx = s.client.transaction().ctx("to claim a task", at)?;
+    let id = resolve(&mut tx, at, input)?;
+    // The task's row lock first, then the clock: a claimer that waited reads it after.
+    tx.execute("SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE", &[&id])
+        .ctx("to lock a task", at)?;
+    let now = server_now(&mut tx, at)?;
+    if let Some(why) = not_ready(&mut tx, at, &id, now)? {
+        return Err(Error::conflict(format!("cannot claim task {id}: {why}")));
+    }
+    let claim = insert_claim(&mut tx, at, &id, req, now)?.ok_or_else(|| {
+        Error::conflict(format!("cannot claim task {id}: another claimant took it"))
+    })?;
+    tx.commit().ctx("to commit a claim", at)?;
+    Ok(claim)
+}
+
+/// Next-claim: locks whichever of `ids` are ready and not locked by another claimer
+/// (`SKIP LOCKED`), then claims the best ranked of them still in `filter`.
+pub(super) fn claim_first_ready(
+    s: &mut PgStore,
+    ids: &[&str],
+    req: &ClaimRequest,
+    filter: &Filter,
+) -> Result<Option<Claim>> {
+    check_claimant(&req.claimant)?;
+    let at = s.at.as_str();
+    let mut tx = s.client.transaction().ctx("to claim a task", at)?;
+    let wanted: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+    let rows = tx
+        .query(
+            "SELECT t.id, t.project, t.phase, t.wait FROM tasks t
+             WHERE t.id = ANY($1) AND t.status IN ('pending', 'waiting')
+               AND NOT EXISTS (SELECT 1 FROM claims c WHERE c.task_id = t.id)
+               AND NOT EXISTS (SELECT 1 FROM deps d JOIN tasks u ON u.id = d.dep_id
+                               WHERE d.task_id = t.id AND u.status IN ('pending', 'waiting'))
+             FOR UPDATE OF t SKIP LOCKED",
+            &[&wanted],
+        )
+        .ctx("to lock candidates", at)?;
+    let now = server_now(&mut tx, at)?;
+    for id in ids {
+        let Some(r) = rows.iter().find(|r| r.get::<_, &str>(0) == *id) else {
+            continue;
+        };
+        let (project, phase, wait): (Option<String>, String, Option<Micros>) =
+            (r.get(1), r.get(2), r.get(3));
+        if !filter.admits_cell(project.as_deref(), &phase) || wait.is_some_and(|w| w > now) {
+            continue;
+        }
+        if let Some(c) = insert_claim(&mut tx, at, id, req, now)? {
+            tx.commit().ctx("to commit a claim", at)?;
+            return Ok(Some(c));
+        }
+    }
+    tx.commit().ctx("to end a claim", at)?;
+    Ok(None)
+}
+
+/// The session the claim passed to from `claimant`, if it did.
+fn successor_of(
+    tx: &mut Transaction<'_>,
+    at: &str,
+    id: &str,
+    claimant: &str,
+) -> Result<Option<String>> {
+    let row = tx
+        .query_opt(
+            "SELECT actor FROM ledger WHERE task_id = $1 AND kind = 'successor'
+               AND detail->>'from' = $2 ORDER BY seq DESC LIMIT 1",
+            &[&id, &claimant],
+        )
+        .ctx("to read the ledger", at)?;
+    Ok(row.and_then(|r| r.get(0)))
+}
+
+pub(super) fn renew(
+    s: &mut PgStore,
+    input: &str,
+    holder: &Holder,
+    successor: Option<&str>,
+    lease: Duration,
+) -> Result<Claim> {
+    let claimant = holder.claimant.as_str();
+    if let Some(s) = successor {
+        check_claimant(s)?;
+    }
+    let at = s.at.as_str();
+    let mut tx = s.client.transaction().ctx("to renew a claim", at)?;
+    let id = resolve(&mut tx, at, input)?;
+    let claim = locked_claim(&mut tx, at, &id)?;
+    let now = server_now(&mut tx, at)?;
+    let claim = claim.ok_or_else(|| {
+        Error::conflict(format!(
+            "cannot renew task {id} as {claimant}: it is not claimed"
+        ))
+    })?;
+    if claim.claimant != claimant {
+        let passed = match successor_of(&mut tx, at, &id, claimant)? {
+            Some(s) => format!(" (the claim passed from {claimant} to {s})"),
+            None => String::new(),
+        };
+        return Err(Error::conflict(format!(
+            "cannot renew task {id} as {claimant}: it is held by {}{passed}",
+            describe(&claim, now)
+        )));
+    }
+    judge_holder(&id, Some(&claim), Some(holder), now, "renew")?;
+    let until = claim.lease_until.max(lease_end(now, lease)?);
+    match successor {
+        Some(next) if next != claimant => {
+            let fence: i64 = tx
+                .query_one(
+                    "UPDATE claims SET claimant = $3, fence = nextval('fences'), lease_until = $4,
+                       renewed_at = $5 WHERE task_id = $1 AND fence = $2 RETURNING fence",
+                    &[&id, &claim.fence, &next, &until, &now],
+                )
+                .ctx("to renew a claim", at)?
+                .get(0);
+            let (project, phase) = cell_of(&mut tx, at, &id)?;
+            append(
+                &mut tx,
+                at,
+                (&id, now, "successor"),
+                Some(next),
+                Some(fence),
+                serde_json::json!({ "from": claimant, "from_fence": claim.fence, "lease_until": until,
+                                    "project": project, "phase": phase }),
+            )?;
+        }
+        _ => {
+            tx.execute(
+                "UPDATE claims SET lease_until = $3, renewed_at = $4 WHERE task_id = $1 AND fence = $2",
+                &[&id, &claim.fence, &until, &now],
+            )
+            .ctx("to renew a claim", at)?;
+        }
+    }
+    let out = claim_of(&mut tx, at, &id)?;
+    tx.commit().ctx("to commit a renewal", at)?;
+    Ok(out)
+}
+
+pub(super) fn takeover(s: &mut PgStore, input: &str, t: &Takeover) -> Result<Claim> {
+    check_claimant(&t.claimant)?;
+    let at = s.at.as_str();
+    let mut tx = s.client.transaction().ctx("to take over a claim", at)?;
+    let id = resolve(&mut tx, at, input)?;
+    let claim = locked_claim(&mut tx, at, &id)?;
+    let now = server_now(&mut tx, at)?;
+    let claim = claim.ok_or_else(|| {
+        Error::conflict(format!(
+            "cannot take over task {id}: it is not claimed (claim it instead)"
+        ))
+    })?;
+    if claim.fence != t.stale_fence {
+        return Err(Error::conflict(format!(
+            "cannot take over task {id}: fence {} is not current; it is held by {}",
+            t.stale_fence,
+            describe(&claim, now)
+        )));
+    }
+    if claim.is_live(now) {
+        return Err(Error::conflict(format!(
+            "cannot take over task {id}: its lease is still live, held by {}",
+            describe(&claim, now)
+        )));
+    }
+    let until = lease_end(now, t.lease)?;
+    let worktree = t.worktree.clone().or(claim.worktree.clone());
+    let lane = t.lane.clone().or(claim.lane.clone());
+    let fence: i64 = tx
+        .query_one(
+            "UPDATE claims SET claimant = $3, lane = $4, worktree = $5, fence = nextval('fences'),
+               lease_until = $6, claimed_at = $7, renewed_at = $7
+             WHERE task_id = $1 AND fence = $2 AND lease_until <= $7 RETURNING fence",
+            &[
+                &id,
+                &t.stale_fence,
+                &t.claimant,
+                &lane,
+                &worktree,
+                &until,
+                &now,
+            ],
+        )
+        .ctx("to take over a claim", at)?
+        .get(0);
+    let (project, phase) = cell_of(&mut tx, at, &id)?;
+    append(
+        &mut tx,
+        at,
+        (&id, now, "takeover"),
+        Some(&t.claimant),
+        Some(fence),
+        serde_json::json!({ "from": claim.claimant, "stale_fence": claim.fence,
+                            "worktree": worktree, "lease_until": until,
+                            "project": project, "phase": phase }),
+    )?;
+    append(
+        &mut tx,
+        at,
+        (&id, now, "displaced"),
+        Some(&claim.claimant),
+        Some(claim.fence),
+        serde_json::json!({ "by": t.claimant, "new_fence": fence }),
+    )?;
+    let out = claim_of(&mut tx, at, &id)?;
+    tx.commit().ctx("to commit a takeover", at)?;
+    Ok(out)
+}
+
+/// Deletes the claim under its fence, with the ledger entry `kind`.
+fn drop_claim(
+    tx: &mut Transaction<'_>,
+    at: &str,
+    id: &str,
+    fence: i64,
+    now: Micros,
+    (kind, actor): (&str, Option<&str>),
+) -> Result<()> {
+    tx.execute(
+        "DELETE FROM claims WHERE task_id = $1 AND fence = $2",
+        &[&id, &fence],
+    )
+    .ctx("to release a claim", at)?;
+    append(
+        tx,
+        at,
+        (id, now, kind),
+        actor,
+        Some(fence),
+        serde_json::json!({}),
+    )
+}
+
+pub(super) fn release(s: &mut PgStore, input: &str, holder: &Holder) -> Result<String> {
+    let at = s.at.as_str();
+    let mut tx = s.client.transaction().ctx("to release a claim", at)?;
+    let id = resolve(&mut tx, at, input)?;
+    let claim = locked_claim(&mut tx, at, &id)?;
+    let now = server_now(&mut tx, at)?;
+    let fence = judge_holder(&id, claim.as_ref(), Some(holder), now, "release")?
+        .expect("a holder was judged against a claim");
+    drop_claim(
+        &mut tx,
+        at,
+        &id,
+        fence,
+        now,
+        ("released", Some(&holder.claimant)),
+    )?;
+    tx.commit().ctx("to commit a release", at)?;
+    Ok(id)
+}
+
+/// Completes the task's phase in the default flow (the only one on PostgreSQL yet),
+/// releasing its claim under the holder's fence.
+pub(super) fn complete_phase(
+    s: &mut PgStore,
+    input: &str,
+    holder: Option<&Holder>,
+) -> Result<PhaseOutcome> {
+    let at = s.at.as_str();
+    let mut tx = s.client.transaction().ctx("to complete a phase", at)?;
+    let id = resolve(&mut tx, at, input)?;
+    let r = tx
+        .query_one(
+            "SELECT phase, status FROM tasks WHERE id = $1 FOR UPDATE",
+            &[&id],
+        )
+        .ctx("to lock a task", at)?;
+    let (phase, status): (String, String) = (r.get(0), r.get(1));
+    let claim = locked_claim(&mut tx, at, &id)?;
+    let now = server_now(&mut tx, at)?;
+    let fence = judge_holder(&id, claim.as_ref(), holder, now, "complete the phase of")?;
+    if !Status::parse(&status).is_ok_and(Status::is_open) {
+        return Err(Error::conflict(format!("task {id} is {status}, not open")));
+    }
+    let pos = DEFAULT_FLOW
+        .iter()
+        .position(|p| *p == phase)
+        .ok_or_else(|| {
+            Error::input(format!(
+                "task {id} is in phase '{phase}', which is not in its flow ({})",
+                DEFAULT_FLOW.join(" → ")
+            ))
+        })?;
+    let next = DEFAULT_FLOW.get(pos + 1).map(|p| p.to_string());
+    match &next {
+        Some(to) => tx.execute(
+            "UPDATE tasks SET phase = $2, modified = $3 WHERE id = $1",
+            &[&id, to, &now],
+        ),
+        None => tx.execute(
+            "UPDATE tasks SET status = 'completed', end_at = $2, modified = $2 WHERE id = $1",
+            &[&id, &now],
+        ),
+    }
+    .ctx("to complete a phase", at)?;
+    let claimant = holder.map(|h| h.claimant.as_str());
+    append(
+        &mut tx,
+        at,
+        (&id, now, "phase_completed"),
+        claimant,
+        fence,
+        serde_json::json!({ "from": phase, "to": next }),
+    )?;
+    if let Some(f) = fence {
+        drop_claim(&mut tx, at, &id, f, now, ("released", claimant))?;
+    }
+    tx.commit().ctx("to commit a phase", at)?;
+    Ok(PhaseOutcome {
+        from: phase,
+        to: next,
+    })
+}

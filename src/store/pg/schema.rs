@@ -1,0 +1,146 @@
+//! The PostgreSQL schema, versioned by the one row of `spice_schema`.
+//!
+//! [`migrate`] first reads the version without locking anything: a database at this
+//! build's version costs one query; a newer one is refused before a byte is written;
+//! a database with tables but no `spice_schema` is someone else's and is refused too.
+//! Only an older or empty one takes the migration transaction, which serialises
+//! concurrent first connections with a transaction-scoped advisory lock (schema set-up
+//! only: no claim ever depends on it) and applies each step after the version it finds.
+
+use super::{reason, PgContext};
+use crate::error::{Error, Result};
+use postgres::Client;
+
+/// Each step takes the schema from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[
+    // 1: tasks, dependencies, claims with fences from a sequence, the ledger, and the
+    // server's clock in microseconds since the Unix epoch (the SQLite store's unit).
+    "CREATE TABLE spice_schema (version integer NOT NULL);
+     INSERT INTO spice_schema VALUES (0);
+     CREATE FUNCTION spice_now() RETURNS bigint LANGUAGE sql VOLATILE
+       AS $$ SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint $$;
+     CREATE SEQUENCE fences;
+     CREATE TABLE tasks (
+       id text PRIMARY KEY,
+       uuid text NOT NULL UNIQUE,
+       title text NOT NULL,
+       body text NOT NULL DEFAULT '',
+       project text,
+       phase text NOT NULL,
+       priority text,
+       due bigint,
+       wait bigint,
+       status text NOT NULL,
+       entry bigint NOT NULL,
+       end_at bigint,
+       modified bigint NOT NULL);
+     CREATE INDEX tasks_open ON tasks (status) WHERE status IN ('pending', 'waiting');
+     CREATE TABLE tags (
+       task_id text NOT NULL REFERENCES tasks (id),
+       tag text NOT NULL,
+       PRIMARY KEY (task_id, tag));
+     CREATE TABLE deps (
+       task_id text NOT NULL REFERENCES tasks (id),
+       dep_id text NOT NULL REFERENCES tasks (id),
+       PRIMARY KEY (task_id, dep_id));
+     CREATE INDEX deps_by_dep ON deps (dep_id);
+     CREATE TABLE claims (
+       task_id text PRIMARY KEY REFERENCES tasks (id),
+       claimant text NOT NULL,
+       lane text,
+       worktree text,
+       fence bigint NOT NULL UNIQUE,
+       lease_until bigint NOT NULL,
+       claimed_at bigint NOT NULL,
+       renewed_at bigint NOT NULL);
+     CREATE TABLE ledger (
+       seq bigserial PRIMARY KEY,
+       task_id text NOT NULL,
+       at bigint NOT NULL,
+       kind text NOT NULL,
+       actor text,
+       fence bigint,
+       detail jsonb NOT NULL);
+     CREATE INDEX ledger_by_task ON ledger (task_id, seq);
+     CREATE INDEX ledger_by_actor ON ledger (actor, seq);",
+];
+
+/// The schema version this build writes.
+pub const VERSION: i32 = MIGRATIONS.len() as i32;
+
+/// An arbitrary key for the advisory lock that serialises schema set-up.
+const MIGRATION_LOCK: i64 = 0x5350_4943_4530_0001;
+
+/// The version a database is at: `None` for one without spice's table (empty, or
+/// someone else's: then `foreign` is how many tables it has).
+fn version(client: &mut Client, at: &str) -> Result<(Option<i32>, i64)> {
+    let row = client
+        .query_one(
+            "SELECT to_regclass('spice_schema') IS NOT NULL,
+                    (SELECT count(*) FROM pg_tables WHERE schemaname = current_schema())",
+            &[],
+        )
+        .ctx("to read the schema version", at)?;
+    let (has, tables): (bool, i64) = (row.get(0), row.get(1));
+    if !has {
+        return Ok((None, tables));
+    }
+    let v: i32 = client
+        .query_one("SELECT version FROM spice_schema", &[])
+        .ctx("to read the schema version", at)?
+        .get(0);
+    Ok((Some(v), tables))
+}
+
+fn refuse_newer(v: i32, at: &str) -> Error {
+    Error::Store(format!(
+        "{at}: schema version {v} is newer than this spice understands ({VERSION}); \
+         upgrade spice (nothing was changed)"
+    ))
+}
+
+/// Brings the database at `at` to [`VERSION`], or refuses it untouched.
+pub fn migrate(client: &mut Client, at: &str) -> Result<()> {
+    match version(client, at)? {
+        (Some(v), _) if v == VERSION => return Ok(()),
+        (Some(v), _) if v > VERSION => return Err(refuse_newer(v, at)),
+        (None, tables) if tables > 0 => {
+            return Err(Error::Store(format!(
+                "{at}: the database has {tables} table(s) but none of spice's; \
+                 refusing to write into it (nothing was changed)"
+            )))
+        }
+        _ => {}
+    }
+    let mut tx = client
+        .transaction()
+        .ctx("to start the schema migration", at)?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .ctx("to lock the schema migration", at)?;
+    let has: bool = tx
+        .query_one("SELECT to_regclass('spice_schema') IS NOT NULL", &[])
+        .ctx("to read the schema version", at)?
+        .get(0);
+    let from: i32 = if has {
+        tx.query_one("SELECT version FROM spice_schema", &[])
+            .ctx("to read the schema version", at)?
+            .get(0)
+    } else {
+        0
+    };
+    if from > VERSION {
+        return Err(refuse_newer(from, at));
+    }
+    for (i, step) in MIGRATIONS.iter().enumerate().skip(from as usize) {
+        tx.batch_execute(step).map_err(|e| {
+            Error::Store(format!(
+                "{at}: migration to schema {} failed: {}",
+                i + 1,
+                reason(&e)
+            ))
+        })?;
+    }
+    tx.execute("UPDATE spice_schema SET version = $1", &[&VERSION])
+        .ctx("to record the schema version", at)?;
+    tx.commit().ctx("to commit the schema migration", at)
+}

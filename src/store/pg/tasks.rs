@@ -1,0 +1,376 @@
+//! Tasks, dependencies, snapshots and the ledger on PostgreSQL. Ids are resolved by
+//! the store's one set of rules ([`super::super::resolve::resolve_by`]).
+
+use super::{PgContext, PgStore};
+use crate::clock::Micros;
+use crate::error::{Error, Result};
+use crate::stamp;
+use crate::store::authority::Cell;
+use crate::store::resolve::{resolve_by, Lookup, PER_LOOKUP};
+use crate::store::tasks::{check_title, ListFilter};
+use crate::store::{LedgerEntry, ShortIds, Snapshot};
+use crate::task::{check_name, NewTask, Priority, Status, Task, DEFAULT_FLOW};
+use postgres::{GenericClient, Row};
+
+const TASK_COLUMNS: &str =
+    "id, uuid, title, body, project, phase, priority, due, wait, status, entry, end_at, modified";
+
+fn row_to_task(r: &Row) -> Task {
+    let priority: Option<String> = r.get(6);
+    let status: String = r.get(9);
+    Task {
+        id: r.get(0),
+        uuid: r.get(1),
+        title: r.get(2),
+        body: r.get(3),
+        project: r.get(4),
+        phase: r.get(5),
+        priority: priority.and_then(|p| Priority::parse(&p).ok().flatten()),
+        due: r.get(7),
+        wait: r.get(8),
+        status: Status::parse(&status).unwrap_or(Status::Pending),
+        entry: r.get(10),
+        end: r.get(11),
+        modified: r.get(12),
+        depends: Vec::new(),
+        tags: Vec::new(),
+        annotations: Vec::new(),
+    }
+}
+
+/// Lookups for [`resolve_by`] through any client or transaction.
+pub(super) struct Ids<'a, C: GenericClient> {
+    pub c: &'a mut C,
+    pub at: &'a str,
+}
+
+impl<C: GenericClient> Lookup for Ids<'_, C> {
+    fn by_uuid(&mut self, uuid: &str) -> Result<Option<String>> {
+        let row = self
+            .c
+            .query_opt("SELECT id FROM tasks WHERE uuid = $1", &[&uuid])
+            .ctx("to look up a task", self.at)?;
+        Ok(row.map(|r| r.get(0)))
+    }
+    fn exact(&mut self, id: &str) -> Result<Option<String>> {
+        let row = self
+            .c
+            .query_opt("SELECT id FROM tasks WHERE id = $1", &[&id])
+            .ctx("to look up a task", self.at)?;
+        Ok(row.map(|r| r.get(0)))
+    }
+    fn prefixed(&mut self, prefix: &str, project: Option<&str>) -> Result<Vec<String>> {
+        // Ids are ASCII below 0x7f; `COLLATE "C"` compares them bytewise, as SQLite does.
+        let upper = format!("{prefix}\u{7f}");
+        let rows = self
+            .c
+            .query(
+                "SELECT id FROM tasks WHERE id COLLATE \"C\" >= $1 AND id COLLATE \"C\" < $2
+                   AND ($3::text IS NULL OR project = $3) ORDER BY id COLLATE \"C\" LIMIT $4",
+                &[&prefix, &upper, &project, &(PER_LOOKUP as i64)],
+            )
+            .ctx("to look up a task", self.at)?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+}
+
+/// Resolves a typed id through `c`.
+pub(super) fn resolve(c: &mut impl GenericClient, at: &str, input: &str) -> Result<String> {
+    resolve_by(&mut Ids { c, at }, input)
+}
+
+/// The server's clock, in microseconds since the epoch.
+pub(super) fn server_now(c: &mut impl GenericClient, at: &str) -> Result<Micros> {
+    Ok(c.query_one("SELECT spice_now()", &[])
+        .ctx("to read the server's clock", at)?
+        .get(0))
+}
+
+/// Appends one ledger entry.
+pub(super) fn append(
+    c: &mut impl GenericClient,
+    at: &str,
+    entry: (&str, Micros, &str),
+    actor: Option<&str>,
+    fence: Option<i64>,
+    detail: serde_json::Value,
+) -> Result<()> {
+    let (task, when, kind) = entry;
+    c.execute(
+        "INSERT INTO ledger (task_id, at, kind, actor, fence, detail)
+         VALUES ($1, $2, $3, $4, $5, $6::text::jsonb)",
+        &[&task, &when, &kind, &actor, &fence, &detail.to_string()],
+    )
+    .ctx("to append to the ledger", at)?;
+    Ok(())
+}
+
+/// The (project, phase) cell of a task.
+pub(super) fn cell_of(c: &mut impl GenericClient, at: &str, id: &str) -> Result<Cell> {
+    let r = c
+        .query_one("SELECT project, phase FROM tasks WHERE id = $1", &[&id])
+        .ctx("to read a task", at)?;
+    Ok((r.get(0), r.get(1)))
+}
+
+pub(super) fn add(s: &mut PgStore, new: NewTask, depends: &[String]) -> Result<Task> {
+    check_title(&new.title)?;
+    if let Some(p) = &new.project {
+        check_name("project", p).map_err(Error::input)?;
+    }
+    for t in &new.tags {
+        check_name("tag", t).map_err(Error::input)?;
+    }
+    let phase = match &new.phase {
+        Some(p) if DEFAULT_FLOW.contains(&p.as_str()) => p.clone(),
+        Some(p) => {
+            return Err(Error::input(format!(
+            "phase '{p}' is not in the default flow ({}); other flows are not on PostgreSQL yet",
+            DEFAULT_FLOW.join(" → ")
+        )))
+        }
+        None => DEFAULT_FLOW[0].to_string(),
+    };
+    let at = s.at.as_str();
+    let mut tx = s.client.transaction().ctx("to add a task", at)?;
+    let deps = depends
+        .iter()
+        .map(|d| resolve(&mut tx, at, d))
+        .collect::<Result<Vec<_>>>()?;
+    let now = server_now(&mut tx, at)?;
+    let uuid = match &new.uuid {
+        Some(u) => u.to_ascii_lowercase(),
+        None => uuid::Uuid::new_v4().to_string(),
+    };
+    let status = new.status.unwrap_or(Status::Pending);
+    let end = new.end.or_else(|| (!status.is_open()).then_some(now));
+    let base = stamp::MINTER.mint(now.max(0) as u64);
+    let mut id = base.clone();
+    // Another host may mint the same microsecond: the next suffix, as SQLite's store does.
+    for n in 1.. {
+        let inserted = tx
+            .execute(
+                "INSERT INTO tasks (id, uuid, title, body, project, phase, priority, due, wait,
+                                    status, entry, end_at, modified)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                 ON CONFLICT (id) DO NOTHING",
+                &[
+                    &id,
+                    &uuid,
+                    &new.title,
+                    &new.body,
+                    &new.project,
+                    &phase,
+                    &new.priority.map(Priority::as_str),
+                    &new.due,
+                    &new.wait,
+                    &status.as_str(),
+                    &new.entry.unwrap_or(now),
+                    &end,
+                    &now,
+                ],
+            )
+            .map_err(|e| {
+                if e.code() == Some(&postgres::error::SqlState::UNIQUE_VIOLATION) {
+                    Error::input(format!("a task with uuid {uuid} already exists"))
+                } else {
+                    Error::Other(format!(
+                        "failed to add a task on {at}: {}",
+                        super::reason(&e)
+                    ))
+                }
+            })?;
+        if inserted == 1 {
+            break;
+        }
+        id = stamp::with_suffix(&base, n);
+    }
+    for t in &new.tags {
+        tx.execute(
+            "INSERT INTO tags (task_id, tag) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            &[&id, t],
+        )
+        .ctx("to tag a task", at)?;
+    }
+    for dep in &deps {
+        if *dep == id {
+            return Err(Error::input(format!(
+                "dependency cycle: {id} → {id} (a task cannot wait on itself)"
+            )));
+        }
+        tx.execute(
+            "INSERT INTO deps (task_id, dep_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            &[&id, dep],
+        )
+        .ctx("to add a dependency", at)?;
+    }
+    append(
+        &mut tx,
+        at,
+        (&id, now, "added"),
+        None,
+        None,
+        serde_json::json!({}),
+    )?;
+    tx.commit().ctx("to commit a new task", at)?;
+    one(s, &id)
+}
+
+/// One task, with its tags and dependencies.
+pub(super) fn one(s: &mut PgStore, input: &str) -> Result<Task> {
+    let at = s.at.as_str();
+    let c = &mut s.client;
+    let id = resolve(c, at, input)?;
+    let row = c
+        .query_one(
+            &format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1"),
+            &[&id],
+        )
+        .ctx("to read a task", at)?;
+    let mut task = row_to_task(&row);
+    task.tags = c
+        .query(
+            "SELECT tag FROM tags WHERE task_id = $1 ORDER BY tag",
+            &[&id],
+        )
+        .ctx("to read a task's tags", at)?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    task.depends = c
+        .query(
+            "SELECT dep_id FROM deps WHERE task_id = $1 ORDER BY dep_id COLLATE \"C\"",
+            &[&id],
+        )
+        .ctx("to read a task's dependencies", at)?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    Ok(task)
+}
+
+/// Tasks matching `filter`'s statuses, oldest first, with tags and dependencies
+/// gathered in two bulk reads.
+fn list(c: &mut impl GenericClient, at: &str, filter: &ListFilter) -> Result<Vec<Task>> {
+    let statuses: Vec<&str> = filter.statuses.iter().map(|s| s.as_str()).collect();
+    let rows = c
+        .query(
+            &format!(
+                "SELECT {TASK_COLUMNS} FROM tasks WHERE cardinality($1::text[]) = 0
+                   OR status = ANY($1) ORDER BY entry, id COLLATE \"C\""
+            ),
+            &[&statuses],
+        )
+        .ctx("to list tasks", at)?;
+    let mut tasks: Vec<Task> = rows.iter().map(row_to_task).collect();
+    let index: std::collections::HashMap<String, usize> = tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.id.clone(), i))
+        .collect();
+    for r in c
+        .query("SELECT task_id, tag FROM tags ORDER BY tag", &[])
+        .ctx("to list tags", at)?
+    {
+        if let Some(&i) = index.get(r.get::<_, &str>(0)) {
+            tasks[i].tags.push(r.get(1));
+        }
+    }
+    for r in c
+        .query(
+            "SELECT task_id, dep_id FROM deps ORDER BY dep_id COLLATE \"C\"",
+            &[],
+        )
+        .ctx("to list dependencies", at)?
+    {
+        if let Some(&i) = index.get(r.get::<_, &str>(0)) {
+            tasks[i].depends.push(r.get(1));
+        }
+    }
+    Ok(tasks)
+}
+
+/// Open tasks and every claim from one repeatable-read transaction.
+pub(super) fn snapshot(s: &mut PgStore) -> Result<Snapshot> {
+    let at = s.at.as_str();
+    let mut tx = s
+        .client
+        .build_transaction()
+        .isolation_level(postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .ctx("to read the task graph", at)?;
+    let filter = ListFilter {
+        statuses: vec![Status::Pending, Status::Waiting],
+        ..ListFilter::default()
+    };
+    let tasks = list(&mut tx, at, &filter)?;
+    let claims = super::claims::all_in(&mut tx, at)?;
+    let now = server_now(&mut tx, at)?;
+    tx.commit().ctx("to read the task graph", at)?;
+    Ok(Snapshot { tasks, claims, now })
+}
+
+pub(super) fn dependents(s: &mut PgStore, input: &str) -> Result<Vec<String>> {
+    let at = s.at.as_str();
+    let id = resolve(&mut s.client, at, input)?;
+    let rows = s
+        .client
+        .query(
+            "SELECT task_id FROM deps WHERE dep_id = $1 ORDER BY task_id COLLATE \"C\"",
+            &[&id],
+        )
+        .ctx("to read dependents", at)?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+pub(super) fn short_ids(s: &mut PgStore) -> Result<ShortIds> {
+    let ids = s
+        .client
+        .query("SELECT id FROM tasks", &[])
+        .ctx("to read task ids", &s.at)?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    Ok(ShortIds::new(ids))
+}
+
+pub(super) fn last_cell(s: &mut PgStore, claimant: &str) -> Result<Option<Cell>> {
+    let row = s
+        .client
+        .query_opt(
+            "SELECT detail->>'project', detail->>'phase' FROM ledger WHERE actor = $1
+               AND kind IN ('claimed', 'takeover', 'successor') ORDER BY seq DESC LIMIT 1",
+            &[&claimant],
+        )
+        .ctx("to read the ledger", &s.at)?;
+    Ok(row.and_then(|r| {
+        let phase: Option<String> = r.get(1);
+        phase.map(|p| (r.get(0), p))
+    }))
+}
+
+pub(super) fn ledger(s: &mut PgStore, input: &str) -> Result<Vec<LedgerEntry>> {
+    let at = s.at.as_str();
+    let id = resolve(&mut s.client, at, input)?;
+    let rows = s
+        .client
+        .query(
+            "SELECT seq, task_id, at, kind, actor, fence, detail::text FROM ledger
+             WHERE task_id = $1 ORDER BY seq",
+            &[&id],
+        )
+        .ctx("to read the ledger", at)?;
+    Ok(rows
+        .iter()
+        .map(|r| LedgerEntry {
+            seq: r.get(0),
+            task_id: r.get(1),
+            at: r.get(2),
+            kind: r.get(3),
+            actor: r.get(4),
+            fence: r.get(5),
+            detail: serde_json::from_str(r.get::<_, &str>(6)).unwrap_or_default(),
+        })
+        .collect())
+}
