@@ -376,6 +376,48 @@ fn scans_report_the_turn_end_and_whether_text_came_last() {
     let r = scanner.scan(&mut store).unwrap();
     assert_eq!((r.turn_ended, r.text_last), (Some(true), Some(true)));
 
+    // Claude Code writes some of a turn's records late: its prompt can land after the
+    // turn's end. Dated before that end, it belongs to the ended turn; a prompt dated
+    // after it starts a new one.
+    let at = |v: serde_json::Value, ms: u32| {
+        with(
+            v,
+            "timestamp",
+            serde_json::json!(format!("2026-11-29T12:00:00.{ms:03}Z")),
+        )
+    };
+    let late = env.dir.path().join("late.jsonl");
+    let ended_then = |prompt_ms: u32| {
+        [
+            line(at(reply(serde_json::json!("end_turn"), 2), 100)),
+            line(at(
+                with(
+                    base("system", 3),
+                    "subtype",
+                    serde_json::json!("turn_duration"),
+                ),
+                200,
+            )),
+            line(at(prompt.clone(), prompt_ms)),
+        ]
+        .concat()
+    };
+    std::fs::write(&late, ended_then(50)).unwrap();
+    let r = spice::transcript::acks::Scanner::new(&late, Vec::new())
+        .scan(&mut store)
+        .unwrap();
+    assert_eq!(
+        (r.turn_ended, r.text_last),
+        (Some(true), Some(true)),
+        "a late prompt"
+    );
+    let next = env.dir.path().join("next.jsonl");
+    std::fs::write(&next, ended_then(300)).unwrap();
+    let r = spice::transcript::acks::Scanner::new(&next, Vec::new())
+        .scan(&mut store)
+        .unwrap();
+    assert_eq!(r.turn_ended, Some(false), "a new prompt");
+
     // A reply whose end is never stated: the turn is not over as far as the
     // transcript says, but text came last.
     let u = env.dir.path().join("unstated.jsonl");

@@ -82,6 +82,10 @@ pub struct Scanner {
     writer: Vec<Target>,
     follower: Option<(String, Follower)>,
     turn: super::turn::Turn,
+    /// When the last turn end was dated: a record dated before it that comes after it
+    /// in the file (Claude Code writes some of a turn's records late, its first prompt
+    /// among them) belongs to that turn and does not start another.
+    ended_at: Option<crate::clock::Micros>,
     meter: Option<(Meter, Calls)>,
 }
 
@@ -93,6 +97,7 @@ impl Scanner {
             writer,
             follower: None,
             turn: super::turn::Turn::default(),
+            ended_at: None,
             meter: None,
         }
     }
@@ -102,11 +107,11 @@ impl Scanner {
     /// recorded are not lost: the next scan reads them again from the stored
     /// checkpoint.
     pub fn scan(&mut self, store: &mut Store) -> Result<ScanReport> {
-        let turn = self.turn.clone();
+        let (turn, ended_at) = (self.turn.clone(), self.ended_at);
         let scanned = self.scan_from_follower(store);
         if scanned.is_err() {
             self.follower = None;
-            self.turn = turn;
+            (self.turn, self.ended_at) = (turn, ended_at);
         }
         scanned
     }
@@ -153,6 +158,7 @@ impl Scanner {
                 report.from_line = kept;
                 // What was open before the rewrite is read again or gone.
                 self.turn = super::turn::Turn::default();
+                self.ended_at = None;
             }
             let mut directives = Vec::new();
             let mut metered = Delta::default();
@@ -188,15 +194,21 @@ impl Scanner {
                 // Usage and identity lines, injected context (reminders, hook output),
                 // compactions and subagent links can trail a turn's end without
                 // restarting it: only the agent's and the user's own events do.
-                let neutral = matches!(
-                    e.kind,
-                    EventKind::TokenUsage { .. }
-                        | EventKind::SessionMeta(_)
-                        | EventKind::InjectedContext { .. }
-                        | EventKind::Compaction { .. }
-                        | EventKind::CompactionSummary { .. }
-                        | EventKind::SubagentLink { .. }
-                );
+                let late =
+                    matches!((e.timestamp, self.ended_at), (Some(at), Some(end)) if at < end);
+                let neutral = late
+                    || matches!(
+                        e.kind,
+                        EventKind::TokenUsage { .. }
+                            | EventKind::SessionMeta(_)
+                            | EventKind::InjectedContext { .. }
+                            | EventKind::Compaction { .. }
+                            | EventKind::CompactionSummary { .. }
+                            | EventKind::SubagentLink { .. }
+                    );
+                if matches!(e.kind, EventKind::TurnEnd) {
+                    self.ended_at = e.timestamp.or(self.ended_at);
+                }
                 report.turn_ended = match &e.kind {
                     EventKind::TurnEnd => Some(true),
                     _ if neutral => report.turn_ended,
