@@ -459,24 +459,7 @@ impl Store {
         check_claimant(&t.claimant)?;
         self.write("taking over a claim", |tx, now| {
             let id = resolve(tx, input)?;
-            let claim = claim_of(tx, &id)?.ok_or_else(|| {
-                Error::conflict(format!(
-                    "cannot take over task {id}: it is not claimed (claim it instead)"
-                ))
-            })?;
-            if claim.fence != t.stale_fence {
-                return Err(Error::conflict(format!(
-                    "cannot take over task {id}: fence {} is not current; it is held by {}",
-                    t.stale_fence,
-                    describe(&claim, now)
-                )));
-            }
-            if claim.is_live(now) {
-                return Err(Error::conflict(format!(
-                    "cannot take over task {id}: its lease is still live, held by {}",
-                    describe(&claim, now)
-                )));
-            }
+            let claim = may_take_over(&id, claim_of(tx, &id)?, t, now)?;
             let fence = next_fence(tx)?;
             let until = lease_end(now, t.lease)?;
             // The work stays where it is: worktree and lane carry over unless named.
@@ -574,6 +557,36 @@ pub(super) fn check_claimant(c: &str) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// The claim on task `id` that takeover `t` may displace at `now`: it exists, it is
+/// the exact holding the caller saw (`stale_fence`), and its lease has lapsed. Every
+/// backend's takeover asks this inside its transaction.
+pub(crate) fn may_take_over(
+    id: &str,
+    claim: Option<Claim>,
+    t: &Takeover,
+    now: Micros,
+) -> Result<Claim> {
+    let claim = claim.ok_or_else(|| {
+        Error::conflict(format!(
+            "cannot take over task {id}: it is not claimed (claim it instead)"
+        ))
+    })?;
+    if claim.fence != t.stale_fence {
+        return Err(Error::conflict(format!(
+            "cannot take over task {id}: fence {} is not current; it is held by {}",
+            t.stale_fence,
+            describe(&claim, now)
+        )));
+    }
+    if claim.is_live(now) {
+        return Err(Error::conflict(format!(
+            "cannot take over task {id}: its lease is still live, held by {}",
+            describe(&claim, now)
+        )));
+    }
+    Ok(claim)
 }
 
 #[cfg(test)]

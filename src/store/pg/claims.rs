@@ -7,7 +7,9 @@ use super::tasks::{append, cell_of, resolve, server_now};
 use super::{PgContext, PgStore};
 use crate::clock::Micros;
 use crate::error::{Error, Result};
-use crate::store::claims::{check_claimant, describe, held, judge_holder, lease_end};
+use crate::store::claims::{
+    check_claimant, describe, held, judge_holder, lease_end, may_take_over,
+};
 use crate::store::vocab::Filter;
 use crate::store::{Claim, ClaimRequest, Holder, PhaseOutcome, Takeover};
 use crate::task::{handle, Status, DEFAULT_FLOW};
@@ -297,24 +299,7 @@ pub(super) fn takeover(s: &mut PgStore, input: &str, t: &Takeover) -> Result<Cla
     let id = resolve(&mut tx, at, input)?;
     let claim = locked_claim(&mut tx, at, &id)?;
     let now = server_now(&mut tx, at)?;
-    let claim = claim.ok_or_else(|| {
-        Error::conflict(format!(
-            "cannot take over task {id}: it is not claimed (claim it instead)"
-        ))
-    })?;
-    if claim.fence != t.stale_fence {
-        return Err(Error::conflict(format!(
-            "cannot take over task {id}: fence {} is not current; it is held by {}",
-            t.stale_fence,
-            describe(&claim, now)
-        )));
-    }
-    if claim.is_live(now) {
-        return Err(Error::conflict(format!(
-            "cannot take over task {id}: its lease is still live, held by {}",
-            describe(&claim, now)
-        )));
-    }
+    let claim = may_take_over(&id, claim, t, now)?;
     let until = lease_end(now, t.lease)?;
     let worktree = t.worktree.clone().or(claim.worktree.clone());
     let lane = t.lane.clone().or(claim.lane.clone());
