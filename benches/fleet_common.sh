@@ -67,6 +67,15 @@ reap_leftovers() {
 }
 
 # Waits up to SECS for pid PID to be gone.
+# Stops the supervisor $sup of the repository $repo, if it still runs: `fleet down`,
+# else SIGTERM; waits up to 20 s for it to be gone.
+stop_supervisor() {
+  if [ -n "$sup" ] && kill -0 "$sup" 2>/dev/null; then
+    (cd "$repo" && "$spice" fleet down) >/dev/null 2>&1 || kill -TERM "$sup"
+    wait_gone "$sup" 20
+  fi
+}
+
 wait_gone() {
   local pid=$1 secs=$2 i
   for i in $(seq $((secs * 20))); do

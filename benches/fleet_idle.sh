@@ -38,10 +38,7 @@ sup=; repo=
 
 cleanup() {
   set +e
-  if [ -n "$sup" ] && kill -0 "$sup" 2>/dev/null; then
-    (cd "$repo" && "$spice" fleet down) >/dev/null 2>&1 || kill -TERM "$sup"
-    wait_gone "$sup" 20
-  fi
+  stop_supervisor
   reap_leftovers
   rm -rf "$work"
 }
