@@ -56,6 +56,34 @@ impl Database {
         })
     }
 
+    /// A fresh database on a cluster of the test's own, for a test that restarts the
+    /// server (never the shared one other tests use). `None` (said on stderr) where no
+    /// cluster can be started outside CI; under `CI` that fails the test.
+    pub fn on_own_cluster(test: &str) -> Option<Database> {
+        let cluster = match Cluster::start() {
+            Ok(c) => c,
+            Err(why) => {
+                assert!(
+                    std::env::var_os("CI").is_none(),
+                    "{test}: cannot start a PostgreSQL cluster under CI: {why}"
+                );
+                eprintln!("{test}: skipped: no PostgreSQL cluster ({why})");
+                return None;
+            }
+        };
+        let admin = cluster.url("postgres");
+        let name = format!("spice_{}", uuid::Uuid::new_v4().simple());
+        let mut c = postgres::Client::connect(&admin, postgres::NoTls)
+            .unwrap_or_else(|e| panic!("{test}: cannot reach PostgreSQL at {admin}: {e}"));
+        c.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+        Some(Database {
+            url: with_db(&admin, &name),
+            name,
+            admin,
+            cluster: Some(cluster),
+        })
+    }
+
     /// A connection of the test's own, for what the CLI does not show.
     pub fn client(&self) -> postgres::Client {
         postgres::Client::connect(&self.url, postgres::NoTls).unwrap()

@@ -5,7 +5,9 @@
 //! a database with tables but no `spice_schema` is someone else's and is refused too.
 //! Only an older or empty one takes the migration transaction, which serialises
 //! concurrent first connections with a transaction-scoped advisory lock (schema set-up
-//! only: no claim ever depends on it) and applies each step after the version it finds.
+//! only: no claim ever depends on it), reads the version again from the catalog's own
+//! rows (never a cached lookup, which misses a migration committed while it waited),
+//! and applies each step after the version it finds.
 
 use super::{reason, PgContext};
 use crate::error::{Error, Result};
@@ -117,8 +119,15 @@ pub fn migrate(client: &mut Client, at: &str) -> Result<()> {
         .ctx("to start the schema migration", at)?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
         .ctx("to lock the schema migration", at)?;
+    // Read from the catalog's tables, not through `to_regclass`: the lookup cache of a
+    // backend that waited for the lock has not taken in the other migration's commit,
+    // so it would still call `spice_schema` missing and migrate a second time.
     let has: bool = tx
-        .query_one("SELECT to_regclass('spice_schema') IS NOT NULL", &[])
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_tables
+                            WHERE schemaname = current_schema() AND tablename = 'spice_schema')",
+            &[],
+        )
         .ctx("to read the schema version", at)?
         .get(0);
     let from: i32 = if has {
