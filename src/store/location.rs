@@ -28,8 +28,7 @@ impl Location {
                 redact(url)
             ));
         }
-        url.parse::<postgres::Config>()
-            .map_err(|e| format!("not a usable PostgreSQL URL ({e})"))?;
+        super::pg::check_url(url)?;
         Ok(Location::Postgres(url.to_string()))
     }
 

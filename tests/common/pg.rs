@@ -122,11 +122,23 @@ pub struct Cluster {
     dir: tempfile::TempDir,
     bin: PathBuf,
     as_postgres: bool,
+    /// Server options after the defaults (a later `-c` wins).
+    extra: String,
 }
 
 impl Cluster {
     /// `initdb` and `pg_ctl start` of a cluster on a unix socket in a new temp dir.
     pub fn start() -> Result<Cluster, String> {
+        Cluster::start_with("", |_| Ok(()))
+    }
+
+    /// Like [`Cluster::start`], with `extra` server options (`-c name=value …`) and
+    /// `prepare` run on the data directory (as root, before it is handed to postgres)
+    /// between `initdb` and the start.
+    pub fn start_with(
+        extra: &str,
+        prepare: impl FnOnce(&Path) -> Result<(), String>,
+    ) -> Result<Cluster, String> {
         let bin = server_bin().ok_or("no initdb under /usr/lib/postgresql/*/bin")?;
         // /proc/self belongs to the process's effective user.
         let as_postgres = std::os::unix::fs::MetadataExt::uid(
@@ -150,6 +162,7 @@ impl Cluster {
             dir,
             bin,
             as_postgres,
+            extra: extra.to_string(),
         };
         let data = c.data();
         c.run(
@@ -166,6 +179,17 @@ impl Cluster {
                 "--locale=C",
             ],
         )?;
+        prepare(&data)?;
+        if as_postgres {
+            let st = Command::new("chown")
+                .args(["-R", "postgres:postgres"])
+                .arg(&data)
+                .status()
+                .map_err(|e| e.to_string())?;
+            if !st.success() {
+                return Err("cannot give the prepared data directory to postgres".into());
+            }
+        }
         c.pg_ctl("start")?;
         Ok(c)
     }
@@ -191,8 +215,9 @@ impl Cluster {
     pub fn pg_ctl(&self, verb: &str) -> Result<(), String> {
         let data = self.data();
         let opts = format!(
-            "-k {} -c listen_addresses='' -c fsync=off -c max_connections=200",
-            self.socket_dir().display()
+            "-k {} -c listen_addresses='' -c fsync=off -c max_connections=200 {}",
+            self.socket_dir().display(),
+            self.extra
         );
         let log = self.dir.path().join("server.log");
         let mut args = vec!["-D", data.to_str().unwrap(), "-w", "-m", "fast", verb];

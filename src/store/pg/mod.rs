@@ -24,6 +24,9 @@
 mod claims;
 pub mod schema;
 mod tasks;
+mod tls;
+
+pub(crate) use tls::check_url;
 
 use super::authority::{Authority, Cell};
 use super::location::{not_on_postgres, Location};
@@ -35,7 +38,7 @@ use super::{
 use crate::clock::Micros;
 use crate::error::{Error, Result};
 use crate::task::{NewTask, Task};
-use postgres::{Client, NoTls};
+use postgres::Client;
 use std::time::Duration;
 
 /// A connection to the fleet's PostgreSQL authority.
@@ -49,12 +52,7 @@ impl PgStore {
     /// Connects to `url` and migrates its schema as needed (a newer one is refused).
     pub fn connect(url: &str) -> Result<PgStore> {
         let at = Location::Postgres(url.to_string()).describe();
-        let mut client = Client::connect(url, NoTls).map_err(|e| {
-            Error::Other(format!(
-                "failed to connect to PostgreSQL at {at}: {}",
-                reason(&e)
-            ))
-        })?;
+        let mut client = tls::client(url, &at)?;
         schema::migrate(&mut client, &at)?;
         Ok(PgStore { client, at })
     }
