@@ -2,9 +2,16 @@
 //! (`FOR UPDATE`; next-claim `FOR UPDATE SKIP LOCKED`), reads the server's clock after
 //! the locks, decides by the rules shared with SQLite ([`crate::store::claims`]'s
 //! `judge_holder`, `held`, `describe`), and writes under `WHERE fence = $f`.
+//!
+//! Next-claim locks one candidate at a time, the best ranked that no other claimer has
+//! locked: claimers ranking the same snapshot take the first, second, third … of it
+//! side by side. (Locking every ready candidate at once, as it first did, left each
+//! other claimer nothing to lock until that transaction ended: they re-ranked from a
+//! fresh snapshot again and again, and gave up after `alloc::next`'s bound of rounds
+//! with work still ready.)
 
-use super::tasks::{append, cell_of, resolve, server_now};
-use super::{PgContext, PgStore};
+use super::tasks::{append, cell_of, resolve, server_now, server_now_prepared};
+use super::{PgContext, PgStore, Prepared};
 use crate::clock::Micros;
 use crate::error::{Error, Result};
 use crate::store::claims::{
@@ -20,7 +27,7 @@ const CLAIM_SELECT: &str = "SELECT c.task_id, t.project, t.title, c.claimant, c.
     c.fence, c.lease_until, c.claimed_at, c.renewed_at
     FROM claims c JOIN tasks t ON t.id = c.task_id";
 
-fn row_to_claim(r: &Row) -> Claim {
+pub(super) fn row_to_claim(r: &Row) -> Claim {
     let id: String = r.get(0);
     let project: Option<String> = r.get(1);
     Claim {
@@ -79,41 +86,68 @@ pub(super) fn on(s: &mut PgStore, input: &str) -> Result<Option<Claim>> {
     Ok(row.as_ref().map(row_to_claim))
 }
 
+/// A task locked for claiming, as its row read.
+struct Locked {
+    id: String,
+    project: Option<String>,
+    phase: String,
+    title: String,
+}
+
+/// The claim and its `claimed` ledger entry, one statement: no row when a claim on the
+/// task appeared meanwhile.
+const INSERT_CLAIM: &str = "WITH c AS (
+    INSERT INTO claims (task_id, claimant, lane, worktree, fence, lease_until, claimed_at, renewed_at)
+    VALUES ($1, $2, $3, $4, nextval('fences'), $5, $6, $6)
+    ON CONFLICT (task_id) DO NOTHING RETURNING task_id, fence)
+  INSERT INTO ledger (task_id, at, kind, actor, fence, detail)
+  SELECT c.task_id, $6, 'claimed', $2, c.fence, $7::text::jsonb FROM c RETURNING fence";
+
 /// Inserts the claim unless one appeared meanwhile (`None`: a lost race), with its
-/// fence from the sequence and its `claimed` ledger entry.
+/// fence from the sequence and its `claimed` ledger entry; the claim is built from
+/// what was written, not read back.
 fn insert_claim(
     tx: &mut Transaction<'_>,
+    prepared: &mut Prepared,
     at: &str,
-    id: &str,
+    task: &Locked,
     req: &ClaimRequest,
     now: Micros,
 ) -> Result<Option<Claim>> {
     let until = lease_end(now, req.lease)?;
+    let detail = serde_json::json!({
+        "lane": req.lane, "worktree": req.worktree, "lease_until": until,
+        "project": task.project, "phase": task.phase,
+    })
+    .to_string();
+    let st = prepared.get(tx, INSERT_CLAIM, at)?;
     let fence: Option<i64> = tx
         .query_opt(
-            "INSERT INTO claims (task_id, claimant, lane, worktree, fence, lease_until, claimed_at, renewed_at)
-             VALUES ($1, $2, $3, $4, nextval('fences'), $5, $6, $6)
-             ON CONFLICT (task_id) DO NOTHING RETURNING fence",
-            &[&id, &req.claimant, &req.lane, &req.worktree, &until, &now],
+            &st,
+            &[
+                &task.id,
+                &req.claimant,
+                &req.lane,
+                &req.worktree,
+                &until,
+                &now,
+                &detail,
+            ],
         )
         .ctx("to claim a task", at)?
         .map(|r| r.get(0));
-    let Some(fence) = fence else {
-        return Ok(None);
-    };
-    let (project, phase) = cell_of(tx, at, id)?;
-    append(
-        tx,
-        at,
-        (id, now, "claimed"),
-        Some(&req.claimant),
-        Some(fence),
-        serde_json::json!({
-            "lane": req.lane, "worktree": req.worktree, "lease_until": until,
-            "project": project, "phase": phase,
-        }),
-    )?;
-    claim_of(tx, at, id).map(Some)
+    Ok(fence.map(|fence| Claim {
+        handle: handle(task.project.as_deref(), &task.id),
+        task_id: task.id.clone(),
+        title: task.title.clone(),
+        claimant: req.claimant.clone(),
+        lane: req.lane.clone(),
+        worktree: req.worktree.clone(),
+        fence,
+        lease_until: until,
+        claimed_at: now,
+        renewed_at: now,
+    }))
 }
 
 /// Why the locked task `id` cannot be claimed at `now`, or `None` if it is ready.
@@ -149,25 +183,53 @@ fn not_ready(tx: &mut Transaction<'_>, at: &str, id: &str, now: Micros) -> Resul
 
 pub(super) fn claim(s: &mut PgStore, input: &str, req: &ClaimRequest) -> Result<Claim> {
     check_claimant(&req.claimant)?;
-    let at = s.at.as_str();
-    let mut tx = s.client.transaction().ctx("to claim a task", at)?;
+    let PgStore {
+        client,
+        at,
+        prepared,
+        ..
+    } = s;
+    let at = at.as_str();
+    let mut tx = client.transaction().ctx("to claim a task", at)?;
     let id = resolve(&mut tx, at, input)?;
     // The task's row lock first, then the clock: a claimer that waited reads it after.
-    tx.execute("SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE", &[&id])
+    let r = tx
+        .query_one(
+            "SELECT project, phase, title FROM tasks WHERE id = $1 FOR UPDATE",
+            &[&id],
+        )
         .ctx("to lock a task", at)?;
+    let task = Locked {
+        id: id.clone(),
+        project: r.get(0),
+        phase: r.get(1),
+        title: r.get(2),
+    };
     let now = server_now(&mut tx, at)?;
     if let Some(why) = not_ready(&mut tx, at, &id, now)? {
         return Err(Error::conflict(format!("cannot claim task {id}: {why}")));
     }
-    let claim = insert_claim(&mut tx, at, &id, req, now)?.ok_or_else(|| {
+    let claim = insert_claim(&mut tx, prepared, at, &task, req, now)?.ok_or_else(|| {
         Error::conflict(format!("cannot claim task {id}: another claimant took it"))
     })?;
     tx.commit().ctx("to commit a claim", at)?;
     Ok(claim)
 }
 
-/// Next-claim: locks whichever of `ids` are ready and not locked by another claimer
-/// (`SKIP LOCKED`), then claims the best ranked of them still in `filter`.
+/// The best ranked of `$1` (task ids, best first) that is ready and that no other
+/// transaction has locked, locked. `LIMIT 1` under `FOR UPDATE` locks rows in the
+/// sorted order until one is had, so the others stay free for other claimers.
+const LOCK_NEXT: &str = "SELECT t.id, t.project, t.phase, t.wait, t.title FROM tasks t
+     WHERE t.id = ANY($1) AND t.status IN ('pending', 'waiting')
+       AND NOT EXISTS (SELECT 1 FROM claims c WHERE c.task_id = t.id)
+       AND NOT EXISTS (SELECT 1 FROM deps d JOIN tasks u ON u.id = d.dep_id
+                       WHERE d.task_id = t.id AND u.status IN ('pending', 'waiting'))
+     ORDER BY array_position($1, t.id) LIMIT 1
+     FOR UPDATE OF t SKIP LOCKED";
+
+/// Next-claim: locks the best ranked of `ids` that is ready and not locked by another
+/// claimer (`SKIP LOCKED`), reads the clock, and claims it if it is still in `filter`
+/// and not waiting; else (or when a claim on it committed meanwhile) the next.
 pub(super) fn claim_first_ready(
     s: &mut PgStore,
     ids: &[&str],
@@ -175,31 +237,36 @@ pub(super) fn claim_first_ready(
     filter: &Filter,
 ) -> Result<Option<Claim>> {
     check_claimant(&req.claimant)?;
-    let at = s.at.as_str();
-    let mut tx = s.client.transaction().ctx("to claim a task", at)?;
-    let wanted: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
-    let rows = tx
-        .query(
-            "SELECT t.id, t.project, t.phase, t.wait FROM tasks t
-             WHERE t.id = ANY($1) AND t.status IN ('pending', 'waiting')
-               AND NOT EXISTS (SELECT 1 FROM claims c WHERE c.task_id = t.id)
-               AND NOT EXISTS (SELECT 1 FROM deps d JOIN tasks u ON u.id = d.dep_id
-                               WHERE d.task_id = t.id AND u.status IN ('pending', 'waiting'))
-             FOR UPDATE OF t SKIP LOCKED",
-            &[&wanted],
-        )
-        .ctx("to lock candidates", at)?;
-    let now = server_now(&mut tx, at)?;
-    for id in ids {
-        let Some(r) = rows.iter().find(|r| r.get::<_, &str>(0) == *id) else {
-            continue;
+    let PgStore {
+        client,
+        at,
+        prepared,
+        ..
+    } = s;
+    let at = at.as_str();
+    let mut tx = client.transaction().ctx("to claim a task", at)?;
+    let lock = prepared.get(&mut tx, LOCK_NEXT, at)?;
+    let mut left: Vec<&str> = ids.to_vec();
+    while let Some(r) = tx
+        .query_opt(&lock, &[&left])
+        .ctx("to lock a candidate", at)?
+    {
+        let task = Locked {
+            id: r.get(0),
+            project: r.get(1),
+            phase: r.get(2),
+            title: r.get(4),
         };
-        let (project, phase, wait): (Option<String>, String, Option<Micros>) =
-            (r.get(1), r.get(2), r.get(3));
-        if !filter.admits_cell(project.as_deref(), &phase) || wait.is_some_and(|w| w > now) {
+        let wait: Option<Micros> = r.get(3);
+        let now = server_now_prepared(&mut tx, prepared, at)?;
+        // Whatever becomes of this candidate, it is not locked twice.
+        left.retain(|i| *i != task.id);
+        if !filter.admits_cell(task.project.as_deref(), &task.phase)
+            || wait.is_some_and(|w| w > now)
+        {
             continue;
         }
-        if let Some(c) = insert_claim(&mut tx, at, id, req, now)? {
+        if let Some(c) = insert_claim(&mut tx, prepared, at, &task, req, now)? {
             tx.commit().ctx("to commit a claim", at)?;
             return Ok(Some(c));
         }

@@ -16,6 +16,9 @@
 //!   clock neither stretches nor shortens a lease.
 //! - The schema is versioned (`spice_schema`); a newer one is refused before anything
 //!   is written ([`schema`]).
+//! - Round trips are the cost under load (each one waits for the server's process to
+//!   be scheduled): the claim path's statements are prepared once per connection
+//!   ([`Prepared`]) and each part of a snapshot is one query.
 //!
 //! Not on PostgreSQL yet (each says so in one line): steering, acknowledgments,
 //! transcript checkpoints, lane rows, change notification (`LISTEN/NOTIFY`), flows
@@ -38,7 +41,8 @@ use super::{
 use crate::clock::Micros;
 use crate::error::{Error, Result};
 use crate::task::{NewTask, Task};
-use postgres::Client;
+use postgres::{Client, GenericClient, Statement};
+use std::collections::HashMap;
 use std::time::Duration;
 
 /// A connection to the fleet's PostgreSQL authority.
@@ -46,6 +50,32 @@ pub struct PgStore {
     client: Client,
     /// The URL without its password, for messages.
     at: String,
+    prepared: Prepared,
+}
+
+/// Statements prepared on this connection, by their text: a long-lived connection (a
+/// supervisor, a claimer) sends each hot query's text once, then only its parameters,
+/// one round trip instead of two. Prepared statements outlive a rolled-back
+/// transaction (they belong to the session), so one prepared inside a transaction
+/// stays valid.
+#[derive(Default)]
+pub(super) struct Prepared(HashMap<&'static str, Statement>);
+
+impl Prepared {
+    /// The statement for `sql`, prepared through `c` the first time it is asked for.
+    pub(super) fn get(
+        &mut self,
+        c: &mut impl GenericClient,
+        sql: &'static str,
+        at: &str,
+    ) -> Result<Statement> {
+        if let Some(st) = self.0.get(sql) {
+            return Ok(st.clone());
+        }
+        let st = c.prepare(sql).ctx("to prepare a statement", at)?;
+        self.0.insert(sql, st.clone());
+        Ok(st)
+    }
 }
 
 impl PgStore {
@@ -54,7 +84,11 @@ impl PgStore {
         let at = Location::Postgres(url.to_string()).describe();
         let mut client = tls::client(url, &at)?;
         schema::migrate(&mut client, &at)?;
-        Ok(PgStore { client, at })
+        Ok(PgStore {
+            client,
+            at,
+            prepared: Prepared::default(),
+        })
     }
 
     fn unsupported<T>(&self, what: &str) -> Result<T> {

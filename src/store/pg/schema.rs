@@ -1,7 +1,7 @@
 //! The PostgreSQL schema, versioned by the one row of `spice_schema`.
 //!
 //! [`migrate`] first reads the version without locking anything: a database at this
-//! build's version costs one query; a newer one is refused before a byte is written;
+//! build's version costs one round trip (every process that connects pays it); a newer one is refused before a byte is written;
 //! a database with tables but no `spice_schema` is someone else's and is refused too.
 //! Only an older or empty one takes the migration transaction, which serialises
 //! concurrent first connections with a transaction-scoped advisory lock (schema set-up
@@ -11,7 +11,8 @@
 
 use super::{reason, PgContext};
 use crate::error::{Error, Result};
-use postgres::Client;
+use postgres::error::SqlState;
+use postgres::{Client, SimpleQueryMessage};
 
 /// Each step takes the schema from version `i` to `i + 1`.
 const MIGRATIONS: &[&str] = &[
@@ -101,8 +102,24 @@ fn refuse_newer(v: i32, at: &str) -> Error {
     ))
 }
 
+/// The version in `spice_schema`, read in one round trip (the simple protocol sends
+/// the text and returns the row together); `None` when there is no such table.
+fn current(client: &mut Client, at: &str) -> Result<Option<i32>> {
+    match client.simple_query("SELECT version FROM spice_schema") {
+        Ok(msgs) => Ok(msgs.iter().find_map(|m| match m {
+            SimpleQueryMessage::Row(r) => r.get(0).and_then(|v| v.parse().ok()),
+            _ => None,
+        })),
+        Err(e) if e.code() == Some(&SqlState::UNDEFINED_TABLE) => Ok(None),
+        Err(e) => Err(e).ctx("to read the schema version", at),
+    }
+}
+
 /// Brings the database at `at` to [`VERSION`], or refuses it untouched.
 pub fn migrate(client: &mut Client, at: &str) -> Result<()> {
+    if current(client, at)? == Some(VERSION) {
+        return Ok(());
+    }
     match version(client, at)? {
         (Some(v), _) if v == VERSION => return Ok(()),
         (Some(v), _) if v > VERSION => return Err(refuse_newer(v, at)),

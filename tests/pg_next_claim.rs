@@ -1,0 +1,160 @@
+//! Next-claim and the snapshot it ranks, on PostgreSQL: a claimer in the middle of its
+//! claim holds only the candidate it is claiming (the others stay free for the
+//! claimers beside it), and the snapshot read by the server's few queries ranks a
+//! graph exactly as the SQLite store's does.
+
+mod common;
+use common::{pg, wait_for, TestEnv};
+use std::process::Stdio;
+
+/// A hermetic environment pointed at a fresh database.
+fn on_postgres(test: &str) -> Option<(TestEnv, pg::Database)> {
+    let db = pg::Database::new(test)?;
+    let env = TestEnv::new();
+    std::fs::create_dir_all(&env.home).unwrap();
+    std::fs::write(
+        env.home.join("config.toml"),
+        format!("[store]\nurl = \"{}\"\n", db.url),
+    )
+    .unwrap();
+    Some((env, db))
+}
+
+fn next_claim(env: &TestEnv, who: &str) -> serde_json::Value {
+    env.run(&["task", "next", "--claim", "--claimant", who, "--json"])
+        .json()
+}
+
+/// Claimer `a` is stopped inside its claim transaction (a trigger makes its claim's
+/// insert wait on a lock the test holds), after it locked its candidate. Claimer `b`
+/// must still claim another ready task: it once found every candidate locked by `a`
+/// and, after re-ranking the same graph round after round, printed null.
+#[test]
+#[ignore = "needs PostgreSQL (SPICE_TEST_POSTGRES)"]
+fn a_claimer_mid_claim_leaves_the_other_candidates_free() {
+    let Some((env, db)) = on_postgres("a_claimer_mid_claim_leaves_the_other_candidates_free")
+    else {
+        return;
+    };
+    let ids: Vec<String> = (0..3).map(|i| env.add(&[&format!("t{i}")])).collect();
+    let mut c = db.client();
+    // The lock is the test's own way to pause `a`; spice takes no advisory lock.
+    c.batch_execute(
+        "CREATE FUNCTION pause_a() RETURNS trigger LANGUAGE plpgsql AS $$
+           BEGIN
+             IF NEW.claimant = 'a' THEN PERFORM pg_advisory_xact_lock(7); END IF;
+             RETURN NEW;
+           END $$;
+         CREATE TRIGGER pause_a BEFORE INSERT ON claims
+           FOR EACH ROW EXECUTE FUNCTION pause_a();
+         SELECT pg_advisory_lock(7);",
+    )
+    .unwrap();
+    let a = env
+        .cmd(&["task", "next", "--claim", "--claimant", "a", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for("claimer a to wait inside its claim", 30, || {
+        let n: i64 = c
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+                   AND wait_event_type = 'Lock' AND wait_event = 'advisory'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        (n == 1).then_some(())
+    });
+    let b = next_claim(&env, "b");
+    assert!(
+        !b.is_null(),
+        "b found nothing to claim while a was claiming one of three ready tasks"
+    );
+    c.batch_execute("SELECT pg_advisory_unlock(7)").unwrap();
+    let a = common::to_run(a.wait_with_output().unwrap()).json();
+    assert!(!a.is_null(), "a's claim went through once let go");
+    let third = next_claim(&env, "c");
+    let mut got: Vec<&str> = [&a, &b, &third]
+        .iter()
+        .map(|v| v["id"].as_str().unwrap())
+        .collect();
+    got.sort();
+    let mut want: Vec<&str> = ids.iter().map(String::as_str).collect();
+    want.sort();
+    assert_eq!(got, want, "each task claimed once");
+    assert!(next_claim(&env, "d").is_null());
+}
+
+/// The same graph (projects, tags, priorities, dependencies, a claim) in both stores:
+/// `task next` ranks it the same, so the snapshot's tasks, tags, dependencies and
+/// claims all came back from the server's query as the SQLite store reads them.
+#[test]
+#[ignore = "needs PostgreSQL (SPICE_TEST_POSTGRES)"]
+fn the_snapshot_ranks_a_graph_as_sqlite_does() {
+    let Some((pg_env, _db)) = on_postgres("the_snapshot_ranks_a_graph_as_sqlite_does") else {
+        return;
+    };
+    let sqlite_env = TestEnv::new();
+    let ranking = |env: &TestEnv| -> Vec<serde_json::Value> {
+        let mut title = std::collections::HashMap::new();
+        let mut add = |name: &str, args: &[&str]| {
+            let mut a = vec![name];
+            a.extend_from_slice(args);
+            let id = env.add(&a);
+            title.insert(id.clone(), name.to_string());
+            id
+        };
+        let base = add("base", &["--project", "core", "--tag", "infra"]);
+        let side = add("side", &["--tag", "next", "--tag", "docs"]);
+        add(
+            "urgent",
+            &["--priority", "H", "--depends", &base, "--project", "core"],
+        );
+        add("after-both", &["--depends", &base, "--depends", &side]);
+        let held = add("held", &["--priority", "M", "--tag", "infra"]);
+        add("plain", &["--project", "web"]);
+        add(
+            "low",
+            &["--priority", "L", "--project", "web", "--tag", "x"],
+        );
+        env.run(&["task", "claim", &held, "--claimant", "peer"])
+            .ok();
+        let v = env
+            .run(&[
+                "task",
+                "next",
+                "--claimant",
+                "me",
+                "--limit",
+                "20",
+                "--json",
+            ])
+            .json();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                let mut c = c.clone();
+                let o = c.as_object_mut().unwrap();
+                // Ids differ between the stores: compare by title.
+                o.remove("id");
+                o.remove("handle");
+                if let Some(from) = o.get("inherited_from").and_then(|f| f.as_str()) {
+                    let t = title.get(from).cloned().unwrap_or_else(|| from.to_string());
+                    o.insert("inherited_from".into(), t.into());
+                }
+                // Urgency counts the tasks' age, which differs by the time between the
+                // two stores' adds: equal to the thousandth.
+                let u = o["urgency"].as_f64().unwrap();
+                o.insert("urgency".into(), format!("{u:.3}").into());
+                c
+            })
+            .collect()
+    };
+    let on_sqlite = ranking(&sqlite_env);
+    let on_pg = ranking(&pg_env);
+    assert!(on_sqlite.len() >= 4, "a ranking to compare: {on_sqlite:?}");
+    assert_eq!(on_pg, on_sqlite);
+}
