@@ -8,11 +8,13 @@
 //! - The command runs in its own process group; SIGINT, SIGTERM, SIGHUP and SIGQUIT
 //!   sent to the wrapper are forwarded to that group; the exit status is the child's,
 //!   and death by signal N exits 128+N.
-//! - New items are pushed by a change notification on the store (inotify on the state
-//!   directory: every commit touches the WAL), with a once-a-second safety poll; the
-//!   wrapper never polls faster than that. The notification is set up only once the
-//!   command has run [`WATCH_AFTER`] (the store is read again then), so a command that
-//!   ends sooner costs no inotify instance.
+//! - New items are pushed by a change notification on the store (SQLite: inotify on
+//!   the state directory, since every commit touches the WAL; PostgreSQL: `LISTEN` on
+//!   a connection of its own, held by a thread that wakes the wait loop through a
+//!   socket pair), with a once-a-second safety poll; the wrapper never polls faster
+//!   than that. The notification is set up only once the command has run
+//!   [`WATCH_AFTER`] (the store is read again then), so a command that ends sooner
+//!   costs no inotify instance and no second connection.
 //! - Without a store, the wrapper replaces itself with the command (`execvp`): no
 //!   output added, no process in between.
 //! - A broken store never stops the command: the wrapper warns once and runs it.
@@ -22,7 +24,7 @@
 
 use crate::clock::{Clock, Micros};
 use crate::error::{Error, Result};
-use crate::store::{Item, Store, Target};
+use crate::store::{Authority, Item, Location, Store, Target};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use nix::sys::signal::{killpg, SigSet, Signal};
@@ -30,8 +32,9 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::unistd::Pid;
 use std::collections::HashMap;
 use std::ffi::OsString;
-use std::io::Write;
-use std::os::fd::AsFd;
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -56,6 +59,9 @@ pub struct ExecConfig {
     pub argv: Vec<OsString>,
     /// The state directory, if there is one; `None` or a missing database = no store.
     pub state_dir: Option<PathBuf>,
+    /// The PostgreSQL server the state directory's store is on (its URL), if it is:
+    /// then the store is there, whatever the directory holds.
+    pub postgres: Option<String>,
     /// Whom the items must be addressed to (session, lane, worktree).
     pub targets: Vec<Target>,
     pub backoff: Vec<Duration>,
@@ -76,26 +82,39 @@ pub fn run(cfg: ExecConfig, clock: Arc<dyn Clock>) -> Result<i32> {
             "spice exec needs a command: spice exec -- CMD [ARG]...",
         ));
     }
-    let db = cfg
-        .state_dir
-        .as_ref()
-        .map(|d| d.join(crate::store::DB_FILE))
-        .filter(|p| p.exists());
-    let Some(db) = db else {
-        return Err(exec_in_place(&cfg.argv));
-    };
-    let store = match Store::open(&db, clock.clone()) {
-        // Recording a showing may wait briefly for a writer, never long enough to
-        // delay forwarding a signal noticeably.
-        Ok(s) => s
-            .set_busy_timeout(Duration::from_millis(250))
-            .ok()
-            .map(|()| s),
-        Err(e) => {
-            warn(&format!(
-                "steering unavailable ({e}); running the command anyway"
-            ));
-            None
+    let store: Option<Box<dyn Authority>> = match &cfg.postgres {
+        Some(url) => match crate::store::connect(&Location::Postgres(url.clone()), clock.clone()) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                warn(&format!(
+                    "steering unavailable ({e}); running the command anyway"
+                ));
+                None
+            }
+        },
+        None => {
+            let db = cfg
+                .state_dir
+                .as_ref()
+                .map(|d| d.join(crate::store::DB_FILE))
+                .filter(|p| p.exists());
+            let Some(db) = db else {
+                return Err(exec_in_place(&cfg.argv));
+            };
+            match Store::open(&db, clock.clone()) {
+                // Recording a showing may wait briefly for a writer, never long enough
+                // to delay forwarding a signal noticeably.
+                Ok(s) => s
+                    .set_busy_timeout(Duration::from_millis(250))
+                    .ok()
+                    .map(|()| Box::new(s) as Box<dyn Authority>),
+                Err(e) => {
+                    warn(&format!(
+                        "steering unavailable ({e}); running the command anyway"
+                    ));
+                    None
+                }
+            }
         }
     };
     let mut shower = Shower {
@@ -164,7 +183,7 @@ pub fn run(cfg: ExecConfig, clock: Arc<dyn Clock>) -> Result<i32> {
     // a command that ends sooner (most of an agent's) never pays for an inotify
     // instance, whose closing can block in the kernel for milliseconds. Until then the
     // wrapper wakes at WATCH_AFTER anyway and reads the store once more.
-    let mut watch: Option<Inotify> = None;
+    let mut watch: Option<Watch> = None;
     let mut watch_at = shower.store.as_ref().map(|_| Instant::now() + WATCH_AFTER);
     let session = shower
         .targets
@@ -200,7 +219,10 @@ pub fn run(cfg: ExecConfig, clock: Arc<dyn Clock>) -> Result<i32> {
         }
         if watch_at.is_some_and(|at| at <= Instant::now()) {
             watch_at = None;
-            watch = cfg.state_dir.as_deref().and_then(watch_dir);
+            watch = match &cfg.postgres {
+                Some(url) => listen(url).map(Watch::Listener),
+                None => cfg.state_dir.as_deref().and_then(watch_dir).map(Watch::Dir),
+            };
             // Whatever was committed before the watch existed made no event.
             shower.show(Moment::During);
         }
@@ -213,7 +235,7 @@ pub fn run(cfg: ExecConfig, clock: Arc<dyn Clock>) -> Result<i32> {
         let (sig_ready, store_changed) = {
             let mut fds = vec![PollFd::new(sfd.as_fd(), PollFlags::POLLIN)];
             if let Some(w) = &watch {
-                fds.push(PollFd::new(w.as_fd(), PollFlags::POLLIN));
+                fds.push(PollFd::new(w.fd(), PollFlags::POLLIN));
             }
             match poll(&mut fds, timeout) {
                 Ok(_) => {
@@ -238,10 +260,11 @@ pub fn run(cfg: ExecConfig, clock: Arc<dyn Clock>) -> Result<i32> {
             }
         }
         if store_changed {
-            if let Some(w) = &watch {
-                let _ = w.read_events();
+            if let Some(w) = watch.as_mut() {
+                if w.drain() {
+                    recheck = Some(Instant::now() + SETTLE);
+                }
             }
-            recheck = Some(Instant::now() + SETTLE);
         } else if recheck.is_some_and(|at| at <= Instant::now()) {
             recheck = None;
         }
@@ -266,9 +289,80 @@ enum Moment {
     After,
 }
 
+/// What tells the wait loop the store changed.
+enum Watch {
+    /// inotify on the SQLite store's directory.
+    Dir(Inotify),
+    /// The end of a socket pair a `LISTEN`ing thread writes a byte to per change.
+    Listener(UnixStream),
+}
+
+impl Watch {
+    fn fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Watch::Dir(i) => i.as_fd(),
+            Watch::Listener(s) => s.as_fd(),
+        }
+    }
+
+    /// Reads what woke the loop; true when the change may not be visible yet and the
+    /// store must be read once more after [`SETTLE`] (an inotify event can precede
+    /// SQLite's commit; a notification comes after PostgreSQL's).
+    fn drain(&mut self) -> bool {
+        match self {
+            Watch::Dir(i) => {
+                let _ = i.read_events();
+                true
+            }
+            Watch::Listener(s) => {
+                let mut buf = [0u8; 64];
+                while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
+                false
+            }
+        }
+    }
+}
+
+/// Starts a thread that listens for the store's change notifications on a connection
+/// of its own and writes a byte to the returned socket once it listens (whatever was
+/// committed before was made without it: the loop reads the store then) and after
+/// each change. The loop never blocks on the server: a thread that cannot connect
+/// warns once and leaves the safety poll. The thread ends with the process (or when
+/// the loop's end is gone).
+fn listen(url: &str) -> Option<UnixStream> {
+    let (ours, theirs) = UnixStream::pair().ok()?;
+    ours.set_nonblocking(true).ok()?;
+    let loc = Location::Postgres(url.to_string());
+    let spawned = std::thread::Builder::new()
+        .name("spice-exec-listen".into())
+        .spawn(move || {
+            let mut theirs = theirs;
+            let heard = crate::store::connect(&loc, Arc::new(crate::clock::SystemClock)).and_then(
+                |mut store| {
+                    let mut seen = store.change_token()?;
+                    loop {
+                        if theirs.write_all(&[1]).is_err() {
+                            return Ok(());
+                        }
+                        seen = loop {
+                            let now = store.wait_change(seen, Duration::from_secs(3600))?;
+                            if now != seen {
+                                break now;
+                            }
+                        };
+                    }
+                },
+            );
+            if let Err(e) = heard {
+                warn(&format!("not listening for new steering ({e})"));
+            }
+        });
+    spawned.ok().map(|_| ours)
+}
+
 /// Decides what to show when, and records each showing in the store.
 struct Shower {
-    store: Option<Store>,
+    store: Option<Box<dyn Authority>>,
     targets: Vec<Target>,
     backoff: Vec<Duration>,
     /// Items shown by this run: when each is due again and how many times it was shown.
@@ -298,7 +392,14 @@ impl Shower {
             }
         };
         let now = Instant::now();
-        let wall = store.now();
+        let wall = match store.now() {
+            Ok(t) => t,
+            Err(e) => {
+                warn(&format!("steering unavailable ({e})"));
+                self.store = None;
+                return;
+            }
+        };
         let due: Vec<&Item> = items
             .iter()
             .filter(|i| match (moment, self.schedule.get(&i.key)) {
