@@ -109,6 +109,7 @@ both!(an_ack_outside_its_targets_is_not_addressed);
 both!(exec_shows_pending_items_and_counts_each_showing);
 both!(a_transcripts_directives_and_checkpoint_are_one_transaction);
 both!(the_change_token_moves_when_another_writer_steers);
+both!(a_session_target_is_completed_from_a_prefix_the_store_knows);
 
 fn steer(env: &TestEnv, target: &str, msg: &str) -> String {
     let key = env
@@ -171,7 +172,7 @@ fn an_ack_retires_its_item_once_and_keeps_the_record(f: &Fleet) {
         .ok()
         .to_string();
     assert!(out.contains(&format!("{k} (line 3): acked")), "{out}");
-    assert_eq!(pending(env), [other.clone()]);
+    assert_eq!(pending(env), std::slice::from_ref(&other));
     let acked = item(env, &k);
     assert_eq!(acked["state"], "acked");
     assert_eq!(acked["reply"]["body"], "split into shards a, b, c");
@@ -218,14 +219,24 @@ fn a_nack_refuses_and_a_bare_nack_leaves_a_problem_until_retired(f: &Fleet) {
         .ok();
     let after = item(env, &b);
     assert_eq!(after["state"], "acked", "{after}");
-    assert!(after["problem"].is_null(), "retiring clears the problem: {after}");
+    assert!(
+        after["problem"].is_null(),
+        "retiring clears the problem: {after}"
+    );
     assert_eq!(effects(f, &b), ["no-reason", "acked"]);
 }
 
 fn items_expire_distinctly_and_a_late_ack_is_only_recorded(f: &Fleet) {
     let env = &f.env;
     let short = env
-        .run(&["steer", "--force", "lane:core", "--ttl", "1ms", "soon stale"])
+        .run(&[
+            "steer",
+            "--force",
+            "lane:core",
+            "--ttl",
+            "1ms",
+            "soon stale",
+        ])
         .ok()
         .trim()
         .to_string();
@@ -233,7 +244,7 @@ fn items_expire_distinctly_and_a_late_ack_is_only_recorded(f: &Fleet) {
     common::wait_for("the short item to expire", 10, || {
         (item(env, &short)["state"] == "expired").then_some(())
     });
-    assert_eq!(pending(env), [k.clone()]);
+    assert_eq!(pending(env), std::slice::from_ref(&k));
     let out = env
         .run_stdin(&["ack", "apply"], &format!("ACK {short}: late\n"))
         .ok()
@@ -241,7 +252,10 @@ fn items_expire_distinctly_and_a_late_ack_is_only_recorded(f: &Fleet) {
     assert!(out.contains("already closed"), "{out}");
     let s = item(env, &short);
     assert_eq!(s["state"], "expired", "{s}");
-    assert!(!s["closed_at"].is_null(), "the write recorded the expiry: {s}");
+    assert!(
+        !s["closed_at"].is_null(),
+        "the write recorded the expiry: {s}"
+    );
     assert_eq!(effects(f, &short), ["already-closed"]);
     assert_eq!(item(env, &k)["state"], "pending");
 }
@@ -278,7 +292,11 @@ fn exec_shows_pending_items_and_counts_each_showing(f: &Fleet) {
         .output()
         .unwrap();
     assert_eq!(r.status.code(), Some(3), "the command's exit code is kept");
-    assert_eq!(String::from_utf8_lossy(&r.stdout), "out\n", "stdout untouched");
+    assert_eq!(
+        String::from_utf8_lossy(&r.stdout),
+        "out\n",
+        "stdout untouched"
+    );
     let stderr = String::from_utf8_lossy(&r.stderr);
     assert!(
         stderr.contains(&k) && !stderr.contains(&elsewhere),
@@ -295,9 +313,8 @@ fn a_transcripts_directives_and_checkpoint_are_one_transaction(f: &Fleet) {
     let env = &f.env;
     let mine = steer(env, "lane:core", "mine");
     let theirs = steer(env, "lane:other", "theirs");
-    let directives = spice::steer::grammar::parse(&format!(
-        "ACK {mine}: done\nACK {theirs}: done too\n"
-    ));
+    let directives =
+        spice::steer::grammar::parse(&format!("ACK {mine}: done\nACK {theirs}: done too\n"));
     let cp = spice::store::vocab::Checkpoint {
         offset: 120,
         line: 2,
@@ -373,6 +390,20 @@ fn the_change_token_moves_when_another_writer_steers(f: &Fleet) {
     assert_eq!(keys, [key], "the change is visible once the token moved");
 }
 
+fn a_session_target_is_completed_from_a_prefix_the_store_knows(f: &Fleet) {
+    let env = &f.env;
+    let session = "3f2a0000-0000-4000-8000-000000000001";
+    let id = env.add(&["work"]);
+    env.run(&["task", "claim", &id, "--claimant", session]).ok();
+    let k = steer(env, "session:3f2a0000", "hello, session");
+    let it = item(env, &k);
+    assert_eq!(it["target_kind"], "session");
+    assert_eq!(it["target"], session, "the prefix was completed: {it}");
+    // A prefix of no known session is kept as typed (a session not seen yet).
+    let k = steer(env, "session:9e9e9e9e", "for later");
+    assert_eq!(item(env, &k)["target"], "9e9e9e9e");
+}
+
 /// Issue #18: "steering from host A's CLI reaches a command running under host B
 /// mid-command". Two state directories (two repositories, as two hosts have) point at
 /// one database; `spice exec` runs under host B until the test lets it end; `spice
@@ -432,7 +463,10 @@ fn steering_from_host_a_reaches_a_command_under_host_b_mid_command() {
     std::fs::write(&release, "").unwrap();
     assert!(child.wait().unwrap().success());
     let shown = item(&host_a, &key);
-    assert!(shown["shown"].as_i64().unwrap() >= 2, "pushed and after: {shown}");
+    assert!(
+        shown["shown"].as_i64().unwrap() >= 2,
+        "pushed and after: {shown}"
+    );
     assert!(
         !host_b.home.join("spice.db").exists() && !host_a.home.join("spice.db").exists(),
         "no SQLite store beside PostgreSQL"

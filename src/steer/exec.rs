@@ -22,19 +22,18 @@
 //!   wrapper note its command as cut off before it forwards the signal
 //!   (`agent::inflight`).
 
+use super::wake::{listen, watch_dir, Drained, Watch};
 use crate::clock::{Clock, Micros};
 use crate::error::{Error, Result};
 use crate::store::{Authority, Item, Location, Store, Target};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use nix::sys::signal::{killpg, SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::unistd::Pid;
 use std::collections::HashMap;
 use std::ffi::OsString;
-use std::io::{Read, Write};
-use std::os::fd::{AsFd, BorrowedFd};
-use std::os::unix::net::UnixStream;
+use std::io::Write;
+use std::os::fd::AsFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -260,10 +259,11 @@ pub fn run(cfg: ExecConfig, clock: Arc<dyn Clock>) -> Result<i32> {
             }
         }
         if store_changed {
-            if let Some(w) = watch.as_mut() {
-                if w.drain() {
-                    recheck = Some(Instant::now() + SETTLE);
-                }
+            match watch.as_mut().map(Watch::drain) {
+                Some(Drained::Settle) => recheck = Some(Instant::now() + SETTLE),
+                Some(Drained::Visible) | None => {}
+                // The listener ended (it warned why): the safety poll goes on.
+                Some(Drained::Gone) => watch = None,
             }
         } else if recheck.is_some_and(|at| at <= Instant::now()) {
             recheck = None;
@@ -287,77 +287,6 @@ enum Moment {
     Before,
     During,
     After,
-}
-
-/// What tells the wait loop the store changed.
-enum Watch {
-    /// inotify on the SQLite store's directory.
-    Dir(Inotify),
-    /// The end of a socket pair a `LISTEN`ing thread writes a byte to per change.
-    Listener(UnixStream),
-}
-
-impl Watch {
-    fn fd(&self) -> BorrowedFd<'_> {
-        match self {
-            Watch::Dir(i) => i.as_fd(),
-            Watch::Listener(s) => s.as_fd(),
-        }
-    }
-
-    /// Reads what woke the loop; true when the change may not be visible yet and the
-    /// store must be read once more after [`SETTLE`] (an inotify event can precede
-    /// SQLite's commit; a notification comes after PostgreSQL's).
-    fn drain(&mut self) -> bool {
-        match self {
-            Watch::Dir(i) => {
-                let _ = i.read_events();
-                true
-            }
-            Watch::Listener(s) => {
-                let mut buf = [0u8; 64];
-                while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
-                false
-            }
-        }
-    }
-}
-
-/// Starts a thread that listens for the store's change notifications on a connection
-/// of its own and writes a byte to the returned socket once it listens (whatever was
-/// committed before was made without it: the loop reads the store then) and after
-/// each change. The loop never blocks on the server: a thread that cannot connect
-/// warns once and leaves the safety poll. The thread ends with the process (or when
-/// the loop's end is gone).
-fn listen(url: &str) -> Option<UnixStream> {
-    let (ours, theirs) = UnixStream::pair().ok()?;
-    ours.set_nonblocking(true).ok()?;
-    let loc = Location::Postgres(url.to_string());
-    let spawned = std::thread::Builder::new()
-        .name("spice-exec-listen".into())
-        .spawn(move || {
-            let mut theirs = theirs;
-            let heard = crate::store::connect(&loc, Arc::new(crate::clock::SystemClock)).and_then(
-                |mut store| {
-                    let mut seen = store.change_token()?;
-                    loop {
-                        if theirs.write_all(&[1]).is_err() {
-                            return Ok(());
-                        }
-                        seen = loop {
-                            let now = store.wait_change(seen, Duration::from_secs(3600))?;
-                            if now != seen {
-                                break now;
-                            }
-                        };
-                    }
-                },
-            );
-            if let Err(e) = heard {
-                warn(&format!("not listening for new steering ({e})"));
-            }
-        });
-    spawned.ok().map(|_| ours)
 }
 
 /// Decides what to show when, and records each showing in the store.
@@ -460,19 +389,6 @@ fn exec_in_place(argv: &[OsString]) -> Error {
     }
 }
 
-fn watch_dir(dir: &std::path::Path) -> Option<Inotify> {
-    let ino = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).ok()?;
-    ino.add_watch(
-        dir,
-        AddWatchFlags::IN_MODIFY
-            | AddWatchFlags::IN_CLOSE_WRITE
-            | AddWatchFlags::IN_CREATE
-            | AddWatchFlags::IN_MOVED_TO,
-    )
-    .ok()?;
-    Some(ino)
-}
-
 /// True if stdin is a terminal whose foreground group is ours.
 fn foreground_tty() -> bool {
     let stdin = std::io::stdin();
@@ -485,6 +401,6 @@ fn reclaim_tty() {
     let _ = nix::unistd::tcsetpgrp(std::io::stdin(), nix::unistd::getpgrp());
 }
 
-fn warn(msg: &str) {
+pub(super) fn warn(msg: &str) {
     let _ = writeln!(std::io::stderr(), "spice exec: {msg}");
 }
