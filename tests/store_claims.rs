@@ -3,7 +3,8 @@
 //! `config.toml`). Concurrent claimers in several processes never claim one task twice
 //! and never take a task that waits on another; a stale fence is refused; a lapsed
 //! lease (by the store's clock) is not free work and is taken over only explicitly.
-//! PostgreSQL-only: a newer schema is refused untouched, parts not on it yet say so.
+//! PostgreSQL-only: a newer schema is refused untouched, parts not on it yet say so
+//! (steering is on it: `tests/store_steering.rs`).
 
 mod common;
 use common::{pg, TestEnv};
@@ -312,8 +313,8 @@ fn parts_not_on_postgres_say_so_in_one_line() {
         ),
         (vec!["task", "list"], "spice task list"),
         (vec!["fleet", "status"], "spice fleet status"),
-        (vec!["steer", "lane:x", "hello"], "spice steer"),
-        (vec!["inbox"], "spice inbox"),
+        (vec!["ack", "scan", "t.jsonl"], "spice ack scan"),
+        (vec!["budget", "show"], "spice budget show"),
     ] {
         let e = f
             .env

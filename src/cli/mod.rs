@@ -180,9 +180,9 @@ pub fn main() -> i32 {
 fn run(command: Command) -> Result<()> {
     match command {
         Command::Task(cmd) => task::run(cmd, &Env::from_process_any()?),
-        Command::Steer(args) => steer::steer(args, &Env::from_process()?),
-        Command::Inbox(args) => steer::inbox(args, &Env::from_process()?),
-        Command::Ack(cmd) => steer::ack(cmd, Env::from_process),
+        Command::Steer(args) => steer::steer(args, &Env::from_process_any()?),
+        Command::Inbox(args) => steer::inbox(args, &Env::from_process_any()?),
+        Command::Ack(cmd) => steer::ack(cmd, Env::from_process_any),
         Command::ShellInit { shell } => steer::shell_init(shell),
         Command::Watch(args) => watch::watch(args),
         Command::DemoAgent(args) => demo_agent(args),

@@ -4,7 +4,7 @@ use super::{render, Env};
 use crate::clock::SystemClock;
 use crate::error::{Error, Result};
 use crate::steer::{exec, grammar};
-use crate::store::{Item, ItemState, Scope, Store, Target, TargetKind, DEFAULT_TTL};
+use crate::store::{Authority, Item, ItemState, Scope, Target, TargetKind, DEFAULT_TTL};
 use crate::when;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{json, Value};
@@ -104,11 +104,18 @@ pub fn steer(args: SteerArgs, env: &Env) -> Result<()> {
     } else {
         args.message.join(" ")
     };
-    let target = steer_target(env, &args.target, args.force)?;
-    let mut store = env.open()?;
+    // The store is opened only once the target reads well (a session's to resolve it).
+    let mut opened = None;
+    let target = steer_target_with(env, &args.target, args.force, |typed| {
+        opened.insert(env.authority()?).resolve_session(typed)
+    })?;
+    let mut store = match opened {
+        Some(s) => s,
+        None => env.authority()?,
+    };
     let item = store.steer(&target, &text, args.ttl.unwrap_or(DEFAULT_TTL))?;
     if args.json {
-        render::print_json(&render::item_json(&item, store.now()));
+        render::print_json(&render::item_json(&item, store.now()?));
     } else {
         println!("{}", item.key);
     }
@@ -120,14 +127,14 @@ pub fn inbox(args: InboxArgs, env: &Env) -> Result<()> {
         Some(t) => vec![parse_target(env, t)?],
         None => vec![],
     };
-    let mut store = env.open()?;
+    let mut store = env.authority()?;
     let items = store.inbox(&targets, args.all)?;
-    let now = store.now();
+    let now = store.now()?;
     if args.json {
         let mut docs = Vec::with_capacity(items.len());
         for i in &items {
             let mut v = render::item_json(i, now);
-            v["reply"] = reply(&mut store, i)?;
+            v["reply"] = reply(store.as_mut(), i)?;
             docs.push(v);
         }
         render::print_json(&docs);
@@ -140,7 +147,7 @@ pub fn inbox(args: InboxArgs, env: &Env) -> Result<()> {
 /// The agent's answer to an item, as the console shows it: the ACK or NACK that
 /// retired it, else the last record for its key (an answer after it expired); `null`
 /// while the item is pending or when no answer was recorded.
-fn reply(store: &mut Store, item: &Item) -> Result<Value> {
+fn reply(store: &mut dyn Authority, item: &Item) -> Result<Value> {
     if item.state == ItemState::Pending {
         return Ok(Value::Null);
     }
@@ -231,7 +238,7 @@ pub fn ack(cmd: AckCmd, env: impl FnOnce() -> Result<Env>) -> Result<()> {
             } else {
                 Scope::Within(&targets)
             };
-            let mut store = env.open()?;
+            let mut store = env.authority()?;
             let outcomes = store.apply_acks_in(&directives, &source, scope)?;
             for d in directives.iter().filter(|d| d.problem.is_some()) {
                 let msg = format!(
@@ -304,6 +311,8 @@ fn transcript_writer(store: &mut crate::store::Store, path: &Path) -> Result<Vec
 /// worktree it runs in), with the re-show schedule.
 struct AgentContext {
     state_dir: Option<PathBuf>,
+    /// The PostgreSQL server the state directory's store is on, if it is.
+    postgres: Option<String>,
     targets: Vec<Target>,
     backoff: Vec<std::time::Duration>,
 }
@@ -315,12 +324,17 @@ fn agent_context() -> Result<AgentContext> {
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .or_else(|| git.as_ref().map(|(_, common)| common.join("spice")));
-    // Steering is not on PostgreSQL yet: say so rather than read a SQLite file beside it.
-    if let Some(dir) = &state_dir {
-        let url = std::env::var(crate::config::state::URL_VAR).ok();
-        crate::config::state::location(dir, url.as_deref())?
-            .require_sqlite(&super::command_name())?;
-    }
+    // A store on PostgreSQL is read there, never from a SQLite file beside it.
+    let postgres = match &state_dir {
+        Some(dir) => {
+            let url = std::env::var(crate::config::state::URL_VAR).ok();
+            match crate::config::state::location(dir, url.as_deref())? {
+                crate::store::Location::Postgres(url) => Some(url),
+                crate::store::Location::Sqlite(_) => None,
+            }
+        }
+        None => None,
+    };
     let session = std::env::var("SPICE_SESSION").ok();
     let lane = std::env::var("SPICE_LANE").ok();
     let targets = crate::store::agent_targets(
@@ -341,6 +355,7 @@ fn agent_context() -> Result<AgentContext> {
     };
     Ok(AgentContext {
         state_dir,
+        postgres,
         targets,
         backoff,
     })
@@ -351,6 +366,7 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
     let cfg = exec::ExecConfig {
         argv: args.command,
         state_dir: ctx.state_dir,
+        postgres: ctx.postgres,
         targets: ctx.targets,
         backoff: ctx.backoff,
     };
@@ -366,15 +382,23 @@ pub fn hook(kind: HookKind) -> Result<()> {
     let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
     let run = || -> Result<Option<String>> {
         let ctx = agent_context()?;
-        let Some(db) = ctx
-            .state_dir
-            .map(|d| d.join(crate::store::DB_FILE))
-            .filter(|p| p.exists())
-        else {
-            return Ok(None);
+        let mut store: Box<dyn Authority> = match ctx.postgres {
+            Some(url) => crate::store::connect(
+                &crate::store::Location::Postgres(url),
+                Arc::new(SystemClock),
+            )?,
+            None => {
+                let Some(db) = ctx
+                    .state_dir
+                    .map(|d| d.join(crate::store::DB_FILE))
+                    .filter(|p| p.exists())
+                else {
+                    return Ok(None);
+                };
+                Box::new(crate::store::Store::open(&db, Arc::new(SystemClock))?)
+            }
         };
-        let mut store = crate::store::Store::open(&db, Arc::new(SystemClock))?;
-        crate::steer::hook::claude_post_tool_use(&mut store, &ctx.targets, &ctx.backoff)
+        crate::steer::hook::claude_post_tool_use(store.as_mut(), &ctx.targets, &ctx.backoff)
     };
     match run() {
         Ok(Some(out)) => println!("{out}"),
@@ -490,14 +514,26 @@ pub fn parse_target(env: &Env, text: &str) -> Result<Target> {
 
 /// The target of a new steering item (`spice steer`, the console's steer): as
 /// [`parse_target`] reads it, a session by a unique prefix of one the store knows
-/// ([`crate::store::Store::resolve_session`]), and a lane only if a lane file defines it,
+/// ([`Authority::resolve_session`]), and a lane only if a lane file defines it,
 /// as the bare form requires, unless `force`: nothing would ever deliver an item for
 /// any other, and it would expire unseen.
 pub fn steer_target(env: &Env, text: &str, force: bool) -> Result<Target> {
+    steer_target_with(env, text, force, |typed| {
+        env.authority()?.resolve_session(typed)
+    })
+}
+
+/// [`steer_target`] with a session resolved by `resolve` (asked only for a session).
+fn steer_target_with(
+    env: &Env,
+    text: &str,
+    force: bool,
+    resolve: impl FnOnce(&str) -> Result<String>,
+) -> Result<Target> {
     let mut target = parse_target(env, text)?;
     if target.kind == TargetKind::Session {
         // As a listing shows it: a unique prefix of a session the store knows.
-        target.name = env.open()?.resolve_session(&target.name)?;
+        target.name = resolve(&target.name)?;
     }
     if target.kind != TargetKind::Lane || force {
         return Ok(target);

@@ -8,11 +8,13 @@
 //! - The command runs in its own process group; SIGINT, SIGTERM, SIGHUP and SIGQUIT
 //!   sent to the wrapper are forwarded to that group; the exit status is the child's,
 //!   and death by signal N exits 128+N.
-//! - New items are pushed by a change notification on the store (inotify on the state
-//!   directory: every commit touches the WAL), with a once-a-second safety poll; the
-//!   wrapper never polls faster than that. The notification is set up only once the
-//!   command has run [`WATCH_AFTER`] (the store is read again then), so a command that
-//!   ends sooner costs no inotify instance.
+//! - New items are pushed by a change notification on the store (SQLite: inotify on
+//!   the state directory, since every commit touches the WAL; PostgreSQL: `LISTEN` on
+//!   a connection of its own, held by a thread that wakes the wait loop through a
+//!   socket pair), with a once-a-second safety poll; the wrapper never polls faster
+//!   than that. The notification is set up only once the command has run
+//!   [`WATCH_AFTER`] (the store is read again then), so a command that ends sooner
+//!   costs no inotify instance and no second connection.
 //! - Without a store, the wrapper replaces itself with the command (`execvp`): no
 //!   output added, no process in between.
 //! - A broken store never stops the command: the wrapper warns once and runs it.
@@ -20,11 +22,11 @@
 //!   wrapper note its command as cut off before it forwards the signal
 //!   (`agent::inflight`).
 
+use super::wake::{listen, watch_dir, Drained, Watch};
 use crate::clock::{Clock, Micros};
 use crate::error::{Error, Result};
-use crate::store::{Item, Store, Target};
+use crate::store::{Authority, Item, Location, Store, Target};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use nix::sys::signal::{killpg, SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::unistd::Pid;
@@ -56,6 +58,9 @@ pub struct ExecConfig {
     pub argv: Vec<OsString>,
     /// The state directory, if there is one; `None` or a missing database = no store.
     pub state_dir: Option<PathBuf>,
+    /// The PostgreSQL server the state directory's store is on (its URL), if it is:
+    /// then the store is there, whatever the directory holds.
+    pub postgres: Option<String>,
     /// Whom the items must be addressed to (session, lane, worktree).
     pub targets: Vec<Target>,
     pub backoff: Vec<Duration>,
@@ -76,26 +81,39 @@ pub fn run(cfg: ExecConfig, clock: Arc<dyn Clock>) -> Result<i32> {
             "spice exec needs a command: spice exec -- CMD [ARG]...",
         ));
     }
-    let db = cfg
-        .state_dir
-        .as_ref()
-        .map(|d| d.join(crate::store::DB_FILE))
-        .filter(|p| p.exists());
-    let Some(db) = db else {
-        return Err(exec_in_place(&cfg.argv));
-    };
-    let store = match Store::open(&db, clock.clone()) {
-        // Recording a showing may wait briefly for a writer, never long enough to
-        // delay forwarding a signal noticeably.
-        Ok(s) => s
-            .set_busy_timeout(Duration::from_millis(250))
-            .ok()
-            .map(|()| s),
-        Err(e) => {
-            warn(&format!(
-                "steering unavailable ({e}); running the command anyway"
-            ));
-            None
+    let store: Option<Box<dyn Authority>> = match &cfg.postgres {
+        Some(url) => match crate::store::connect(&Location::Postgres(url.clone()), clock.clone()) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                warn(&format!(
+                    "steering unavailable ({e}); running the command anyway"
+                ));
+                None
+            }
+        },
+        None => {
+            let db = cfg
+                .state_dir
+                .as_ref()
+                .map(|d| d.join(crate::store::DB_FILE))
+                .filter(|p| p.exists());
+            let Some(db) = db else {
+                return Err(exec_in_place(&cfg.argv));
+            };
+            match Store::open(&db, clock.clone()) {
+                // Recording a showing may wait briefly for a writer, never long enough
+                // to delay forwarding a signal noticeably.
+                Ok(s) => s
+                    .set_busy_timeout(Duration::from_millis(250))
+                    .ok()
+                    .map(|()| Box::new(s) as Box<dyn Authority>),
+                Err(e) => {
+                    warn(&format!(
+                        "steering unavailable ({e}); running the command anyway"
+                    ));
+                    None
+                }
+            }
         }
     };
     let mut shower = Shower {
@@ -164,7 +182,7 @@ pub fn run(cfg: ExecConfig, clock: Arc<dyn Clock>) -> Result<i32> {
     // a command that ends sooner (most of an agent's) never pays for an inotify
     // instance, whose closing can block in the kernel for milliseconds. Until then the
     // wrapper wakes at WATCH_AFTER anyway and reads the store once more.
-    let mut watch: Option<Inotify> = None;
+    let mut watch: Option<Watch> = None;
     let mut watch_at = shower.store.as_ref().map(|_| Instant::now() + WATCH_AFTER);
     let session = shower
         .targets
@@ -200,7 +218,10 @@ pub fn run(cfg: ExecConfig, clock: Arc<dyn Clock>) -> Result<i32> {
         }
         if watch_at.is_some_and(|at| at <= Instant::now()) {
             watch_at = None;
-            watch = cfg.state_dir.as_deref().and_then(watch_dir);
+            watch = match &cfg.postgres {
+                Some(url) => listen(url).map(Watch::Listener),
+                None => cfg.state_dir.as_deref().and_then(watch_dir).map(Watch::Dir),
+            };
             // Whatever was committed before the watch existed made no event.
             shower.show(Moment::During);
         }
@@ -213,7 +234,7 @@ pub fn run(cfg: ExecConfig, clock: Arc<dyn Clock>) -> Result<i32> {
         let (sig_ready, store_changed) = {
             let mut fds = vec![PollFd::new(sfd.as_fd(), PollFlags::POLLIN)];
             if let Some(w) = &watch {
-                fds.push(PollFd::new(w.as_fd(), PollFlags::POLLIN));
+                fds.push(PollFd::new(w.fd(), PollFlags::POLLIN));
             }
             match poll(&mut fds, timeout) {
                 Ok(_) => {
@@ -238,10 +259,12 @@ pub fn run(cfg: ExecConfig, clock: Arc<dyn Clock>) -> Result<i32> {
             }
         }
         if store_changed {
-            if let Some(w) = &watch {
-                let _ = w.read_events();
+            match watch.as_mut().map(Watch::drain) {
+                Some(Drained::Settle) => recheck = Some(Instant::now() + SETTLE),
+                Some(Drained::Visible) | None => {}
+                // The listener ended (it warned why): the safety poll goes on.
+                Some(Drained::Gone) => watch = None,
             }
-            recheck = Some(Instant::now() + SETTLE);
         } else if recheck.is_some_and(|at| at <= Instant::now()) {
             recheck = None;
         }
@@ -268,7 +291,7 @@ enum Moment {
 
 /// Decides what to show when, and records each showing in the store.
 struct Shower {
-    store: Option<Store>,
+    store: Option<Box<dyn Authority>>,
     targets: Vec<Target>,
     backoff: Vec<Duration>,
     /// Items shown by this run: when each is due again and how many times it was shown.
@@ -298,7 +321,14 @@ impl Shower {
             }
         };
         let now = Instant::now();
-        let wall = store.now();
+        let wall = match store.now() {
+            Ok(t) => t,
+            Err(e) => {
+                warn(&format!("steering unavailable ({e})"));
+                self.store = None;
+                return;
+            }
+        };
         let due: Vec<&Item> = items
             .iter()
             .filter(|i| match (moment, self.schedule.get(&i.key)) {
@@ -359,19 +389,6 @@ fn exec_in_place(argv: &[OsString]) -> Error {
     }
 }
 
-fn watch_dir(dir: &std::path::Path) -> Option<Inotify> {
-    let ino = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).ok()?;
-    ino.add_watch(
-        dir,
-        AddWatchFlags::IN_MODIFY
-            | AddWatchFlags::IN_CLOSE_WRITE
-            | AddWatchFlags::IN_CREATE
-            | AddWatchFlags::IN_MOVED_TO,
-    )
-    .ok()?;
-    Some(ino)
-}
-
 /// True if stdin is a terminal whose foreground group is ours.
 fn foreground_tty() -> bool {
     let stdin = std::io::stdin();
@@ -384,6 +401,6 @@ fn reclaim_tty() {
     let _ = nix::unistd::tcsetpgrp(std::io::stdin(), nix::unistd::getpgrp());
 }
 
-fn warn(msg: &str) {
+pub(super) fn warn(msg: &str) {
     let _ = writeln!(std::io::stderr(), "spice exec: {msg}");
 }

@@ -8,16 +8,16 @@
 //! does not get it twice; each showing is recorded.
 
 use crate::error::Result;
-use crate::store::{Item, Store, Target};
+use crate::store::{Authority, Item, Target};
 use std::time::Duration;
 
 /// The hook's stdout for the items due now, or `None` when nothing is due.
 pub fn claude_post_tool_use(
-    store: &mut Store,
+    store: &mut dyn Authority,
     targets: &[Target],
     backoff: &[Duration],
 ) -> Result<Option<String>> {
-    let now = store.now();
+    let now = store.now()?;
     let items = store.inbox(targets, false)?;
     let due: Vec<&Item> = items.iter().filter(|i| due(i, now, backoff)).collect();
     if due.is_empty() {
@@ -51,7 +51,7 @@ fn due(item: &Item, now: crate::clock::Micros, backoff: &[Duration]) -> bool {
 mod tests {
     use super::*;
     use crate::clock::ManualClock;
-    use crate::store::TargetKind;
+    use crate::store::{Store, TargetKind};
     use std::sync::Arc;
 
     #[test]

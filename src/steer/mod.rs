@@ -5,3 +5,4 @@
 pub mod exec;
 pub mod grammar;
 pub mod hook;
+mod wake;

@@ -19,8 +19,8 @@
 use super::location::Location;
 use super::vocab::{Checkpoint, Directive, Filter};
 use super::{
-    Claim, ClaimRequest, Holder, Item, LaneRow, LedgerEntry, Outcome, PhaseOutcome, Scope,
-    ShortIds, Snapshot, Store, Takeover, Target,
+    AckRecord, Claim, ClaimRequest, Holder, Item, LaneRow, LedgerEntry, Outcome, PhaseOutcome,
+    Scope, ShortIds, Snapshot, Store, Takeover, Target,
 };
 use crate::clock::{Clock, Micros};
 use crate::error::Result;
@@ -88,6 +88,13 @@ pub trait Authority {
     fn steer(&mut self, target: &Target, text: &str, ttl: Duration) -> Result<Item>;
     /// Show: the items for `targets` (pending ones unless `all`).
     fn inbox(&mut self, targets: &[Target], all: bool) -> Result<Vec<Item>>;
+    /// Counts one more showing of each item (`shown`, `last_shown`); never its state.
+    fn mark_shown(&mut self, keys: &[String]) -> Result<()>;
+    /// Every acknowledgment recorded for `key`, oldest first.
+    fn acks_for(&mut self, key: &str) -> Result<Vec<AckRecord>>;
+    /// A session as typed: a unique prefix of a session the store knows is that
+    /// session; anything else is kept as typed.
+    fn resolve_session(&mut self, typed: &str) -> Result<String>;
     /// Ack: applies directives from `source` to the items within `scope`.
     fn apply_acks_in(
         &mut self,
@@ -107,8 +114,15 @@ pub trait Authority {
     ) -> Result<Vec<Outcome>>;
     /// The lanes' rows, by name.
     fn lanes(&mut self) -> Result<Vec<LaneRow>>;
-    /// Change notification: a value that differs after another writer committed.
+    /// Change notification: a value that differs after another writer committed a
+    /// change to steering items or claims (it may move for other commits too: SQLite's
+    /// moves for any). Only this connection's values compare.
     fn change_token(&mut self) -> Result<i64>;
+    /// Blocks until the change token differs from `seen` (at once if it already does)
+    /// or `timeout` passes; returns the token then. PostgreSQL blocks on `LISTEN`;
+    /// SQLite, which has no event across processes, looks at `data_version` every
+    /// [`super::generation::LOOK_EVERY`].
+    fn wait_change(&mut self, seen: i64, timeout: Duration) -> Result<i64>;
 
     /// The embedded store with every part, for a caller of a part not behind this
     /// interface yet; `None` on a backend that has only the interface. The seam's one
@@ -199,6 +213,15 @@ impl Authority for Store {
     fn inbox(&mut self, targets: &[Target], all: bool) -> Result<Vec<Item>> {
         Store::inbox(self, targets, all)
     }
+    fn mark_shown(&mut self, keys: &[String]) -> Result<()> {
+        Store::mark_shown(self, keys)
+    }
+    fn acks_for(&mut self, key: &str) -> Result<Vec<AckRecord>> {
+        Store::acks_for(self, key)
+    }
+    fn resolve_session(&mut self, typed: &str) -> Result<String> {
+        Store::resolve_session(self, typed)
+    }
     fn apply_acks_in(
         &mut self,
         directives: &[Directive],
@@ -224,6 +247,17 @@ impl Authority for Store {
     }
     fn change_token(&mut self) -> Result<i64> {
         Store::data_version(self)
+    }
+    fn wait_change(&mut self, seen: i64, timeout: Duration) -> Result<i64> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let now = Store::data_version(self)?;
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if now != seen || left.is_zero() {
+                return Ok(now);
+            }
+            std::thread::sleep(left.min(super::generation::LOOK_EVERY));
+        }
     }
     fn full_store(&mut self) -> Option<&mut Store> {
         Some(self)

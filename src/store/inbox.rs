@@ -74,7 +74,7 @@ pub enum Scope<'a> {
 }
 
 impl Scope<'_> {
-    fn admits(&self, target: &Target) -> bool {
+    pub(super) fn admits(&self, target: &Target) -> bool {
         match self {
             Scope::Any => true,
             Scope::Within(targets) => targets.contains(target),
@@ -112,7 +112,7 @@ pub enum Effect {
 }
 
 impl Effect {
-    fn as_str(self) -> &'static str {
+    pub(super) fn as_str(self) -> &'static str {
         match self {
             Effect::Acked => "acked",
             Effect::Refused => "refused",
@@ -137,20 +137,70 @@ pub struct AckRecord {
     pub effect: String,
 }
 
-const ITEM_COLUMNS: &str =
+/// An item's columns, in the order both backends read them.
+pub(super) const ITEM_COLUMNS: &str =
     "key, target_kind, target, text, state, created, expires, shown, last_shown, closed_at, problem";
 
-fn row_to_item(r: &rusqlite::Row<'_>, now: Micros) -> rusqlite::Result<Item> {
-    let state: String = r.get(4)?;
-    let expires: Micros = r.get(6)?;
-    let state = match state.as_str() {
-        // A read does not write; a pending item past its TTL reads as expired.
+/// An item's state as read at `now`: a read does not write, so a pending item past
+/// its TTL reads as expired until a write records it.
+pub(super) fn derive_state(stored: &str, expires: Micros, now: Micros) -> ItemState {
+    match stored {
         "pending" if expires <= now => ItemState::Expired,
         "pending" => ItemState::Pending,
         "acked" => ItemState::Acked,
         "refused" => ItemState::Refused,
         _ => ItemState::Expired,
-    };
+    }
+}
+
+/// Refuses a steering item without text or target (both backends).
+pub(super) fn check_new(target: &Target, text: &str) -> Result<()> {
+    if text.trim().is_empty() {
+        return Err(Error::input("a steering item needs some text"));
+    }
+    if target.name.is_empty() {
+        return Err(Error::input("a steering item needs a target"));
+    }
+    Ok(())
+}
+
+/// What a directive not applied before does to the item it names (`None`: no item
+/// has the key), within `scope`: the one judge both backends ask.
+pub(super) fn judge(
+    item: Option<(ItemState, &Target)>,
+    scope: Scope<'_>,
+    polarity: Polarity,
+    body: &str,
+) -> Effect {
+    match item {
+        None => Effect::UnknownKey,
+        Some((_, target)) if !scope.admits(target) => Effect::NotAddressed,
+        Some((state, _)) if state != ItemState::Pending => Effect::AlreadyClosed,
+        Some(_) => match polarity {
+            Polarity::Ack => Effect::Acked,
+            Polarity::Nack if body.trim().is_empty() => Effect::NoReason,
+            Polarity::Nack => Effect::Refused,
+        },
+    }
+}
+
+/// The problem a bare NACK leaves on its pending item.
+pub(super) fn no_reason(source: &str, line: usize) -> String {
+    format!("NACK without a reason at {source}:{line}; still pending")
+}
+
+/// A polarity as stored.
+pub(super) fn polarity_str(p: Polarity) -> &'static str {
+    match p {
+        Polarity::Ack => "ack",
+        Polarity::Nack => "nack",
+    }
+}
+
+fn row_to_item(r: &rusqlite::Row<'_>, now: Micros) -> rusqlite::Result<Item> {
+    let state: String = r.get(4)?;
+    let expires: Micros = r.get(6)?;
+    let state = derive_state(&state, expires, now);
     let kind: String = r.get(1)?;
     Ok(Item {
         key: r.get(0)?,
@@ -198,12 +248,7 @@ fn fresh_key(tx: &Transaction<'_>, now: Micros) -> Result<String> {
 impl Store {
     /// Creates a pending item for `target`.
     pub fn steer(&mut self, target: &Target, text: &str, ttl: Duration) -> Result<Item> {
-        if text.trim().is_empty() {
-            return Err(Error::input("a steering item needs some text"));
-        }
-        if target.name.is_empty() {
-            return Err(Error::input("a steering item needs a target"));
-        }
+        check_new(target, text)?;
         let key = self.write("creating a steering item", |tx, now| {
             sweep(tx, now)?;
             let key = fresh_key(tx, now)?;
@@ -436,10 +481,7 @@ fn apply_one(
     now: Micros,
 ) -> Result<Effect> {
     let (source, line) = (at.name, at.line);
-    let pol = match polarity {
-        Polarity::Ack => "ack",
-        Polarity::Nack => "nack",
-    };
+    let pol = polarity_str(polarity);
     let seen = tx
         .prepare_cached(
             "SELECT 1 FROM acks WHERE key = ?1 AND polarity = ?2 AND source = ?3 AND line = ?4",
@@ -448,27 +490,24 @@ fn apply_one(
     if seen {
         return Ok(Effect::Duplicate);
     }
-    let item: Option<(String, Target)> = tx
-        .prepare_cached("SELECT state, target_kind, target FROM steering WHERE key = ?1")?
+    let item: Option<(ItemState, Target)> = tx
+        .prepare_cached("SELECT state, expires, target_kind, target FROM steering WHERE key = ?1")?
         .query_row([key], |r| {
-            let kind: String = r.get(1)?;
+            let (state, expires): (String, Micros) = (r.get(0)?, r.get(1)?);
+            let kind: String = r.get(2)?;
             let target = Target {
                 kind: TargetKind::parse(&kind),
-                name: r.get(2)?,
+                name: r.get(3)?,
             };
-            Ok((r.get(0)?, target))
+            Ok((derive_state(&state, expires, now), target))
         })
         .optional()?;
-    let effect = match item {
-        None => Effect::UnknownKey,
-        Some((_, target)) if !at.scope.admits(&target) => Effect::NotAddressed,
-        Some((state, _)) if state != "pending" => Effect::AlreadyClosed,
-        Some(_) => match polarity {
-            Polarity::Ack => Effect::Acked,
-            Polarity::Nack if body.trim().is_empty() => Effect::NoReason,
-            Polarity::Nack => Effect::Refused,
-        },
-    };
+    let effect = judge(
+        item.as_ref().map(|(s, t)| (*s, t)),
+        at.scope,
+        polarity,
+        body,
+    );
     match effect {
         Effect::Acked | Effect::Refused => {
             let to = if effect == Effect::Acked {
@@ -484,10 +523,7 @@ fn apply_one(
         }
         Effect::NoReason => {
             tx.prepare_cached("UPDATE steering SET problem = ?2 WHERE key = ?1")?
-                .execute(params![
-                    key,
-                    format!("NACK without a reason at {source}:{line}; still pending")
-                ])?;
+                .execute(params![key, no_reason(source, line)])?;
         }
         _ => {}
     }

@@ -115,28 +115,35 @@ impl Store {
                     add(s);
                 }
             }
-            if found.iter().any(|s| s == typed) {
-                return Ok(typed.to_string());
-            }
-            found.retain(|s| crate::task::looks_like_uuid(s) || stamp::is_stamp(s));
-            match found.len() {
-                0 => Ok(typed.to_string()),
-                1 => Ok(found.remove(0)),
-                n => {
-                    found.sort();
-                    let shown: Vec<&str> = found.iter().take(SHOWN).map(String::as_str).collect();
-                    let more = if n > SHOWN {
-                        format!(" and {} more", n - SHOWN)
-                    } else {
-                        String::new()
-                    };
-                    Err(Error::input(format!(
-                        "ambiguous session '{typed}': matches {}{more}; type more characters",
-                        shown.join(", ")
-                    )))
-                }
-            }
+            pick_session(typed, found)
         })
+    }
+}
+
+/// The session `typed` names among the known sessions starting with it (`found`):
+/// itself when known or when no spice-made id (uuid, stamp) starts with it, the one
+/// that does, or an error naming several. Both backends decide by it.
+pub(super) fn pick_session(typed: &str, mut found: Vec<String>) -> Result<String> {
+    if found.iter().any(|s| s == typed) {
+        return Ok(typed.to_string());
+    }
+    found.retain(|s| crate::task::looks_like_uuid(s) || stamp::is_stamp(s));
+    match found.len() {
+        0 => Ok(typed.to_string()),
+        1 => Ok(found.remove(0)),
+        n => {
+            found.sort();
+            let shown: Vec<&str> = found.iter().take(SHOWN).map(String::as_str).collect();
+            let more = if n > SHOWN {
+                format!(" and {} more", n - SHOWN)
+            } else {
+                String::new()
+            };
+            Err(Error::input(format!(
+                "ambiguous session '{typed}': matches {}{more}; type more characters",
+                shown.join(", ")
+            )))
+        }
     }
 }
 

@@ -20,11 +20,16 @@
 //!   be scheduled): the claim path's statements are prepared once per connection
 //!   ([`Prepared`]) and each part of a snapshot is one query.
 //!
-//! Not on PostgreSQL yet (each says so in one line): steering, acknowledgments,
-//! transcript checkpoints, lane rows, change notification (`LISTEN/NOTIFY`), flows
-//! other than the default, annotations, imports.
+//! - Steering items, acknowledgments and transcript checkpoints follow the SQLite
+//!   store's rules ([`inbox`]); a committed change to steering or claims notifies
+//!   `spice_changes`, which a waiter blocks on ([`notify`]).
+//!
+//! Not on PostgreSQL yet (each says so in one line): lane rows, flows other than the
+//! default, annotations, imports, usage and the supervisor's other tables.
 
 mod claims;
+mod inbox;
+mod notify;
 pub mod schema;
 mod tasks;
 mod tls;
@@ -35,8 +40,8 @@ use super::authority::{Authority, Cell};
 use super::location::{not_on_postgres, Location};
 use super::vocab::{Checkpoint, Directive, Filter};
 use super::{
-    Claim, ClaimRequest, Holder, Item, LaneRow, LedgerEntry, Outcome, PhaseOutcome, Scope,
-    ShortIds, Snapshot, Takeover, Target,
+    AckRecord, Claim, ClaimRequest, Holder, Item, LaneRow, LedgerEntry, Outcome, PhaseOutcome,
+    Scope, ShortIds, Snapshot, Takeover, Target,
 };
 use crate::clock::Micros;
 use crate::error::{Error, Result};
@@ -51,6 +56,10 @@ pub struct PgStore {
     /// The URL without its password, for messages.
     at: String,
     prepared: Prepared,
+    /// Whether this connection issued `LISTEN` ([`notify`]).
+    listening: bool,
+    /// Change notifications received since then: the change token.
+    changes: i64,
 }
 
 /// Statements prepared on this connection, by their text: a long-lived connection (a
@@ -88,6 +97,8 @@ impl PgStore {
             client,
             at,
             prepared: Prepared::default(),
+            listening: false,
+            changes: 0,
         })
     }
 
@@ -186,32 +197,49 @@ impl Authority for PgStore {
     fn ledger(&mut self, input: &str) -> Result<Vec<LedgerEntry>> {
         tasks::ledger(self, input)
     }
-    fn steer(&mut self, _: &Target, _: &str, _: Duration) -> Result<Item> {
-        self.unsupported("steering")
+    fn steer(&mut self, target: &Target, text: &str, ttl: Duration) -> Result<Item> {
+        inbox::steer(self, target, text, ttl)
     }
-    fn inbox(&mut self, _: &[Target], _: bool) -> Result<Vec<Item>> {
-        self.unsupported("the steering inbox")
+    fn inbox(&mut self, targets: &[Target], all: bool) -> Result<Vec<Item>> {
+        inbox::inbox(self, targets, all)
     }
-    fn apply_acks_in(&mut self, _: &[Directive], _: &str, _: Scope<'_>) -> Result<Vec<Outcome>> {
-        self.unsupported("acknowledging steering")
+    fn mark_shown(&mut self, keys: &[String]) -> Result<()> {
+        inbox::mark_shown(self, keys)
     }
-    fn transcript_checkpoint(&mut self, _: &str) -> Result<Option<Checkpoint>> {
-        self.unsupported("transcript checkpoints")
+    fn acks_for(&mut self, key: &str) -> Result<Vec<AckRecord>> {
+        inbox::acks_for(self, key)
+    }
+    fn resolve_session(&mut self, typed: &str) -> Result<String> {
+        inbox::resolve_session(self, typed)
+    }
+    fn apply_acks_in(
+        &mut self,
+        directives: &[Directive],
+        source: &str,
+        scope: Scope<'_>,
+    ) -> Result<Vec<Outcome>> {
+        inbox::apply_acks_in(self, directives, source, scope)
+    }
+    fn transcript_checkpoint(&mut self, path: &str) -> Result<Option<Checkpoint>> {
+        inbox::transcript_checkpoint(self, path)
     }
     fn apply_transcript(
         &mut self,
-        _: &str,
-        _: Checkpoint,
-        _: &[Directive],
-        _: &[Target],
+        path: &str,
+        at: Checkpoint,
+        directives: &[Directive],
+        writer: &[Target],
     ) -> Result<Vec<Outcome>> {
-        self.unsupported("transcript checkpoints")
+        inbox::apply_transcript(self, path, at, directives, writer)
     }
     fn lanes(&mut self) -> Result<Vec<LaneRow>> {
         self.unsupported("lane rows")
     }
     fn change_token(&mut self) -> Result<i64> {
-        self.unsupported("change notification")
+        PgStore::change_token(self)
+    }
+    fn wait_change(&mut self, seen: i64, timeout: Duration) -> Result<i64> {
+        PgStore::wait_change(self, seen, timeout)
     }
     fn full_store(&mut self) -> Option<&mut super::Store> {
         None

@@ -66,7 +66,61 @@ const MIGRATIONS: &[&str] = &[
        detail jsonb NOT NULL);
      CREATE INDEX ledger_by_task ON ledger (task_id, seq);
      CREATE INDEX ledger_by_actor ON ledger (actor, seq);",
+    // 2: steering items, the acknowledgments found for them and transcript
+    // checkpoints (SQLite's schemas 2 and 3), and change notification: a committed
+    // change to steering or claims sends `NOTIFY spice_changes` with the table's name
+    // (row triggers, so every writer sends it; PostgreSQL folds a transaction's
+    // identical notifications into one and delivers them at commit). Showing an item
+    // (`shown`, `last_shown`) and renewing a lease change nothing a waiter acts on and
+    // send nothing.
+    "CREATE TABLE steering (
+       key text PRIMARY KEY,
+       target_kind text NOT NULL CHECK (target_kind IN ('lane', 'worktree', 'session')),
+       target text NOT NULL,
+       text text NOT NULL,
+       state text NOT NULL DEFAULT 'pending'
+         CHECK (state IN ('pending', 'acked', 'refused', 'expired')),
+       created bigint NOT NULL,
+       expires bigint NOT NULL,
+       shown bigint NOT NULL DEFAULT 0,
+       last_shown bigint,
+       closed_at bigint,
+       problem text);
+     CREATE INDEX steering_pending ON steering (expires) WHERE state = 'pending';
+     CREATE TABLE acks (
+       seq bigserial PRIMARY KEY,
+       key text NOT NULL,
+       polarity text NOT NULL CHECK (polarity IN ('ack', 'nack')),
+       body text NOT NULL,
+       source text NOT NULL,
+       line bigint NOT NULL,
+       at bigint NOT NULL,
+       effect text NOT NULL,
+       UNIQUE (key, polarity, source, line));
+     CREATE INDEX acks_by_key ON acks (key, seq);
+     CREATE TABLE transcript_checkpoints (
+       path text PRIMARY KEY,
+       byte_offset bigint NOT NULL,
+       line bigint NOT NULL,
+       hash bigint NOT NULL,
+       updated bigint NOT NULL);
+     CREATE FUNCTION spice_notify() RETURNS trigger LANGUAGE plpgsql
+       AS $$ BEGIN PERFORM pg_notify('spice_changes', TG_TABLE_NAME); RETURN NULL; END $$;
+     CREATE TRIGGER steering_made AFTER INSERT OR DELETE ON steering
+       FOR EACH ROW EXECUTE FUNCTION spice_notify();
+     CREATE TRIGGER steering_changed AFTER UPDATE ON steering FOR EACH ROW
+       WHEN ((OLD.state, OLD.problem, OLD.text, OLD.expires)
+             IS DISTINCT FROM (NEW.state, NEW.problem, NEW.text, NEW.expires))
+       EXECUTE FUNCTION spice_notify();
+     CREATE TRIGGER claims_made AFTER INSERT OR DELETE ON claims
+       FOR EACH ROW EXECUTE FUNCTION spice_notify();
+     CREATE TRIGGER claims_changed AFTER UPDATE ON claims FOR EACH ROW
+       WHEN ((OLD.claimant, OLD.fence) IS DISTINCT FROM (NEW.claimant, NEW.fence))
+       EXECUTE FUNCTION spice_notify();",
 ];
+
+/// The channel the schema's triggers notify on a change to steering or claims.
+pub const CHANGES: &str = "spice_changes";
 
 /// The schema version this build writes.
 pub const VERSION: i32 = MIGRATIONS.len() as i32;
