@@ -472,3 +472,93 @@ fn steering_from_host_a_reaches_a_command_under_host_b_mid_command() {
         "no SQLite store beside PostgreSQL"
     );
 }
+
+/// CPU time (user + system) a process has used, in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command's closing parenthesis; utime and stime are 14 and 15.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+/// A wrapper whose listening connection is cut off warns once, keeps its command
+/// running and falls back to its safety poll: a later item still arrives mid-command,
+/// and the ended listener is not polled in a spin (it once woke the loop forever).
+#[test]
+#[ignore = "needs PostgreSQL (SPICE_TEST_POSTGRES)"]
+fn regression_a_cut_off_listener_leaves_the_safety_poll_without_spinning() {
+    let Some(db) = pg::Database::new("a_cut_off_listener") else {
+        return;
+    };
+    let env = host_on(&db.url);
+    let release = env.dir.path().join("release");
+    let script = format!(
+        "while [ ! -e '{}' ]; do sleep 0.05; done",
+        release.display()
+    );
+    let mut child = env
+        .cmd(&["exec", "--", "sh", "-c", &script])
+        .env("SPICE_LANE", "core")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        let mut seen = Vec::new();
+        while let Ok(n) = stderr.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            seen.extend_from_slice(&buf[..n]);
+            let _ = tx.send(String::from_utf8_lossy(&seen).into_owned());
+        }
+    });
+    let mut admin = db.client();
+    let listening = "SELECT pid FROM pg_stat_activity WHERE datname = current_database()
+                     AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()";
+    common::wait_for("the wrapper to listen", 20, || {
+        (!admin.query(listening, &[]).unwrap().is_empty()).then_some(())
+    });
+    admin
+        .execute(
+            &format!("SELECT pg_terminate_backend(pid) FROM ({listening}) l"),
+            &[],
+        )
+        .unwrap();
+    let mut seen = String::new();
+    let wait_for_text = |seen: &mut String, needle: &str| {
+        while !seen.contains(needle) {
+            match rx.recv_timeout(Duration::from_secs(20)) {
+                Ok(s) => *seen = s,
+                Err(_) => panic!("never saw {needle:?} on the wrapper's stderr: {seen}"),
+            }
+        }
+    };
+    wait_for_text(&mut seen, "not listening for new steering");
+    let pid = child.id();
+    let (before, t0) = (cpu_ticks(pid), std::time::Instant::now());
+    let key = steer(&env, "lane:core", "still reaches the command");
+    wait_for_text(&mut seen, &key);
+    assert!(child.try_wait().unwrap().is_none(), "delivered mid-command");
+    // Past a safety poll or two, an idle wrapper has used next to no CPU; a loop woken
+    // by the dead listener would have used most of a core meanwhile.
+    common::wait_for("two seconds to pass", 10, || {
+        (t0.elapsed() >= Duration::from_secs(2)).then_some(())
+    });
+    let ticks = cpu_ticks(pid) - before;
+    assert!(
+        ticks < 30,
+        "the wrapper used {ticks} ticks of CPU in ~2 s: spinning"
+    );
+    assert_eq!(
+        seen.matches("not listening").count(),
+        1,
+        "warned once: {seen}"
+    );
+    std::fs::write(&release, "").unwrap();
+    assert!(child.wait().unwrap().success());
+}
