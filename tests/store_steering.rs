@@ -107,6 +107,7 @@ both!(exec_shows_pending_items_and_counts_each_showing);
 both!(a_transcripts_directives_and_checkpoint_are_one_transaction);
 both!(the_change_token_moves_when_another_writer_steers);
 both!(a_session_target_is_completed_from_a_prefix_the_store_knows);
+both!(the_claude_hook_shows_a_due_item_once);
 
 fn steer(env: &TestEnv, target: &str, msg: &str) -> String {
     let key = env
@@ -399,4 +400,26 @@ fn a_session_target_is_completed_from_a_prefix_the_store_knows(f: &Fleet) {
     // A prefix of no known session is kept as typed (a session not seen yet).
     let k = steer(env, "session:9e9e9e9e", "for later");
     assert_eq!(item(env, &k)["target"], "9e9e9e9e");
+}
+
+fn the_claude_hook_shows_a_due_item_once(f: &Fleet) {
+    let env = &f.env;
+    let k = steer(env, "lane:core", "use the v2 API");
+    let hook = || {
+        let r = env
+            .cmd(&["hook", "claude-post-tool-use"])
+            .env("SPICE_LANE", "core")
+            .output()
+            .unwrap();
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        String::from_utf8(r.stdout).unwrap()
+    };
+    let first = hook();
+    let v: serde_json::Value = serde_json::from_str(&first).unwrap();
+    let ctx = v["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap();
+    assert!(ctx.contains(&k) && ctx.contains("use the v2 API"), "{ctx}");
+    assert_eq!(hook(), "", "shown once until its re-show gap passes");
+    assert_eq!(item(env, &k)["shown"], 1);
 }
