@@ -162,9 +162,9 @@ fn cpu_ticks(pid: u32) -> u64 {
 }
 
 /// A wrapper whose listening connection is cut off warns once, keeps its command
-/// running and falls back to its safety poll: a later item still arrives mid-command,
-/// and the ended listener is not polled in a spin (it once woke the loop forever: 80
-/// ticks in 2 s).
+/// running, falls back to its safety poll and listens again on a new connection: a
+/// later item still arrives mid-command, and the ended listener is not polled in a
+/// spin (it once woke the loop forever: 80 ticks in 2 s).
 #[test]
 #[ignore = "needs PostgreSQL (SPICE_TEST_POSTGRES)"]
 fn regression_a_cut_off_listener_leaves_the_safety_poll_without_spinning() {
@@ -186,6 +186,10 @@ fn regression_a_cut_off_listener_leaves_the_safety_poll_without_spinning() {
         )
         .unwrap();
     run.wait_text("not listening for new steering");
+    // It connects again (the server is up) and listens on the new connection.
+    common::wait_for("the wrapper to listen again", 20, || {
+        (!admin.query(listening, &[]).unwrap().is_empty()).then_some(())
+    });
     let pid = run.child.id();
     let (before, t0) = (cpu_ticks(pid), Instant::now());
     let key = steer(&env, "lane:core", "still reaches the command");
@@ -208,4 +212,52 @@ fn regression_a_cut_off_listener_leaves_the_safety_poll_without_spinning() {
         "warned once: {seen}"
     );
     run.finish();
+}
+
+/// Issue #18: "a database restart mid-run: … reconnect and nothing is lost". A command
+/// runs under host B's `spice exec` while the server restarts (`pg_ctl restart`, which
+/// ends every connection); the wrapper says once that it lost its listener, keeps the
+/// command running, connects again (its listener and its reading connection, which
+/// used to be dropped for the rest of the command), and an item host A steers after
+/// the restart still arrives mid-command.
+#[test]
+#[ignore = "needs PostgreSQL (SPICE_TEST_POSTGRES)"]
+fn a_server_restart_mid_command_loses_no_steering() {
+    let Some(db) = pg::Database::on_own_cluster("a_server_restart_mid_command") else {
+        return;
+    };
+    let (host_a, host_b) = (host_on(&db.url), host_on(&db.url));
+    // The store exists before the command starts (a wrapper finding none adds nothing).
+    let first = steer(&host_a, "lane:core", "before the restart");
+    let mut run = Running::start(&host_b);
+    run.wait_text(&first);
+    let mut admin = db.client();
+    let listening = "SELECT pid FROM pg_stat_activity WHERE datname = current_database()
+                     AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()";
+    common::wait_for("the wrapper to listen", 20, || {
+        (!admin.query(listening, &[]).unwrap().is_empty()).then_some(())
+    });
+    drop(admin);
+    db.cluster()
+        .expect("the test's own cluster")
+        .pg_ctl("restart")
+        .expect("pg_ctl restart");
+    run.wait_text("not listening for new steering");
+    let mut admin = db.client();
+    common::wait_for("the wrapper to listen again", 20, || {
+        (!admin.query(listening, &[]).unwrap().is_empty()).then_some(())
+    });
+    let after = steer(&host_a, "lane:core", "after the restart");
+    let seen = run.wait_text(&after).to_string();
+    assert!(run.still_running(), "delivered mid-command: {seen}");
+    assert_eq!(
+        seen.matches("not listening").count(),
+        1,
+        "said once: {seen}"
+    );
+    run.finish();
+    for key in [&first, &after] {
+        let shown = item(&host_a, key);
+        assert!(shown["shown"].as_i64().unwrap() >= 2, "{shown}");
+    }
 }

@@ -116,8 +116,18 @@ pub fn run(cfg: ExecConfig, clock: Arc<dyn Clock>) -> Result<i32> {
             }
         }
     };
+    // A connection to PostgreSQL can be lost mid-command (a server restart): it is
+    // made again rather than leaving the command without steering.
+    let reopen: Option<Reopen> = cfg.postgres.clone().map(|url| {
+        let clock = clock.clone();
+        Box::new(move || crate::store::connect(&Location::Postgres(url.clone()), clock.clone()))
+            as Reopen
+    });
     let mut shower = Shower {
         store,
+        reopen,
+        retry_at: None,
+        failing: false,
         targets: cfg.targets,
         backoff: if cfg.backoff.is_empty() {
             BACKOFF.to_vec()
@@ -290,8 +300,18 @@ enum Moment {
 }
 
 /// Decides what to show when, and records each showing in the store.
+/// Opens the store again after a failure.
+type Reopen = Box<dyn Fn() -> Result<Box<dyn Authority>>>;
+
 struct Shower {
     store: Option<Box<dyn Authority>>,
+    /// How to open the store again once it failed (PostgreSQL only: a lost connection
+    /// is worth another try, a SQLite file that failed is not), at most once per
+    /// [`SAFETY_POLL`] (`retry_at`).
+    reopen: Option<Reopen>,
+    retry_at: Option<Instant>,
+    /// Said on stderr that steering is unavailable, and not back since: said once.
+    failing: bool,
     targets: Vec<Target>,
     backoff: Vec<Duration>,
     /// Items shown by this run: when each is due again and how many times it was shown.
@@ -308,27 +328,68 @@ impl Shower {
             .unwrap_or(SAFETY_POLL)
     }
 
+    /// The store, opened again when it failed and a retry is due.
+    fn store(&mut self) -> Option<&mut Box<dyn Authority>> {
+        if self.store.is_none() {
+            if let (Some(reopen), Some(at)) = (&self.reopen, self.retry_at) {
+                if Instant::now() >= at {
+                    match reopen() {
+                        Ok(s) => {
+                            self.store = Some(s);
+                            self.retry_at = None;
+                        }
+                        Err(_) => self.retry_at = Some(Instant::now() + SAFETY_POLL),
+                    }
+                }
+            }
+        }
+        self.store.as_mut()
+    }
+
+    /// The store failed: said once, dropped, and (where it can be) tried again at once.
+    fn lost(&mut self, e: &Error) {
+        if !self.failing {
+            let again = if self.reopen.is_some() {
+                "; trying again meanwhile"
+            } else {
+                ""
+            };
+            warn(&format!("steering unavailable ({e}){again}"));
+            self.failing = true;
+        }
+        self.store = None;
+        if self.reopen.is_some() {
+            self.retry_at = Some(Instant::now());
+        }
+    }
+
+    /// The due items and the store's clock; a failure is tried once more on a new
+    /// connection (the first may have been lost).
+    fn read(&mut self) -> Option<(Vec<Item>, Micros)> {
+        for _ in 0..2 {
+            let targets = std::mem::take(&mut self.targets);
+            let got = self.store().map(|store| {
+                store
+                    .inbox(&targets, false)
+                    .and_then(|items| Ok((items, store.now()?)))
+            });
+            self.targets = targets;
+            match got? {
+                Ok(got) => {
+                    self.failing = false;
+                    return Some(got);
+                }
+                Err(e) => self.lost(&e),
+            }
+        }
+        None
+    }
+
     fn show(&mut self, moment: Moment) {
-        let Some(store) = self.store.as_mut() else {
+        let Some((items, wall)) = self.read() else {
             return;
         };
-        let items = match store.inbox(&self.targets, false) {
-            Ok(items) => items,
-            Err(e) => {
-                warn(&format!("steering unavailable ({e})"));
-                self.store = None;
-                return;
-            }
-        };
         let now = Instant::now();
-        let wall = match store.now() {
-            Ok(t) => t,
-            Err(e) => {
-                warn(&format!("steering unavailable ({e})"));
-                self.store = None;
-                return;
-            }
-        };
         let due: Vec<&Item> = items
             .iter()
             .filter(|i| match (moment, self.schedule.get(&i.key)) {
@@ -346,6 +407,9 @@ impl Shower {
             self.schedule.insert(i.key.clone(), (now + gap, n));
         }
         let keys: Vec<String> = due.iter().map(|i| i.key.clone()).collect();
+        let Some(store) = self.store.as_mut() else {
+            return;
+        };
         if let Err(e) = store.mark_shown(&keys) {
             warn(&format!("could not record shown items ({e})"));
         }

@@ -5,8 +5,10 @@
 //! on the store.
 //!
 //! Invariants: the listener says once that it listens (whatever was committed before
-//! made no notification, so the loop reads the store then); a watch that ended reports
-//! [`Drained::Gone`] instead of waking the loop forever.
+//! made no notification, so the loop reads the store then); a lost listening
+//! connection is made again (said once, paused between tries), so a command outlives
+//! a server restart with live delivery; a watch that ended reports [`Drained::Gone`]
+//! instead of waking the loop forever.
 
 use super::exec::warn;
 use crate::store::Location;
@@ -72,9 +74,11 @@ pub(super) enum Drained {
 /// Starts a thread that listens for the store's change notifications on a connection
 /// of its own and writes a byte to the returned socket once it listens (whatever was
 /// committed before was made without it: the loop reads the store then) and after
-/// each change. The loop never blocks on the server: a thread that cannot connect
-/// warns once and leaves the safety poll. The thread ends with the process (or when
-/// the loop's end is gone).
+/// each change. The loop never blocks on the server. A connection that cannot be made
+/// or is lost (the server restarted, the backend was ended) is said once and made
+/// again after a pause (250 ms, doubling to 5 s), the safety poll covering the gap;
+/// each new connection writes its byte, so what was committed meanwhile is read. The
+/// thread ends with the process, or as soon as the loop's end of the socket is gone.
 pub(super) fn listen(url: &str) -> Option<UnixStream> {
     let (ours, theirs) = UnixStream::pair().ok()?;
     ours.set_nonblocking(true).ok()?;
@@ -83,27 +87,61 @@ pub(super) fn listen(url: &str) -> Option<UnixStream> {
         .name("spice-exec-listen".into())
         .spawn(move || {
             let mut theirs = theirs;
-            let heard = crate::store::connect(&loc, Arc::new(crate::clock::SystemClock)).and_then(
-                |mut store| {
-                    let mut seen = store.change_token()?;
-                    loop {
-                        if theirs.write_all(&[1]).is_err() {
-                            return Ok(());
-                        }
-                        seen = loop {
-                            let now = store.wait_change(seen, Duration::from_secs(3600))?;
-                            if now != seen {
-                                break now;
+            let mut warned = false;
+            let mut pause = FIRST_PAUSE;
+            loop {
+                let mut listened = false;
+                let heard = crate::store::connect(&loc, Arc::new(crate::clock::SystemClock))
+                    .and_then(|mut store| {
+                        let mut seen = store.change_token()?;
+                        loop {
+                            if theirs.write_all(&[1]).is_err() {
+                                return Ok(());
                             }
-                        };
-                    }
-                },
-            );
-            if let Err(e) = heard {
-                warn(&format!("not listening for new steering ({e})"));
+                            listened = true;
+                            seen = loop {
+                                let now = store.wait_change(seen, Duration::from_secs(3600))?;
+                                if now != seen {
+                                    break now;
+                                }
+                            };
+                        }
+                    });
+                let e = match heard {
+                    Ok(()) => return,
+                    Err(e) => e,
+                };
+                if !warned {
+                    warn(&format!(
+                        "not listening for new steering ({e}); trying again meanwhile"
+                    ));
+                    warned = true;
+                }
+                if listened {
+                    pause = FIRST_PAUSE;
+                }
+                if peer_gone(&theirs, pause) {
+                    return;
+                }
+                pause = (pause * 2).min(LAST_PAUSE);
             }
         });
     spawned.ok().map(|_| ours)
+}
+
+/// The first pause before a lost listener connects again, and the longest.
+const FIRST_PAUSE: Duration = Duration::from_millis(250);
+const LAST_PAUSE: Duration = Duration::from_secs(5);
+
+/// Waits up to `pause` for the loop's end of the socket to close: true if it did. The
+/// loop never writes to the listener, so anything readable is the end of the stream.
+fn peer_gone(theirs: &UnixStream, pause: Duration) -> bool {
+    let mut fds = [nix::poll::PollFd::new(
+        theirs.as_fd(),
+        nix::poll::PollFlags::POLLIN,
+    )];
+    let timeout = nix::poll::PollTimeout::try_from(pause).unwrap_or(nix::poll::PollTimeout::MAX);
+    matches!(nix::poll::poll(&mut fds, timeout), Ok(n) if n > 0)
 }
 
 pub(super) fn watch_dir(dir: &std::path::Path) -> Option<Inotify> {
