@@ -78,9 +78,10 @@ pub fn rank(input: &Input<'_>) -> Vec<Candidate> {
     rank_top(input, usize::MAX)
 }
 
-/// The first `limit` (at least) of [`rank`]'s order, computing release counts only for
-/// the candidates that tie on inherited priority with one of those: whole tiers of
-/// inherited priority are ranked, best first, until `limit` candidates are placed.
+/// The first `limit` of [`rank`]'s order (all of it when fewer are ready), computing
+/// release counts only for the candidates that tie on inherited priority with one of
+/// those: whole tiers of inherited priority are measured, best first, until `limit`
+/// candidates are placed; of the last tier only the best are ordered and returned.
 /// The shape-derived measures come from [`shape::of`], shared while the graph's
 /// shape is unchanged.
 pub fn rank_top(input: &Input<'_>, limit: usize) -> Vec<Candidate> {
@@ -100,28 +101,53 @@ pub fn rank_top(input: &Input<'_>, limit: usize) -> Vec<Candidate> {
         })
         .collect();
     ready.sort_by(|&a, &b| m.inherited[b].cmp(&m.inherited[a]).then(a.cmp(&b)));
+    // Cells borrowed from the tasks, so that placing a candidate allocates nothing.
+    let peers: HashMap<(Option<&str>, &str), usize> = input
+        .peer_cells
+        .iter()
+        .map(|((p, ph), n)| ((p.as_deref(), ph.as_str()), *n))
+        .collect();
+    let last = input
+        .last_cell
+        .as_ref()
+        .map(|(p, ph)| (p.as_deref(), ph.as_str()));
     let mut out: Vec<Candidate> = Vec::new();
     for tier in ready.chunk_by(|&a, &b| m.inherited[a] == m.inherited[b]) {
-        if out.len() >= limit {
+        let wanted = limit.saturating_sub(out.len());
+        if wanted == 0 {
             break;
         }
         let releases = m.releases(tier);
-        let start = out.len();
-        out.extend(tier.iter().zip(releases).map(|(&i, releases)| {
-            let t = &tasks[i];
-            let cell = (t.project.clone(), t.phase.clone());
-            Candidate {
-                index: i,
-                inherited_priority: m.inherited[i],
-                inherited_from: tasks[m.inherited_from[i]].id.clone(),
-                releases,
-                urgency: urgency::urgency(t, input.now),
-                peers: input.peer_cells.get(&cell).copied().unwrap_or(0),
-                local: input.last_cell.as_ref() == Some(&cell),
-            }
-        }));
-        out[start..]
-            .sort_by(|a, b| compare(a, b).then_with(|| tasks[a.index].id.cmp(&tasks[b.index].id)));
+        let mut placed: Vec<Candidate> = tier
+            .iter()
+            .zip(releases)
+            .map(|(&i, releases)| {
+                let t = &tasks[i];
+                let cell = (t.project.as_deref(), t.phase.as_str());
+                Candidate {
+                    index: i,
+                    inherited_priority: m.inherited[i],
+                    // Filled in for the candidates returned.
+                    inherited_from: String::new(),
+                    releases,
+                    urgency: urgency::urgency(t, input.now),
+                    peers: peers.get(&cell).copied().unwrap_or(0),
+                    local: last == Some(cell),
+                }
+            })
+            .collect();
+        let order = |a: &Candidate, b: &Candidate| {
+            compare(a, b).then_with(|| tasks[a.index].id.cmp(&tasks[b.index].id))
+        };
+        if placed.len() > wanted {
+            placed.select_nth_unstable_by(wanted - 1, order);
+            placed.truncate(wanted);
+        }
+        placed.sort_by(order);
+        for c in &mut placed {
+            c.inherited_from = tasks[m.inherited_from[c.index]].id.clone();
+        }
+        out.extend(placed);
     }
     out
 }

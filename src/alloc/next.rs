@@ -16,9 +16,8 @@ use std::collections::{HashMap, HashSet};
 const MAX_ROUNDS: usize = 64;
 
 /// How many candidates a claim ranks and then tries, best first, in one transaction
-/// (more are ranked when a whole tier of inherited priority ties, and afresh when all
-/// of them were lost): enough that concurrent claimers racing for the same best
-/// candidates rarely run out.
+/// (ranking afresh when all of them were lost): enough that concurrent claimers
+/// racing for the same best candidates rarely run out.
 const CLAIM_BATCH: usize = 64;
 
 /// Builds the ranking input for `claimant` from a snapshot.
@@ -88,6 +87,23 @@ pub fn ranked_top(
     Ok((snap, ranking))
 }
 
+/// The ids of [`ranked_top`]'s first `limit` for a claim, read from the lighter
+/// [`Authority::ranking_snapshot`] (a claim returns what its own transaction reads).
+fn claim_candidates(
+    store: &mut dyn Authority,
+    claimant: &str,
+    filter: &Filter,
+    limit: usize,
+) -> Result<Vec<String>> {
+    let last = store.last_cell(claimant)?;
+    let snap = store.ranking_snapshot()?;
+    let ranking = rank_top(&input(&snap, Some(claimant), last, filter.clone()), limit);
+    Ok(ranking
+        .iter()
+        .map(|c| snap.tasks[c.index].id.clone())
+        .collect())
+}
+
 /// Claims the best ready task for `req.claimant`, or returns `None` when nothing
 /// matching `filter` is ready.
 pub fn claim_next(
@@ -96,14 +112,11 @@ pub fn claim_next(
     filter: &Filter,
 ) -> Result<Option<Claim>> {
     for _ in 0..MAX_ROUNDS {
-        let (snap, ranking) = ranked_top(store, Some(&req.claimant), filter, CLAIM_BATCH)?;
-        if ranking.is_empty() {
+        let ranked = claim_candidates(store, &req.claimant, filter, CLAIM_BATCH)?;
+        if ranked.is_empty() {
             return Ok(None);
         }
-        let ids: Vec<&str> = ranking
-            .iter()
-            .map(|c| snap.tasks[c.index].id.as_str())
-            .collect();
+        let ids: Vec<&str> = ranked.iter().map(String::as_str).collect();
         if let Some(claim) = store.claim_first_ready(&ids, req, filter)? {
             return Ok(Some(claim));
         }

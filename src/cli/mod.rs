@@ -21,6 +21,7 @@ use crate::clock::SystemClock;
 use crate::error::{Error, Result};
 use crate::store::Store;
 use clap::{Parser, Subcommand};
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -130,10 +131,6 @@ struct DemoArgs {
 
 /// Runs the command line and returns the process exit code.
 pub fn main() -> i32 {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(e) => return clap_error(e),
-    };
     // How deep this process is among spice-launched ones; a bad value matters only
     // to a command that starts agents, which refuses it (`launch_depth`).
     if let Ok(Some(d)) = crate::agent::depth::parse(
@@ -142,7 +139,15 @@ pub fn main() -> i32 {
     ) {
         crate::agent::depth::set_current(d);
     }
-    let result = match cli.command {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let command = match hot_command(&args) {
+        Some(command) => command,
+        None => match Cli::try_parse_from(&args) {
+            Ok(cli) => cli.command,
+            Err(e) => return clap_error(e),
+        },
+    };
+    let result = match command {
         // The wrapper's exit code is its command's, not spice's.
         Command::Exec(args) => steer::exec(args),
         Command::AgentShim { parent, command } => crate::agent::shim::run(parent, &command),
@@ -174,6 +179,33 @@ pub fn main() -> i32 {
             eprintln!("spice: {}", one_line(&e.to_string()));
             e.exit_code()
         }
+    }
+}
+
+/// The internal commands an agent runs on every one of its shell commands and tool
+/// calls (`exec -- CMD…`, `agent-shim --parent PID -- CMD…`, `hook KIND`), read by
+/// hand in exactly the form spice itself writes them: building clap's tree of every
+/// command is a third of start-up, paid on each of an agent's commands. Any other form
+/// (a flag, `--help`, a missing command, a bad pid) is left to clap, which parses or
+/// refuses it as before.
+fn hot_command(args: &[OsString]) -> Option<Command> {
+    let word = |i: usize| args.get(i).and_then(|a| a.to_str());
+    match word(1)? {
+        "exec" if word(2)? == "--" && args.len() > 3 => {
+            Some(Command::Exec(steer::ExecArgs::new(args[3..].to_vec())))
+        }
+        "agent-shim" if word(2)? == "--parent" && word(4)? == "--" && args.len() > 5 => {
+            let parent = word(3)?.parse().ok()?;
+            Some(Command::AgentShim {
+                parent,
+                command: args[5..].to_vec(),
+            })
+        }
+        "hook" if args.len() == 3 => {
+            let kind = <steer::HookKind as clap::ValueEnum>::from_str(word(2)?, false).ok()?;
+            Some(Command::Hook { kind })
+        }
+        _ => None,
     }
 }
 
@@ -425,4 +457,55 @@ fn clap_error(e: clap::Error) -> i32 {
 
 fn one_line(s: &str) -> String {
     s.split('\n').map(str::trim).collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(words: &[&str]) -> Vec<OsString> {
+        words.iter().map(OsString::from).collect()
+    }
+
+    /// The hand-read forms mean exactly what clap reads from them.
+    #[test]
+    fn hot_commands_parse_as_clap_does() {
+        for words in [
+            &["spice", "exec", "--", "true"][..],
+            &["spice", "exec", "--", "sh", "-c", "echo hi", "--", "--help"],
+            &[
+                "spice",
+                "agent-shim",
+                "--parent",
+                "42",
+                "--",
+                "claude",
+                "--x",
+            ],
+            &["spice", "hook", "claude-post-tool-use"],
+        ] {
+            let args = argv(words);
+            let hot = hot_command(&args).expect("a hot command");
+            let clap = Cli::try_parse_from(&args).unwrap().command;
+            assert_eq!(format!("{hot:?}"), format!("{clap:?}"), "{words:?}");
+        }
+    }
+
+    /// Anything else goes to clap, which parses or refuses it as it always did.
+    #[test]
+    fn other_forms_are_left_to_clap() {
+        for words in [
+            &["spice", "exec"][..],
+            &["spice", "exec", "--"],
+            &["spice", "exec", "true"],
+            &["spice", "exec", "--help"],
+            &["spice", "agent-shim", "--parent", "x", "--", "claude"],
+            &["spice", "agent-shim", "--parent", "42", "--"],
+            &["spice", "hook", "no-such-hook"],
+            &["spice", "hook", "claude-post-tool-use", "extra"],
+            &["spice", "task", "list"],
+        ] {
+            assert!(hot_command(&argv(words)).is_none(), "{words:?}");
+        }
+    }
 }

@@ -85,6 +85,13 @@ pub struct ExecArgs {
     command: Vec<OsString>,
 }
 
+impl ExecArgs {
+    /// The arguments of `spice exec -- CMD…`, read without clap (`cli::hot_command`).
+    pub(super) fn new(command: Vec<OsString>) -> ExecArgs {
+        ExecArgs { command }
+    }
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Shell {
     Bash,

@@ -151,13 +151,17 @@ pub fn run(cfg: ExecConfig, clock: Arc<dyn Clock>) -> Result<i32> {
 
     let take_tty = foreground_tty();
     let mut cmd = std::process::Command::new(&cfg.argv[0]);
-    cmd.args(&cfg.argv[1..]).env("SPICE_EXEC_ACTIVE", "1");
-    // SAFETY: only async-signal-safe calls (setpgid, sigaction, tcsetpgrp, sigprocmask)
-    // between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0))?;
-            if take_tty {
+    cmd.args(&cfg.argv[1..])
+        .env("SPICE_EXEC_ACTIVE", "1")
+        .process_group(0);
+    // std gives the child an empty signal mask. With no terminal to hand over, no code
+    // of ours runs between fork and exec, so std spawns with posix_spawn: no copy of
+    // the wrapper's page tables, which was a large part of wrapping a short command.
+    if take_tty {
+        // SAFETY: only async-signal-safe calls (sigaction, tcsetpgrp, sigprocmask)
+        // between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
                 // Become the terminal's foreground group so the command can read it;
                 // ignoring SIGTTOU for the call is what shells do.
                 let ign = nix::sys::signal::SigAction::new(
@@ -168,10 +172,10 @@ pub fn run(cfg: ExecConfig, clock: Arc<dyn Clock>) -> Result<i32> {
                 let old = nix::sys::signal::sigaction(Signal::SIGTTOU, &ign)?;
                 let _ = nix::unistd::tcsetpgrp(std::io::stdin(), nix::unistd::getpid());
                 nix::sys::signal::sigaction(Signal::SIGTTOU, &old)?;
-            }
-            SigSet::empty().thread_set_mask()?;
-            Ok(())
-        });
+                SigSet::empty().thread_set_mask()?;
+                Ok(())
+            });
+        }
     }
     let mut child = match cmd.spawn() {
         Ok(c) => c,

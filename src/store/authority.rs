@@ -49,6 +49,12 @@ pub trait Authority {
     fn short_ids(&mut self) -> Result<ShortIds>;
     /// Open tasks and every claim, from one consistent read, with its time.
     fn snapshot(&mut self) -> Result<Snapshot>;
+    /// [`Authority::snapshot`] for ranking only: a backend may leave each task's
+    /// uuid, title and body empty (nothing that ranks reads them). The full snapshot
+    /// unless a backend has a cheaper read.
+    fn ranking_snapshot(&mut self) -> Result<Snapshot> {
+        self.snapshot()
+    }
     /// The cell of the task `claimant` last came to hold, if any.
     fn last_cell(&mut self, claimant: &str) -> Result<Option<Cell>>;
 
@@ -165,6 +171,9 @@ impl Authority for Store {
     }
     fn snapshot(&mut self) -> Result<Snapshot> {
         Store::snapshot(self)
+    }
+    fn ranking_snapshot(&mut self) -> Result<Snapshot> {
+        Store::ranking_snapshot(self)
     }
     fn last_cell(&mut self, claimant: &str) -> Result<Option<Cell>> {
         Store::last_cell(self, claimant)

@@ -219,6 +219,15 @@ impl Store {
         f(&tx, now).map_err(|e| open::explain(path, read_only, e))
     }
 
+    /// Frees this connection's page cache (`PRAGMA shrink_memory`), for a connection
+    /// about to sit idle after reading the whole graph: the cache refills on the next
+    /// read, from the operating system's.
+    pub fn release_memory(&self) -> Result<()> {
+        self.conn
+            .execute_batch("PRAGMA shrink_memory")
+            .ctx(|| "failed to free the page cache".into())
+    }
+
     /// `PRAGMA integrity_check`: `Ok(())` or the problems SQLite found.
     pub fn integrity_check(&self) -> Result<()> {
         check::integrity(&self.conn, &self.path, "integrity_check")

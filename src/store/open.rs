@@ -49,7 +49,7 @@ fn open_read_write(path: &Path) -> Result<Connection> {
     conn.execute_batch("PRAGMA foreign_keys = ON; PRAGMA synchronous = FULL;")
         .map_err(|e| sql(path, e))?;
     // Refuse before the first write: switching to WAL rewrites the header.
-    schema::refuse_foreign(&conn, path)?;
+    let version = schema::refuse_foreign(&conn, path)?;
     let mode: String = conn
         .query_row("PRAGMA journal_mode", [], |r| r.get(0))
         .map_err(|e| sql(path, e))?;
@@ -58,7 +58,10 @@ fn open_read_write(path: &Path) -> Result<Connection> {
             .map_err(|e| sql(path, e))?;
     }
     let mut conn = conn;
-    schema::migrate(&mut conn, path)?;
+    // A current schema was just read: no second look (every command opens the store).
+    if version < schema::VERSION {
+        schema::migrate(&mut conn, path)?;
+    }
     Ok(conn)
 }
 

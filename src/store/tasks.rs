@@ -47,6 +47,11 @@ pub struct PhaseOutcome {
 
 const TASK_COLUMNS: &str =
     "id, uuid, title, body, project, phase, priority, due, wait, status, entry, end_at, modified";
+/// [`TASK_COLUMNS`] for a reader that only ranks: the uuid, title and body (most of a
+/// task's bytes), the end and the modification time, which no ranking reads, are left
+/// empty.
+const RANKED_COLUMNS: &str =
+    "id, '', '', '', project, phase, priority, due, wait, status, entry, NULL, 0";
 
 fn row_to_task(r: &rusqlite::Row<'_>) -> rusqlite::Result<Task> {
     let priority: Option<String> = r.get(6)?;
@@ -393,6 +398,46 @@ pub(super) fn list_tasks(tx: &Transaction<'_>, filter: &ListFilter) -> Result<Ve
         tasks.push(t);
         Ok(())
     })?;
+    Ok(tasks)
+}
+
+/// The open tasks (`statuses`), for ranking only: each task's uuid, title and body come
+/// back empty, its end and modification times unset (`Store::ranking_snapshot`). Each
+/// status is read in the order of the `(status, id)` index, so SQLite sorts nothing
+/// (with the columns no longer read, a fifth of a claim's instructions at 1,500 tasks,
+/// by callgrind); the runs are merged
+/// by id here, then the side tables joined as [`each_task`] joins them.
+pub(super) fn list_ranked_tasks(tx: &Transaction<'_>, statuses: &[Status]) -> Result<Vec<Task>> {
+    let mut tasks = Vec::new();
+    let mut stmt = tx.prepare_cached(&format!(
+        "SELECT {RANKED_COLUMNS} FROM tasks WHERE status = ?1 ORDER BY id"
+    ))?;
+    for status in statuses {
+        let mut rows = stmt.query([status.as_str()])?;
+        while let Some(r) = rows.next()? {
+            tasks.push(row_to_task(r)?);
+        }
+    }
+    // Already sorted runs, one per status: the stable sort only merges them.
+    tasks.sort_by(|a, b| a.id.cmp(&b.id));
+    let mut tags = tx.prepare("SELECT task_id, tag FROM tags ORDER BY task_id, tag")?;
+    let mut tags = Side::new(tags.query([])?, |r| r.get(1));
+    let mut deps = tx.prepare("SELECT task_id, dep_id FROM deps ORDER BY task_id, dep_id")?;
+    let mut deps = Side::new(deps.query([])?, |r| r.get(1));
+    let mut notes = tx.prepare(
+        "SELECT task_id, entry, description FROM annotations ORDER BY task_id, entry, rowid",
+    )?;
+    let mut notes = Side::new(notes.query([])?, |r| {
+        Ok(Annotation {
+            entry: r.get(1)?,
+            description: r.get(2)?,
+        })
+    });
+    for t in &mut tasks {
+        tags.take(&t.id, &mut t.tags)?;
+        deps.take(&t.id, &mut t.depends)?;
+        notes.take(&t.id, &mut t.annotations)?;
+    }
     Ok(tasks)
 }
 

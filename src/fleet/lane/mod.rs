@@ -90,6 +90,7 @@ pub fn run(
     port: &super::attach::Port,
     activity: &Activity,
 ) -> LaneReport {
+    idle::share_arenas();
     let mut report = LaneReport {
         lane: cfg.name.clone(),
         ..LaneReport::default()
