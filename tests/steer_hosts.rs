@@ -12,18 +12,6 @@ use std::process::{Child, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-/// A state directory whose `config.toml` puts the store on `url`.
-fn host_on(url: &str) -> TestEnv {
-    let env = TestEnv::new();
-    std::fs::create_dir_all(&env.home).unwrap();
-    std::fs::write(
-        env.home.join("config.toml"),
-        format!("[store]\nurl = \"{url}\"\n"),
-    )
-    .unwrap();
-    env
-}
-
 fn steer(env: &TestEnv, target: &str, msg: &str) -> String {
     let key = env
         .run(&["steer", "--force", target, msg])
@@ -129,7 +117,7 @@ fn steering_from_host_a_reaches_a_command_under_host_b_mid_command() {
     let Some(db) = pg::Database::new("steering_from_host_a_reaches_host_b") else {
         return;
     };
-    let (host_a, host_b) = (host_on(&db.url), host_on(&db.url));
+    let (host_a, host_b) = (db.host(), db.host());
     let before = steer(&host_a, "lane:core", "an item from before");
     let mut run = Running::start(&host_b);
     let key = steer(&host_a, "lane:core", "use the v2 API from now on");
@@ -171,7 +159,7 @@ fn regression_a_cut_off_listener_leaves_the_safety_poll_without_spinning() {
     let Some(db) = pg::Database::new("a_cut_off_listener") else {
         return;
     };
-    let env = host_on(&db.url);
+    let env = db.host();
     let mut run = Running::start(&env);
     let mut admin = db.client();
     let listening = "SELECT pid FROM pg_stat_activity WHERE datname = current_database()
@@ -226,7 +214,7 @@ fn a_server_restart_mid_command_loses_no_steering() {
     let Some(db) = pg::Database::on_own_cluster("a_server_restart_mid_command") else {
         return;
     };
-    let (host_a, host_b) = (host_on(&db.url), host_on(&db.url));
+    let (host_a, host_b) = (db.host(), db.host());
     // The store exists before the command starts (a wrapper finding none adds nothing).
     let first = steer(&host_a, "lane:core", "before the restart");
     let mut run = Running::start(&host_b);

@@ -25,14 +25,10 @@ fn sqlite() -> Fleet {
 
 fn postgres(test: &str) -> Option<Fleet> {
     let db = pg::Database::new(test)?;
-    let env = TestEnv::new();
-    std::fs::create_dir_all(&env.home).unwrap();
-    std::fs::write(
-        env.home.join("config.toml"),
-        format!("[store]\nurl = \"{}\"\n", db.url),
-    )
-    .unwrap();
-    Some(Fleet { env, db: Some(db) })
+    Some(Fleet {
+        env: db.host(),
+        db: Some(db),
+    })
 }
 
 /// `$body` as two tests: `sqlite` and `postgres` (the latter ignored unless asked).

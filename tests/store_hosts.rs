@@ -15,15 +15,7 @@ use std::time::{Duration, Instant};
 
 /// Two hosts: state directories of their own, one database.
 fn hosts(db: &pg::Database) -> [TestEnv; 2] {
-    [TestEnv::new(), TestEnv::new()].map(|env| {
-        std::fs::create_dir_all(&env.home).unwrap();
-        std::fs::write(
-            env.home.join("config.toml"),
-            format!("[store]\nurl = \"{}\"\n", db.url),
-        )
-        .unwrap();
-        env
-    })
+    [db.host(), db.host()]
 }
 
 /// One claim a claimer was told of: task, fence, claimant.

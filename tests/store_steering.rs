@@ -25,22 +25,10 @@ fn sqlite() -> Fleet {
     }
 }
 
-/// A state directory whose `config.toml` puts the store on `url`.
-fn host_on(url: &str) -> TestEnv {
-    let env = TestEnv::new();
-    std::fs::create_dir_all(&env.home).unwrap();
-    std::fs::write(
-        env.home.join("config.toml"),
-        format!("[store]\nurl = \"{url}\"\n"),
-    )
-    .unwrap();
-    env
-}
-
 fn postgres(test: &str) -> Option<Fleet> {
     let db = pg::Database::new(test)?;
     Some(Fleet {
-        env: host_on(&db.url),
+        env: db.host(),
         db: Some(db),
     })
 }

@@ -44,16 +44,7 @@ impl Database {
                 }
             }
         };
-        let name = format!("spice_{}", uuid::Uuid::new_v4().simple());
-        let mut c = postgres::Client::connect(&admin, postgres::NoTls)
-            .unwrap_or_else(|e| panic!("{test}: cannot reach PostgreSQL at {admin}: {e}"));
-        c.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
-        Some(Database {
-            url: with_db(&admin, &name),
-            name,
-            admin,
-            cluster,
-        })
+        Some(Database::create(test, admin, cluster))
     }
 
     /// A fresh database on a cluster of the test's own, for a test that restarts the
@@ -71,17 +62,38 @@ impl Database {
                 return None;
             }
         };
-        let admin = cluster.url("postgres");
+        Some(Database::create(
+            test,
+            cluster.url("postgres"),
+            Some(cluster),
+        ))
+    }
+
+    /// A database of a fresh name created through `admin`.
+    fn create(test: &str, admin: String, cluster: Option<Cluster>) -> Database {
         let name = format!("spice_{}", uuid::Uuid::new_v4().simple());
         let mut c = postgres::Client::connect(&admin, postgres::NoTls)
             .unwrap_or_else(|e| panic!("{test}: cannot reach PostgreSQL at {admin}: {e}"));
         c.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
-        Some(Database {
+        Database {
             url: with_db(&admin, &name),
             name,
             admin,
-            cluster: Some(cluster),
-        })
+            cluster,
+        }
+    }
+
+    /// A host on this database: a hermetic environment whose state directory's
+    /// `config.toml` names it, as each host of a fleet points at the one server.
+    pub fn host(&self) -> super::TestEnv {
+        let env = super::TestEnv::new();
+        std::fs::create_dir_all(&env.home).unwrap();
+        std::fs::write(
+            env.home.join("config.toml"),
+            format!("[store]\nurl = \"{}\"\n", self.url),
+        )
+        .unwrap();
+        env
     }
 
     /// A connection of the test's own, for what the CLI does not show.
