@@ -154,14 +154,16 @@ pub fn run(cfg: ExecConfig, clock: Arc<dyn Clock>) -> Result<i32> {
     cmd.args(&cfg.argv[1..])
         .env("SPICE_EXEC_ACTIVE", "1")
         .process_group(0);
-    // std gives the child an empty signal mask. With no terminal to hand over, no code
-    // of ours runs between fork and exec, so std spawns with posix_spawn: no copy of
-    // the wrapper's page tables, which was a large part of wrapping a short command.
-    if take_tty {
-        // SAFETY: only async-signal-safe calls (sigaction, tcsetpgrp, sigprocmask)
-        // between fork and exec.
-        unsafe {
-            cmd.pre_exec(move || {
+    // Always through fork with this pre-exec step, never std's posix_spawn path: with
+    // posix_spawn, the command a killed agent left running under this wrapper (the
+    // wrapper, its shell and the command) outlived the agent's shim, every time
+    // (`tests/agents_e2e.rs`, the real CLIs killed mid-command); the cause was not
+    // pinned down.
+    // SAFETY: only async-signal-safe calls (sigaction, tcsetpgrp, sigprocmask)
+    // between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if take_tty {
                 // Become the terminal's foreground group so the command can read it;
                 // ignoring SIGTTOU for the call is what shells do.
                 let ign = nix::sys::signal::SigAction::new(
@@ -172,10 +174,10 @@ pub fn run(cfg: ExecConfig, clock: Arc<dyn Clock>) -> Result<i32> {
                 let old = nix::sys::signal::sigaction(Signal::SIGTTOU, &ign)?;
                 let _ = nix::unistd::tcsetpgrp(std::io::stdin(), nix::unistd::getpid());
                 nix::sys::signal::sigaction(Signal::SIGTTOU, &old)?;
-                SigSet::empty().thread_set_mask()?;
-                Ok(())
-            });
-        }
+            }
+            SigSet::empty().thread_set_mask()?;
+            Ok(())
+        });
     }
     let mut child = match cmd.spawn() {
         Ok(c) => c,
