@@ -19,8 +19,10 @@
 use super::location::Location;
 use super::vocab::{Checkpoint, Directive, Filter};
 use super::{
-    AckRecord, Claim, ClaimRequest, Holder, Item, LaneRow, LedgerEntry, Outcome, PhaseOutcome,
-    Scope, ShortIds, Snapshot, Store, Takeover, Target,
+    AckRecord, BedSlot, Budget, BudgetRow, BudgetScope, BudgetState, Claim, ClaimRequest,
+    ConscienceEntry, Generation, Holder, Item, LaneRow, LedgerEntry, Metered, NewStep, Outcome,
+    PhaseOutcome, Proposal, Scope, SessionUsage, ShortIds, SlotRequest, Snapshot, Store, Takeover,
+    Target, Waited,
 };
 use crate::clock::{Clock, Micros};
 use crate::error::Result;
@@ -129,6 +131,145 @@ pub trait Authority {
     /// SQLite, which has no event across processes, looks at `data_version` every
     /// [`super::generation::LOOK_EVERY`].
     fn wait_change(&mut self, seen: i64, timeout: Duration) -> Result<i64>;
+
+    // The supervisor's parts: what a fleet's lanes, observer and console keep.
+    // Lane rows.
+    /// One lane's row, if the lane ever ran.
+    fn lane(&mut self, name: &str) -> Result<Option<LaneRow>>;
+    /// Writes a lane's row (its state, session, task, hold); returns it as stored.
+    fn put_lane(&mut self, lane: &LaneRow) -> Result<LaneRow>;
+    /// The operator lifts a lane's hold; refused for an unknown lane, one not held, and
+    /// one paused at its token budget.
+    fn lift_hold(&mut self, name: &str) -> Result<()>;
+
+    // Claims.
+    /// A renewal before the holder acts outside the store (a merge): refused in `verb`'s
+    /// words unless `holder` holds the task; the lease extended to at least `lease`.
+    fn hold(&mut self, input: &str, holder: &Holder, lease: Duration, verb: &str) -> Result<Claim>;
+    /// Records the worktree the holder's claim works in.
+    fn set_claim_worktree(&mut self, input: &str, holder: &Holder, worktree: &str) -> Result<()>;
+
+    // The ledger.
+    /// Appends an entry to a task's ledger.
+    fn note(
+        &mut self,
+        task_id: &str,
+        kind: &str,
+        actor: &str,
+        detail: serde_json::Value,
+    ) -> Result<()>;
+    /// Ledger entries after `seq`, oldest first, at most `limit`.
+    fn ledger_since(&mut self, seq: i64, limit: usize) -> Result<Vec<LedgerEntry>>;
+    /// A task's newest ledger entries of `kinds`, at most `limit`.
+    fn ledger_of_kinds(
+        &mut self,
+        task_id: &str,
+        kinds: &[&str],
+        limit: usize,
+    ) -> Result<Vec<LedgerEntry>>;
+    /// The newest ledger entries of `kinds` over every task, at most `limit`.
+    fn ledger_recent_of_kinds(&mut self, kinds: &[&str], limit: usize) -> Result<Vec<LedgerEntry>>;
+    /// The ledger's last sequence number (0 when empty).
+    fn ledger_head(&mut self) -> Result<i64>;
+
+    // Acknowledgments.
+    /// The last acknowledgment's sequence number (0 when none).
+    fn acks_head(&mut self) -> Result<i64>;
+    /// Acknowledgments after `seq`, oldest first, at most `limit`.
+    fn acks_since(&mut self, seq: i64, limit: usize) -> Result<Vec<(i64, AckRecord)>>;
+
+    // Steering.
+    /// One steering item by key.
+    fn item(&mut self, key: &str) -> Result<Item>;
+    /// The lane a session last ran under, if the store knows it.
+    fn session_lane(&mut self, session: &str) -> Result<Option<String>>;
+
+    // The generation.
+    /// The graph-and-claims generation: moves when what ranking reads changes.
+    fn generation(&mut self) -> Result<Generation>;
+    /// The earliest wait date still ahead among open tasks.
+    fn next_awakening(&mut self) -> Result<Option<Micros>>;
+    /// Blocks until the generation differs from `seen`, the authority's clock reaches
+    /// `until`, or `give_up` says so (asked at every look).
+    fn wait_for_change(
+        &mut self,
+        seen: Generation,
+        until: Option<Micros>,
+        give_up: &dyn Fn() -> bool,
+    ) -> Result<Waited>;
+    /// Hands back what a look at the whole graph left cached on this connection.
+    fn release_memory(&mut self) -> Result<()>;
+
+    // Usage.
+    /// What the reading of `path` remembered when its checkpoint last moved.
+    fn usage_carry(&mut self, path: &str) -> Result<Option<String>>;
+    /// [`Authority::apply_transcript`] with the token usage read up to `at`, at once.
+    fn apply_transcript_metered(
+        &mut self,
+        path: &str,
+        at: Checkpoint,
+        directives: &[Directive],
+        writer: &[Target],
+        metered: &Metered,
+    ) -> Result<Vec<Outcome>>;
+    /// Every session's metered usage.
+    fn session_usage(&mut self) -> Result<Vec<SessionUsage>>;
+
+    // Budgets.
+    /// Where a lane (and its task) stands against their budgets.
+    fn budget_state(
+        &mut self,
+        lane: &str,
+        task: Option<&str>,
+        lane_floor: Option<u64>,
+    ) -> Result<BudgetState>;
+    /// Raises a budget by `tokens`.
+    fn budget_raise(&mut self, scope: &BudgetScope, tokens: u64) -> Result<Budget>;
+    /// Sets a budget to `tokens`.
+    fn budget_set(&mut self, scope: &BudgetScope, tokens: u64) -> Result<Budget>;
+    /// Asks the lane working under `scope` to stop (the claim kept); a raise clears it.
+    fn budget_stop(&mut self, scope: &BudgetScope) -> Result<()>;
+    /// Clears a stop asked for (the lane acted on it).
+    fn budget_stopped(&mut self, scope: &BudgetScope) -> Result<()>;
+    /// Every budget.
+    fn budgets(&mut self) -> Result<Vec<BudgetRow>>;
+
+    // Bed slots.
+    /// Reserves a test-bed slot, or names the slots in use.
+    fn reserve_bed_slot(
+        &mut self,
+        req: &SlotRequest<'_>,
+    ) -> Result<std::result::Result<BedSlot, Vec<u16>>>;
+    /// Every reserved bed slot.
+    fn bed_slots(&mut self) -> Result<Vec<BedSlot>>;
+    /// The bed slot a worktree holds, if any.
+    fn bed_slot(&mut self, worktree: &str) -> Result<Option<BedSlot>>;
+
+    // The conscience.
+    /// A lane's compaction epoch.
+    fn conscience_epoch(&mut self, lane: &str) -> Result<i64>;
+    /// Counts `n` compactions of the lane's context; returns its epoch now.
+    fn conscience_compacted(&mut self, lane: &str, n: u64) -> Result<i64>;
+    /// The key of the reminder `maxim` published for `lane` in `epoch`, if it did.
+    fn conscience_fired(&mut self, lane: &str, maxim: &str, epoch: i64) -> Result<Option<String>>;
+    /// Records a conscience step.
+    fn conscience_note(&mut self, s: &NewStep<'_>) -> Result<()>;
+    /// Publishes a reminder (a steering item and the `published` step) unless the maxim
+    /// already did in this epoch; its key.
+    fn conscience_publish(
+        &mut self,
+        s: &NewStep<'_>,
+        text: &str,
+        ttl: Duration,
+    ) -> Result<Option<String>>;
+    /// The conscience's newest steps.
+    fn conscience_log(&mut self, lane: Option<&str>, limit: usize) -> Result<Vec<ConscienceEntry>>;
+    /// Expires a lane's pending reminders; their keys.
+    fn expire_reminders(&mut self, lane: &str, why: &str) -> Result<Vec<String>>;
+    /// The proposal filed for `theme`, if one was.
+    fn proposal(&mut self, theme: &str) -> Result<Option<Proposal>>;
+    /// Records that `task_id` is the proposal for `theme` (false: one was already).
+    fn record_proposal(&mut self, theme: &str, task_id: &str) -> Result<bool>;
 
     /// The embedded store with every part, for a caller of a part not behind this
     /// interface yet; `None` on a backend that has only the interface. The seam's one
@@ -267,6 +408,159 @@ impl Authority for Store {
             }
             std::thread::sleep(left.min(super::generation::LOOK_EVERY));
         }
+    }
+    fn lane(&mut self, name: &str) -> Result<Option<LaneRow>> {
+        Store::lane(self, name)
+    }
+    fn put_lane(&mut self, lane: &LaneRow) -> Result<LaneRow> {
+        Store::put_lane(self, lane)
+    }
+    fn lift_hold(&mut self, name: &str) -> Result<()> {
+        Store::lift_hold(self, name)
+    }
+    fn hold(&mut self, input: &str, holder: &Holder, lease: Duration, verb: &str) -> Result<Claim> {
+        Store::hold(self, input, holder, lease, verb)
+    }
+    fn set_claim_worktree(&mut self, input: &str, holder: &Holder, worktree: &str) -> Result<()> {
+        Store::set_claim_worktree(self, input, holder, worktree)
+    }
+    fn note(
+        &mut self,
+        task_id: &str,
+        kind: &str,
+        actor: &str,
+        detail: serde_json::Value,
+    ) -> Result<()> {
+        Store::note(self, task_id, kind, actor, detail)
+    }
+    fn ledger_since(&mut self, seq: i64, limit: usize) -> Result<Vec<LedgerEntry>> {
+        Store::ledger_since(self, seq, limit)
+    }
+    fn ledger_of_kinds(
+        &mut self,
+        task_id: &str,
+        kinds: &[&str],
+        limit: usize,
+    ) -> Result<Vec<LedgerEntry>> {
+        Store::ledger_of_kinds(self, task_id, kinds, limit)
+    }
+    fn ledger_recent_of_kinds(&mut self, kinds: &[&str], limit: usize) -> Result<Vec<LedgerEntry>> {
+        Store::ledger_recent_of_kinds(self, kinds, limit)
+    }
+    fn ledger_head(&mut self) -> Result<i64> {
+        Store::ledger_head(self)
+    }
+    fn acks_head(&mut self) -> Result<i64> {
+        Store::acks_head(self)
+    }
+    fn acks_since(&mut self, seq: i64, limit: usize) -> Result<Vec<(i64, AckRecord)>> {
+        Store::acks_since(self, seq, limit)
+    }
+    fn item(&mut self, key: &str) -> Result<Item> {
+        Store::item(self, key)
+    }
+    fn session_lane(&mut self, session: &str) -> Result<Option<String>> {
+        Store::session_lane(self, session)
+    }
+    fn generation(&mut self) -> Result<Generation> {
+        Store::generation(self)
+    }
+    fn next_awakening(&mut self) -> Result<Option<Micros>> {
+        Store::next_awakening(self)
+    }
+    fn wait_for_change(
+        &mut self,
+        seen: Generation,
+        until: Option<Micros>,
+        give_up: &dyn Fn() -> bool,
+    ) -> Result<Waited> {
+        Store::wait_for_change(self, seen, until, give_up)
+    }
+    fn release_memory(&mut self) -> Result<()> {
+        Store::release_memory(self)
+    }
+    fn usage_carry(&mut self, path: &str) -> Result<Option<String>> {
+        Store::usage_carry(self, path)
+    }
+    fn apply_transcript_metered(
+        &mut self,
+        path: &str,
+        at: Checkpoint,
+        directives: &[Directive],
+        writer: &[Target],
+        metered: &Metered,
+    ) -> Result<Vec<Outcome>> {
+        Store::apply_transcript_metered(self, path, at, directives, writer, metered)
+    }
+    fn session_usage(&mut self) -> Result<Vec<SessionUsage>> {
+        Store::session_usage(self)
+    }
+    fn budget_state(
+        &mut self,
+        lane: &str,
+        task: Option<&str>,
+        lane_floor: Option<u64>,
+    ) -> Result<BudgetState> {
+        Store::budget_state(self, lane, task, lane_floor)
+    }
+    fn budget_raise(&mut self, scope: &BudgetScope, tokens: u64) -> Result<Budget> {
+        Store::budget_raise(self, scope, tokens)
+    }
+    fn budget_set(&mut self, scope: &BudgetScope, tokens: u64) -> Result<Budget> {
+        Store::budget_set(self, scope, tokens)
+    }
+    fn budget_stop(&mut self, scope: &BudgetScope) -> Result<()> {
+        Store::budget_stop(self, scope)
+    }
+    fn budget_stopped(&mut self, scope: &BudgetScope) -> Result<()> {
+        Store::budget_stopped(self, scope)
+    }
+    fn budgets(&mut self) -> Result<Vec<BudgetRow>> {
+        Store::budgets(self)
+    }
+    fn reserve_bed_slot(
+        &mut self,
+        req: &SlotRequest<'_>,
+    ) -> Result<std::result::Result<BedSlot, Vec<u16>>> {
+        Store::reserve_bed_slot(self, req)
+    }
+    fn bed_slots(&mut self) -> Result<Vec<BedSlot>> {
+        Store::bed_slots(self)
+    }
+    fn bed_slot(&mut self, worktree: &str) -> Result<Option<BedSlot>> {
+        Store::bed_slot(self, worktree)
+    }
+    fn conscience_epoch(&mut self, lane: &str) -> Result<i64> {
+        Store::conscience_epoch(self, lane)
+    }
+    fn conscience_compacted(&mut self, lane: &str, n: u64) -> Result<i64> {
+        Store::conscience_compacted(self, lane, n)
+    }
+    fn conscience_fired(&mut self, lane: &str, maxim: &str, epoch: i64) -> Result<Option<String>> {
+        Store::conscience_fired(self, lane, maxim, epoch)
+    }
+    fn conscience_note(&mut self, s: &NewStep<'_>) -> Result<()> {
+        Store::conscience_note(self, s)
+    }
+    fn conscience_publish(
+        &mut self,
+        s: &NewStep<'_>,
+        text: &str,
+        ttl: Duration,
+    ) -> Result<Option<String>> {
+        Store::conscience_publish(self, s, text, ttl)
+    }
+    fn conscience_log(&mut self, lane: Option<&str>, limit: usize) -> Result<Vec<ConscienceEntry>> {
+        Store::conscience_log(self, lane, limit)
+    }
+    fn expire_reminders(&mut self, lane: &str, why: &str) -> Result<Vec<String>> {
+        Store::expire_reminders(self, lane, why)
+    }
+    fn proposal(&mut self, theme: &str) -> Result<Option<Proposal>> {
+        Store::proposal(self, theme)
+    }
+    fn record_proposal(&mut self, theme: &str, task_id: &str) -> Result<bool> {
+        Store::record_proposal(self, theme, task_id)
     }
     fn full_store(&mut self) -> Option<&mut Store> {
         Some(self)

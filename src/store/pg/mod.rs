@@ -40,8 +40,10 @@ use super::authority::{Authority, Cell};
 use super::location::{not_on_postgres, Location};
 use super::vocab::{Checkpoint, Directive, Filter};
 use super::{
-    AckRecord, Claim, ClaimRequest, Holder, Item, LaneRow, LedgerEntry, Outcome, PhaseOutcome,
-    Scope, ShortIds, Snapshot, Takeover, Target,
+    AckRecord, BedSlot, Budget, BudgetRow, BudgetScope, BudgetState, Claim, ClaimRequest,
+    ConscienceEntry, Generation, Holder, Item, LaneRow, LedgerEntry, Metered, NewStep, Outcome,
+    PhaseOutcome, Proposal, Scope, SessionUsage, ShortIds, SlotRequest, Snapshot, Takeover, Target,
+    Waited,
 };
 use crate::clock::Micros;
 use crate::error::{Error, Result};
@@ -129,6 +131,8 @@ impl<T> PgContext<T> for std::result::Result<T, postgres::Error> {
     }
 }
 
+// The parts not on PostgreSQL yet take their arguments unread.
+#[allow(unused_variables)]
 impl Authority for PgStore {
     fn describe(&self) -> String {
         self.at.clone()
@@ -240,6 +244,159 @@ impl Authority for PgStore {
     }
     fn wait_change(&mut self, seen: i64, timeout: Duration) -> Result<i64> {
         PgStore::wait_change(self, seen, timeout)
+    }
+    fn lane(&mut self, name: &str) -> Result<Option<LaneRow>> {
+        self.unsupported("lane rows")
+    }
+    fn put_lane(&mut self, lane: &LaneRow) -> Result<LaneRow> {
+        self.unsupported("lane rows")
+    }
+    fn lift_hold(&mut self, name: &str) -> Result<()> {
+        self.unsupported("lane rows")
+    }
+    fn hold(&mut self, input: &str, holder: &Holder, lease: Duration, verb: &str) -> Result<Claim> {
+        self.unsupported("claims")
+    }
+    fn set_claim_worktree(&mut self, input: &str, holder: &Holder, worktree: &str) -> Result<()> {
+        self.unsupported("claims")
+    }
+    fn note(
+        &mut self,
+        task_id: &str,
+        kind: &str,
+        actor: &str,
+        detail: serde_json::Value,
+    ) -> Result<()> {
+        self.unsupported("the ledger")
+    }
+    fn ledger_since(&mut self, seq: i64, limit: usize) -> Result<Vec<LedgerEntry>> {
+        self.unsupported("the ledger")
+    }
+    fn ledger_of_kinds(
+        &mut self,
+        task_id: &str,
+        kinds: &[&str],
+        limit: usize,
+    ) -> Result<Vec<LedgerEntry>> {
+        self.unsupported("the ledger")
+    }
+    fn ledger_recent_of_kinds(&mut self, kinds: &[&str], limit: usize) -> Result<Vec<LedgerEntry>> {
+        self.unsupported("the ledger")
+    }
+    fn ledger_head(&mut self) -> Result<i64> {
+        self.unsupported("the ledger")
+    }
+    fn acks_head(&mut self) -> Result<i64> {
+        self.unsupported("acknowledgments")
+    }
+    fn acks_since(&mut self, seq: i64, limit: usize) -> Result<Vec<(i64, AckRecord)>> {
+        self.unsupported("acknowledgments")
+    }
+    fn item(&mut self, key: &str) -> Result<Item> {
+        self.unsupported("steering")
+    }
+    fn session_lane(&mut self, session: &str) -> Result<Option<String>> {
+        self.unsupported("steering")
+    }
+    fn generation(&mut self) -> Result<Generation> {
+        self.unsupported("the generation")
+    }
+    fn next_awakening(&mut self) -> Result<Option<Micros>> {
+        self.unsupported("the generation")
+    }
+    fn wait_for_change(
+        &mut self,
+        seen: Generation,
+        until: Option<Micros>,
+        give_up: &dyn Fn() -> bool,
+    ) -> Result<Waited> {
+        self.unsupported("the generation")
+    }
+    fn release_memory(&mut self) -> Result<()> {
+        self.unsupported("the generation")
+    }
+    fn usage_carry(&mut self, path: &str) -> Result<Option<String>> {
+        self.unsupported("usage")
+    }
+    fn apply_transcript_metered(
+        &mut self,
+        path: &str,
+        at: Checkpoint,
+        directives: &[Directive],
+        writer: &[Target],
+        metered: &Metered,
+    ) -> Result<Vec<Outcome>> {
+        self.unsupported("usage")
+    }
+    fn session_usage(&mut self) -> Result<Vec<SessionUsage>> {
+        self.unsupported("usage")
+    }
+    fn budget_state(
+        &mut self,
+        lane: &str,
+        task: Option<&str>,
+        lane_floor: Option<u64>,
+    ) -> Result<BudgetState> {
+        self.unsupported("budgets")
+    }
+    fn budget_raise(&mut self, scope: &BudgetScope, tokens: u64) -> Result<Budget> {
+        self.unsupported("budgets")
+    }
+    fn budget_set(&mut self, scope: &BudgetScope, tokens: u64) -> Result<Budget> {
+        self.unsupported("budgets")
+    }
+    fn budget_stop(&mut self, scope: &BudgetScope) -> Result<()> {
+        self.unsupported("budgets")
+    }
+    fn budget_stopped(&mut self, scope: &BudgetScope) -> Result<()> {
+        self.unsupported("budgets")
+    }
+    fn budgets(&mut self) -> Result<Vec<BudgetRow>> {
+        self.unsupported("budgets")
+    }
+    fn reserve_bed_slot(
+        &mut self,
+        req: &SlotRequest<'_>,
+    ) -> Result<std::result::Result<BedSlot, Vec<u16>>> {
+        self.unsupported("bed slots")
+    }
+    fn bed_slots(&mut self) -> Result<Vec<BedSlot>> {
+        self.unsupported("bed slots")
+    }
+    fn bed_slot(&mut self, worktree: &str) -> Result<Option<BedSlot>> {
+        self.unsupported("bed slots")
+    }
+    fn conscience_epoch(&mut self, lane: &str) -> Result<i64> {
+        self.unsupported("the conscience")
+    }
+    fn conscience_compacted(&mut self, lane: &str, n: u64) -> Result<i64> {
+        self.unsupported("the conscience")
+    }
+    fn conscience_fired(&mut self, lane: &str, maxim: &str, epoch: i64) -> Result<Option<String>> {
+        self.unsupported("the conscience")
+    }
+    fn conscience_note(&mut self, s: &NewStep<'_>) -> Result<()> {
+        self.unsupported("the conscience")
+    }
+    fn conscience_publish(
+        &mut self,
+        s: &NewStep<'_>,
+        text: &str,
+        ttl: Duration,
+    ) -> Result<Option<String>> {
+        self.unsupported("the conscience")
+    }
+    fn conscience_log(&mut self, lane: Option<&str>, limit: usize) -> Result<Vec<ConscienceEntry>> {
+        self.unsupported("the conscience")
+    }
+    fn expire_reminders(&mut self, lane: &str, why: &str) -> Result<Vec<String>> {
+        self.unsupported("the conscience")
+    }
+    fn proposal(&mut self, theme: &str) -> Result<Option<Proposal>> {
+        self.unsupported("the conscience")
+    }
+    fn record_proposal(&mut self, theme: &str, task_id: &str) -> Result<bool> {
+        self.unsupported("the conscience")
     }
     fn full_store(&mut self) -> Option<&mut super::Store> {
         None
