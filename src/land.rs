@@ -43,7 +43,7 @@ use crate::error::{Error, Result};
 use crate::git::{Git, Merge, Merging, Runner};
 use crate::stage::config::{HooksConfig, Stage};
 use crate::stage::hooks::{self, HookRun};
-use crate::store::{Claim, Holder, PhaseOutcome, Store};
+use crate::store::{Authority, Claim, Holder, PhaseOutcome};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -75,6 +75,8 @@ pub struct PhaseDone<'a> {
     pub fleet: Option<&'a FleetLane>,
     /// The lanes directory of the repository the caller runs in, if any.
     pub lanes_dir: Option<&'a Path>,
+    /// The state directory, which a stage hook's `spice` commands use (`SPICE_HOME`).
+    pub home: Option<&'a Path>,
 }
 
 /// What [`complete_phase`] did.
@@ -101,8 +103,8 @@ pub struct Pushed {
 
 /// Completes the task's current phase, landing its branch first when it has a
 /// worktree (see the module doc for the order and where it merges).
-pub fn complete_phase(store: &mut Store, req: &PhaseDone<'_>) -> Result<Landed> {
-    let only_phase = |store: &mut Store| {
+pub fn complete_phase(store: &mut dyn Authority, req: &PhaseDone<'_>) -> Result<Landed> {
+    let only_phase = |store: &mut dyn Authority| {
         Ok(Landed {
             phase: store.complete_phase(req.task, req.holder)?,
             merge: None,
@@ -145,7 +147,15 @@ pub fn complete_phase(store: &mut Store, req: &PhaseDone<'_>) -> Result<Landed> 
     drop(lock);
     let release_hook = match hooks {
         Ok(cfg) => {
-            let ev = event(store, Stage::OnRelease, &proof, wt, &base, &phase_now);
+            let ev = event(
+                store,
+                req.home,
+                Stage::OnRelease,
+                &proof,
+                wt,
+                &base,
+                &phase_now,
+            );
             hooks::run_and_record(store, &cfg, &ev)
                 .map_err(|e| after_merge(e, &merge))?
                 .map(Ok)
@@ -161,14 +171,15 @@ pub fn complete_phase(store: &mut Store, req: &PhaseDone<'_>) -> Result<Landed> 
 }
 
 /// The test bed of the worktree `wt` as a stage hook's event names it.
-pub fn bed_of(store: &mut Store, wt: &Path) -> Option<serde_json::Value> {
+pub fn bed_of(store: &mut dyn Authority, wt: &Path) -> Option<serde_json::Value> {
     let slot = store.bed_slot(&wt.display().to_string()).ok().flatten()?;
     Some(serde_json::to_value(slot).expect("serialisable"))
 }
 
 /// What a stage hook of `claim`'s task is told, in the worktree `wt`.
 fn event<'a>(
-    store: &mut Store,
+    store: &mut dyn Authority,
+    home: Option<&Path>,
     stage: Stage,
     claim: &'a Claim,
     wt: &'a Path,
@@ -184,7 +195,7 @@ fn event<'a>(
         session: &claim.claimant,
         worktree: wt,
         base,
-        home: store.path().parent().map(Path::to_path_buf),
+        home: home.map(Path::to_path_buf),
         // The worktree's test bed: its slot, ports, template and method (null: none).
         bed: bed_of(store, wt),
     }
@@ -205,7 +216,7 @@ type Hooks = std::result::Result<HooksConfig, String>;
 /// Returns the merge, `base`, the remote to push it to, and the stage hooks `base`
 /// carries (or why they cannot be read).
 fn merge(
-    store: &mut Store,
+    store: &mut dyn Authority,
     lock: &Merging<'_>,
     claim: &Claim,
     wt: &Path,
@@ -232,7 +243,7 @@ fn merge(
         let all: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
         all.join("; ")
     });
-    phase_hook(store, claim, wt, &base, phase, &hooks)?;
+    phase_hook(store, req.home, claim, wt, &base, phase, &hooks)?;
     let merge = lock.complete_phase(wt, &branch, &base)?;
     Ok((merge, base, push, hooks))
 }
@@ -240,7 +251,8 @@ fn merge(
 /// Step 4's `on_phase_done`: refuses the merge, with the hook's output, unless it
 /// passes.
 fn phase_hook(
-    store: &mut Store,
+    store: &mut dyn Authority,
+    home: Option<&Path>,
     claim: &Claim,
     wt: &Path,
     base: &str,
@@ -252,7 +264,7 @@ fn phase_hook(
             "cannot read the stage hooks: {why}; nothing was merged"
         ))
     })?;
-    let ev = event(store, Stage::OnPhaseDone, claim, wt, base, phase);
+    let ev = event(store, home, Stage::OnPhaseDone, claim, wt, base, phase);
     match hooks::run_and_record(store, cfg, &ev)? {
         Some(run) if !run.passed() => Err(Error::Refused(
             format!(
@@ -267,7 +279,7 @@ fn phase_hook(
 
 /// Step 4's gate: refuses the merge when the branch's changes break a rule.
 fn gate(
-    store: &mut Store,
+    store: &mut dyn Authority,
     claim: &Claim,
     wt: &Path,
     base: &str,

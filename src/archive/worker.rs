@@ -14,6 +14,7 @@
 
 use super::Archive;
 use crate::clock::Clock;
+use crate::store::Location;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -49,13 +50,20 @@ pub struct Worker {
 }
 
 impl Worker {
-    /// Starts the archiver of `state_dir`, bounded by `max_bytes`.
-    pub fn spawn(state_dir: &Path, clock: Arc<dyn Clock>, max_bytes: u64) -> Worker {
+    /// Starts the archiver of `state_dir`, bounded by `max_bytes`, recording what it
+    /// archived in the store at `store`.
+    pub fn spawn(
+        state_dir: &Path,
+        store: &Location,
+        clock: Arc<dyn Clock>,
+        max_bytes: u64,
+    ) -> Worker {
         let (tx, rx) = mpsc::channel();
         let state_dir = state_dir.to_path_buf();
+        let store = store.clone();
         let handle = std::thread::spawn(move || {
             while let Ok(Msg::Job(job)) = rx.recv() {
-                archive_one(&state_dir, &clock, max_bytes, &job);
+                archive_one(&state_dir, &store, &clock, max_bytes, &job);
             }
         });
         Worker { tx, handle }
@@ -73,7 +81,13 @@ impl Worker {
 }
 
 /// Archives one job's transcript and records it (see the module invariants).
-pub fn archive_one(state_dir: &Path, clock: &Arc<dyn Clock>, max_bytes: u64, job: &Job) {
+pub fn archive_one(
+    state_dir: &Path,
+    store: &Location,
+    clock: &Arc<dyn Clock>,
+    max_bytes: u64,
+    job: &Job,
+) {
     let archive = Archive::at(state_dir);
     let detail = match archive.store(&job.transcript, Some(&job.session), clock.now()) {
         Ok(s) if !s.written => return,
@@ -89,7 +103,7 @@ pub fn archive_one(state_dir: &Path, clock: &Arc<dyn Clock>, max_bytes: u64, job
             serde_json::json!({ "original": job.transcript, "error": e.to_string() })
         }
     };
-    if let Ok(mut store) = crate::store::Store::open_dir(state_dir, clock.clone()) {
+    if let Ok(mut store) = crate::store::connect(store, clock.clone()) {
         if let Err(e) = store.note(&job.task_id, "archived", &job.session, detail) {
             eprintln!(
                 "spice: recording the archive of {}: {e}",

@@ -285,6 +285,7 @@ pub(super) fn options(
         .unwrap_or_else(|| "main".into());
     Ok(crate::fleet::FleetOptions {
         state_dir: env.state_dir.clone(),
+        location: env.location.clone(),
         repo,
         base,
         spice,

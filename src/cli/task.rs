@@ -629,6 +629,7 @@ fn phase_done(
             runner: &runner,
             fleet: fleet.as_ref(),
             lanes_dir: lanes_dir.as_deref(),
+            home: Some(&env.state_dir),
         },
     )
 }

@@ -23,7 +23,7 @@ pub mod scan;
 pub mod watch;
 
 use crate::error::Result;
-use crate::store::{NewStep, Store, DEFAULT_TTL};
+use crate::store::{Authority, NewStep, DEFAULT_TTL};
 use crate::transcript::acks::Said;
 use judge::{Answer, Verdict};
 use matcher::Matcher;
@@ -119,7 +119,7 @@ fn where_(sentence: &str, source: &Source) -> serde_json::Value {
 /// or being judged: `judging` holds those maxims), else fired and published at once,
 /// or returned as a check for the judges.
 pub fn consider(
-    store: &mut Store,
+    store: &mut dyn Authority,
     c: &Conscience,
     lane: &str,
     epoch: i64,
@@ -153,7 +153,7 @@ pub fn consider(
     Ok(None)
 }
 
-fn publish(store: &mut Store, c: &Conscience, lane: &str, check: &Check) -> Result<()> {
+fn publish(store: &mut dyn Authority, c: &Conscience, lane: &str, check: &Check) -> Result<()> {
     let m = c.maxim(check.maxim);
     let detail = where_(&check.sentence, &check.source);
     let text = reminder_text(m, &check.sentence);
@@ -189,7 +189,7 @@ pub fn ask(c: &Conscience, check: &Check, cwd: PathBuf) -> (Verdict, Vec<Answer>
 
 /// Records the judges' answers and acts on their verdict.
 pub fn conclude(
-    store: &mut Store,
+    store: &mut dyn Authority,
     c: &Conscience,
     lane: &str,
     check: &Check,
@@ -222,7 +222,7 @@ pub fn conclude(
 /// judges asked in turn, in `cwd`): the compactions before each message move the
 /// lane's epoch first, and `compactions` (the scan's total) is counted by the end.
 pub fn hear_now(
-    store: &mut Store,
+    store: &mut dyn Authority,
     c: &Conscience,
     scope: &Scope,
     transcript: &str,

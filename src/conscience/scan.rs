@@ -5,7 +5,7 @@
 
 use super::{hear_now, Conscience, Scope};
 use crate::error::{Error, Result};
-use crate::store::Store;
+use crate::store::Authority;
 use crate::transcript::acks::Said;
 use crate::transcript::event::EventKind;
 use crate::transcript::follow::Follower;
@@ -26,7 +26,7 @@ pub struct Scanned {
 
 /// Hears the transcript at `path` for `scope` (judges run in `cwd`).
 pub fn scan(
-    store: &mut Store,
+    store: &mut dyn Authority,
     c: &Conscience,
     scope: &Scope,
     path: &Path,

@@ -16,7 +16,7 @@
 use super::judge::{Answer, Verdict};
 use super::{conclude, consider, Book, Check, Conscience, Scope, Source};
 use crate::clock::Clock;
-use crate::store::Store;
+use crate::store::{Authority, Location};
 use crate::transcript::acks::ScanReport;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -26,7 +26,8 @@ use std::thread::JoinHandle;
 
 /// Where a lane's conscience reads its maxims and writes its steps.
 pub struct Seat {
-    pub state_dir: PathBuf,
+    /// Where the fleet's store is.
+    pub store: Location,
     pub clock: Arc<dyn Clock>,
     pub maxims: Maxims,
     /// Where judges run.
@@ -46,7 +47,7 @@ pub enum Maxims {
 impl Seat {
     /// A lane's seat: the maxims `base` carries in `repo`.
     pub fn at_rev(
-        state_dir: &Path,
+        store: &Location,
         clock: Arc<dyn Clock>,
         repo: &Path,
         base: &str,
@@ -54,7 +55,7 @@ impl Seat {
         scope: Scope,
     ) -> Seat {
         Seat {
-            state_dir: state_dir.to_path_buf(),
+            store: store.clone(),
             clock,
             maxims: Maxims::AtRev(repo.to_path_buf(), base.to_string()),
             worktree: worktree.to_path_buf(),
@@ -92,7 +93,7 @@ impl Watcher {
         let worker = std::thread::Builder::new()
             .name(format!("conscience-{}", seat.scope.lane))
             .spawn(move || {
-                let mut store = match Store::open_dir(&seat.state_dir, seat.clock) {
+                let mut store = match crate::store::connect(&seat.store, seat.clock) {
                     Ok(s) => s,
                     Err(e) => {
                         *err.lock().expect("not poisoned") = Some(e.to_string());
@@ -119,7 +120,7 @@ impl Watcher {
                 };
                 let conscience = Arc::new(Conscience::new(book));
                 let mut w = Worker {
-                    store: &mut store,
+                    store: &mut *store,
                     c: conscience,
                     scope: seat.scope,
                     worktree: seat.worktree,
@@ -189,7 +190,7 @@ impl Drop for Watcher {
 }
 
 struct Worker<'a> {
-    store: &'a mut Store,
+    store: &'a mut dyn Authority,
     c: Arc<Conscience>,
     scope: Scope,
     worktree: PathBuf,

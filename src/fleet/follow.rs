@@ -12,7 +12,7 @@
 use crate::config::fleet::LaneConfig;
 use crate::config::profile::{Format, Placeholder};
 use crate::error::Result;
-use crate::store::{Store, Target};
+use crate::store::{Authority, Target};
 use crate::transcript::acks::Scanner;
 use crate::transcript::event::Agent;
 use std::path::{Path, PathBuf};
@@ -88,7 +88,7 @@ impl Follow {
     pub fn poll(
         &mut self,
         worktree: &Path,
-        store: &mut Store,
+        store: &mut dyn Authority,
     ) -> Result<Option<crate::transcript::acks::ScanReport>> {
         if self.path.is_none() && self.looked.is_none_or(|t| t.elapsed() >= LOCATE_EVERY) {
             self.looked = Some(Instant::now());
@@ -128,7 +128,7 @@ impl Follow {
     /// `main`, for their tokens (their events are all a sub-agent's: no ACK in them
     /// counts, and the turn is the main file's). A file that cannot be read is read
     /// again from its checkpoint on the next poll.
-    fn scan_subagents(&mut self, main: &Path, store: &mut Store) {
+    fn scan_subagents(&mut self, main: &Path, store: &mut dyn Authority) {
         if self.claude.is_none() {
             self.claude = crate::transcript::detect_file(main)
                 .ok()

@@ -18,7 +18,7 @@ use crate::config::fleet::FleetConfig;
 use crate::config::housekeeping::GcPolicy;
 use crate::error::Result;
 use crate::git::{Git, TaskCheckout};
-use crate::store::Store;
+use crate::store::Authority;
 use crate::task::Status;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -89,7 +89,7 @@ struct Verdict {
 
 /// Runs gc over one repository's task checkouts against `base`.
 pub fn collect(
-    store: &mut Store,
+    store: &mut dyn Authority,
     git: &Git,
     base: &str,
     state_dir: &Path,
@@ -120,7 +120,7 @@ pub fn collect(
         .unwrap_or_else(|_| git.common_dir().to_path_buf())
         .join("spice")
         .join("pool");
-    let now = store.now();
+    let now = store.now()?;
     for c in git.task_checkouts(&state_dir.join("worktrees"))? {
         let task = store.task(&c.handle).ok();
         let mut item = Item {
@@ -297,17 +297,18 @@ pub(super) fn spawn(
             .collect(),
         None => Vec::new(),
     };
-    let (state_dir, clock) = (opts.state_dir.clone(), opts.clock.clone());
+    let opts = opts.clone();
+    let state_dir = opts.state_dir.clone();
     std::thread::spawn(move || {
         let Some(policy) = policy else { return };
         loop {
-            if let Ok(mut store) = Store::open_dir(&state_dir, clock.clone()) {
+            if let Ok(mut store) = opts.connect() {
                 for (git, base) in &places {
                     let o = Options {
                         dry_run: false,
                         older_than: Some(policy.after),
                     };
-                    match collect(&mut store, git, base, &state_dir, o) {
+                    match collect(&mut *store, git, base, &state_dir, o) {
                         Ok(r) if r.worktrees_removed + r.branches_removed > 0 => eprintln!(
                             "spice: gc in {}: removed {} worktree(s) and {} branch(es), {} bytes freed{}",
                             git.repo().display(),

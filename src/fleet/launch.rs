@@ -8,7 +8,7 @@ use super::FleetOptions;
 use crate::config::fleet::LaneConfig;
 use crate::config::profile::{expand_argv, Hook, Placeholder};
 use crate::error::{Error, Result};
-use crate::store::{Claim, Holder, Store, Target};
+use crate::store::{Authority, Claim, Holder, Target};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
@@ -151,7 +151,7 @@ pub(super) fn worktree_path(cfg: &LaneConfig, opts: &FleetOptions, handle: &str)
 /// directory, branch `spice/<handle>` from `base`) and records it on the claim.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn worktree(
-    store: &mut Store,
+    store: &mut dyn Authority,
     git: &crate::git::Git,
     cfg: &LaneConfig,
     opts: &FleetOptions,

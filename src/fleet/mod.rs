@@ -33,6 +33,9 @@ use std::time::Duration;
 #[derive(Clone)]
 pub struct FleetOptions {
     pub state_dir: PathBuf,
+    /// Where the store is: the state directory's SQLite file, or the PostgreSQL
+    /// server several hosts' supervisors share.
+    pub location: crate::store::Location,
     pub repo: PathBuf,
     /// The branch task branches start from when a lane names none.
     pub base: String,
@@ -50,6 +53,13 @@ pub struct FleetOptions {
     /// Where a lane sends an ended session's transcript to be archived; set by
     /// [`up`] for its lanes (`None`: the lane archives it itself).
     pub archive: Option<crate::archive::worker::Queue>,
+}
+
+impl FleetOptions {
+    /// A connection to the fleet's store, whichever backend holds it.
+    pub fn connect(&self) -> Result<Box<dyn crate::store::Authority>> {
+        crate::store::connect(&self.location, self.clock.clone())
+    }
 }
 
 /// What a lane did in this run.
@@ -202,7 +212,7 @@ pub fn up(
     // Records of interrupted commands are for the successors of current claimants;
     // any other is left over from a session nothing follows.
     {
-        let mut store = crate::store::Store::open_dir(&opts.state_dir, opts.clock.clone())?;
+        let mut store = opts.connect()?;
         let claimants: Vec<String> = store.claims()?.into_iter().map(|c| c.claimant).collect();
         crate::agent::inflight::prune(&opts.state_dir, &claimants);
     }
@@ -210,6 +220,7 @@ pub fn up(
     let housekeeping = housekeeping(cfg, opts);
     let archiver = crate::archive::worker::Worker::spawn(
         &opts.state_dir,
+        &opts.location,
         opts.clock.clone(),
         housekeeping.archive_bound(),
     );

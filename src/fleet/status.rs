@@ -15,7 +15,7 @@
 use crate::clock::Micros;
 use crate::config::fleet::LaneConfig;
 use crate::error::Result;
-use crate::store::{agent_targets, Claim, LaneRow, LaneState, Store, Target};
+use crate::store::{agent_targets, Authority, Claim, LaneRow, LaneState, Target};
 use crate::task::Status;
 use crate::when;
 use serde::Serialize;
@@ -164,14 +164,14 @@ pub fn lane_targets(row: &LaneRow, claim: Option<&Claim>) -> Vec<Target> {
 /// CLI), each shown whether or not it ever ran; `None` (the console): every lane the
 /// store has a row for.
 pub fn status(
-    store: &mut Store,
+    store: &mut dyn Authority,
     configured: Option<&[LaneConfig]>,
     supervisor_pid: Option<u32>,
 ) -> Result<FleetStatus> {
     let rows = store.lanes()?;
     let claims = store.claims()?;
     let pending = store.inbox(&[], false)?;
-    let now = store.now();
+    let now = store.now()?;
     struct Entry<'a> {
         name: String,
         config: Option<&'a LaneConfig>,

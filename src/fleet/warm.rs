@@ -39,7 +39,7 @@ pub(super) fn spawn(
         .map(|(repo, _, base)| (repo, base))
         .collect();
     let vars = opts.vars.clone();
-    let (state_dir, clock) = (opts.state_dir.clone(), opts.clock.clone());
+    let opts = opts.clone();
     std::thread::spawn(move || {
         let gits: Vec<(Git, String)> = places
             .into_iter()
@@ -50,10 +50,12 @@ pub(super) fn spawn(
             })
             .collect();
         let in_use = || -> Vec<PathBuf> {
-            let Ok(mut store) = crate::store::Store::open_dir(&state_dir, clock.clone()) else {
+            let Ok(mut store) = opts.connect() else {
                 return Vec::new();
             };
-            let now = store.now();
+            let Ok(now) = store.now() else {
+                return Vec::new();
+            };
             store
                 .claims()
                 .unwrap_or_default()

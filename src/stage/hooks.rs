@@ -13,7 +13,7 @@
 use super::config::{Hook, HooksConfig, Stage};
 use super::run::{self as runner, Job, Outcome};
 use crate::error::Result;
-use crate::store::Store;
+use crate::store::Authority;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -206,7 +206,7 @@ pub fn run_hook<'a>(
 /// Runs the stage's hook, if the repository has one, and records the run in the
 /// task's ledger (`stage_hook`, by the event's session). `None`: no hook for it.
 pub fn run_and_record(
-    store: &mut Store,
+    store: &mut dyn Authority,
     cfg: &HooksConfig,
     ev: &Event<'_>,
 ) -> Result<Option<HookRun>> {

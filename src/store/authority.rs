@@ -35,7 +35,7 @@ pub type Cell = (Option<String>, String);
 
 /// The fleet's authority, whichever backend holds it. Ids are as typed (stamps,
 /// prefixes, handles, uuids) unless a method says otherwise.
-pub trait Authority {
+pub trait Authority: Send {
     /// Where the store is, for messages (a path, or a URL without its password).
     fn describe(&self) -> String;
     /// The authority's clock: the one leases are judged by.

@@ -15,7 +15,7 @@ use super::follow::Follower;
 use super::usage::{Calls, Meter};
 use crate::error::{Error, Result};
 use crate::steer::grammar;
-use crate::store::{Delta, Metered, Outcome, Store, Target};
+use crate::store::{Authority, Delta, Metered, Outcome, Target};
 use std::path::Path;
 
 /// What one scan did.
@@ -70,7 +70,7 @@ pub struct Said {
 /// directives found in assistant text to the items addressed to `writer` (the
 /// session, lane and worktree that wrote it). Subagents' text is not the agent
 /// answering.
-pub fn scan(store: &mut Store, path: &Path, writer: Vec<Target>) -> Result<ScanReport> {
+pub fn scan(store: &mut dyn Authority, path: &Path, writer: Vec<Target>) -> Result<ScanReport> {
     Scanner::new(path, writer).scan(store)
 }
 
@@ -106,7 +106,7 @@ impl Scanner {
     /// store refused the write, the file could not be read) the lines read but not
     /// recorded are not lost: the next scan reads them again from the stored
     /// checkpoint.
-    pub fn scan(&mut self, store: &mut Store) -> Result<ScanReport> {
+    pub fn scan(&mut self, store: &mut dyn Authority) -> Result<ScanReport> {
         let (turn, ended_at) = (self.turn.clone(), self.ended_at);
         let scanned = self.scan_from_follower(store);
         if scanned.is_err() {
@@ -116,7 +116,7 @@ impl Scanner {
         scanned
     }
 
-    fn scan_from_follower(&mut self, store: &mut Store) -> Result<ScanReport> {
+    fn scan_from_follower(&mut self, store: &mut dyn Authority) -> Result<ScanReport> {
         if self.follower.is_none() {
             let canonical = std::fs::canonicalize(&self.path)
                 .map_err(|e| Error::input(format!("{}: {e}", self.path.display())))?;

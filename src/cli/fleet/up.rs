@@ -62,7 +62,7 @@ impl Reporter {
         let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(sink));
         // Anything else the library reports through tracing reaches the same sinks.
         let _ = tracing::dispatcher::set_global_default(dispatch.clone());
-        let observer = Observer::new(env.open()?)?;
+        let observer = Observer::new(env.authority()?)?;
         let done = Arc::new(AtomicBool::new(false));
         let thread = {
             let done = done.clone();

@@ -5,7 +5,7 @@ use super::{EventKind, LaneEvent};
 use crate::clock::Micros;
 use crate::error::Result;
 use crate::fleet::status::{claim_of_lane, lane_targets};
-use crate::store::{Claim, LaneRow, LaneState, LedgerEntry, Store, Target, TargetKind};
+use crate::store::{Authority, Claim, LaneRow, LaneState, LedgerEntry, Target, TargetKind};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -18,7 +18,7 @@ const PAGE: usize = 500;
 
 /// Follows the store and turns what changed into [`LaneEvent`]s.
 pub struct Observer {
-    store: Store,
+    store: Box<dyn Authority>,
     version: Option<i64>,
     ledger: i64,
     acks: i64,
@@ -39,10 +39,10 @@ pub struct Observer {
 
 impl Observer {
     /// Starts at the store as it is now: only what happens from here on is reported.
-    pub fn new(mut store: Store) -> Result<Observer> {
+    pub fn new(mut store: Box<dyn Authority>) -> Result<Observer> {
         let ledger = store.ledger_head()?;
         let acks = store.acks_head()?;
-        let version = store.data_version().ok();
+        let version = store.change_token().ok();
         let mut o = Observer {
             store,
             version,
@@ -77,19 +77,19 @@ impl Observer {
     /// The events since the last poll, oldest first; nothing (and no reads beyond one
     /// pragma) when no other connection committed since.
     pub fn poll(&mut self) -> Result<Vec<LaneEvent>> {
-        let version = self.store.data_version().ok();
+        let version = self.store.change_token().ok();
         if version.is_some() && version == self.version && !self.deferred {
             return Ok(Vec::new());
         }
         self.version = version;
-        let settled = self.store.now() - SETTLE.as_micros() as Micros;
+        let settled = self.store.now()? - SETTLE.as_micros() as Micros;
         self.collect(settled)
     }
 
     /// Everything not yet reported, showings that have not settled included: the last
     /// read, once the lanes have stopped.
     pub fn drain(&mut self) -> Result<Vec<LaneEvent>> {
-        self.version = self.store.data_version().ok();
+        self.version = self.store.change_token().ok();
         self.collect(Micros::MAX)
     }
 
@@ -139,7 +139,7 @@ impl Observer {
     }
 
     fn collect(&mut self, settled: Micros) -> Result<Vec<LaneEvent>> {
-        let now = self.store.now();
+        let now = self.store.now()?;
         let rows = self.store.lanes()?;
         let claims = self.store.claims()?;
         for r in &rows {

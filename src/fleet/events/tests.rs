@@ -22,7 +22,10 @@ fn world() -> World {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(1_000_000_000));
     let lane = Store::open_dir(dir.path(), clock.clone()).unwrap();
-    let observer = Observer::new(Store::open_dir(dir.path(), clock.clone()).unwrap()).unwrap();
+    let observer = Observer::new(Box::new(
+        Store::open_dir(dir.path(), clock.clone()).unwrap(),
+    ))
+    .unwrap();
     World {
         _dir: dir,
         clock,
@@ -323,7 +326,10 @@ fn a_successors_brief_is_a_delivery_even_of_an_item_shown_before() {
         .unwrap();
     // Shown to the first session (by `spice exec`) before this observer began.
     lane.mark_shown(std::slice::from_ref(&item.key)).unwrap();
-    let mut observer = Observer::new(Store::open_dir(dir.path(), clock.clone()).unwrap()).unwrap();
+    let mut observer = Observer::new(Box::new(
+        Store::open_dir(dir.path(), clock.clone()).unwrap(),
+    ))
+    .unwrap();
     clock.advance(SETTLE * 2);
     lane.renew(
         &task.id,

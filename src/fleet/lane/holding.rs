@@ -21,7 +21,7 @@ impl Lane<'_> {
             hold.as_secs()
         );
         self.row.state = LaneState::Held;
-        self.row.hold_until = Some(self.store.now() + hold.as_micros() as i64);
+        self.row.hold_until = Some(self.now() + hold.as_micros() as i64);
         self.row.hold_reason = Some(reason.clone());
         self.row.pid = None;
         self.row.pid_start = None;
@@ -49,7 +49,7 @@ impl Lane<'_> {
                 None
             };
             let until = self.row.hold_until.unwrap_or(0);
-            match machine::hold(self.store.now(), until, lifted, renewal.as_ref()) {
+            match machine::hold(self.now(), until, lifted, renewal.as_ref()) {
                 HoldNext::Wait => std::thread::sleep(TICK),
                 HoldNext::Over => break,
                 HoldNext::Lost(by) => {

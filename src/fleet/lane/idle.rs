@@ -2,7 +2,7 @@
 //! claim it had to hand back.
 //!
 //! An idle lane does not look again on a timer. It waits, through the store
-//! ([`Store::wait_for_change`]), for what can make work for it: the generation of
+//! ([`Authority::wait_for_change`]), for what can make work for it: the generation of
 //! the graph and its claims moving (a task added by any process, a claim released or
 //! a phase completed by another lane, a dependency finished), or the store's clock
 //! reaching the next wait date of an open task. Other lanes' rows and lease renewals
@@ -15,11 +15,12 @@
 //! arenas ([`share_arenas`]), so a supervisor's resident size grows with its lanes by
 //! what a lane needs, not by a copy of the graph per lane.
 //!
-//! [`Store::wait_for_change`]: crate::store::Store::wait_for_change
+//! [`Authority::wait_for_change`]: crate::store::Store::wait_for_change
 
 use super::{Lane, TICK};
 use crate::error::Result;
 use crate::store::Generation;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// The pause before looking again when the store could not say whether anything
@@ -30,14 +31,16 @@ impl Lane<'_> {
     /// Waits until something may have made work for this lane, the supervisor stops,
     /// or (with `--until-idle`) no lane is busy any more, so the lane looks once more
     /// and may end. `seen` is the generation read before the look that found nothing.
-    pub(super) fn idle_wait(&self, seen: Result<Generation>) {
-        give_back_memory(&self.store);
+    pub(super) fn idle_wait(&mut self, seen: Result<Generation>) {
+        give_back_memory(&mut *self.store);
         let until = self.store.next_awakening();
         let (Ok(seen), Ok(until)) = (seen, until) else {
             return self.sleep(RETRY);
         };
         let until_idle = self.opts.until_idle;
-        let give_up = || self.stopping() || (until_idle && !self.activity.any_busy());
+        let (halted, stop, activity) = (self.halted, self.stop, self.activity);
+        let give_up =
+            || halted || stop.load(Ordering::SeqCst) || (until_idle && !activity.any_busy());
         if self.store.wait_for_change(seen, until, &give_up).is_err() {
             self.sleep(RETRY);
         }
@@ -56,7 +59,7 @@ impl Lane<'_> {
 /// freed pages of the allocator's arenas. glibc keeps memory a thread freed in that
 /// thread's arena, to reuse it, and each lane thread has one: without the trim, every
 /// idle lane held a graph's worth of freed pages (about 6 MB at 10,000 tasks).
-fn give_back_memory(store: &crate::store::Store) {
+fn give_back_memory(store: &mut dyn crate::store::Authority) {
     let _ = store.release_memory();
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {

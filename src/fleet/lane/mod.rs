@@ -59,7 +59,7 @@ use crate::config::fleet::LaneConfig;
 use crate::config::profile::{Mode, Placeholder};
 use crate::error::{Error, Result};
 use crate::stage::config::Stage;
-use crate::store::{Claim, ClaimRequest, Holder, LaneRow, LaneState, Store};
+use crate::store::{Authority, Claim, ClaimRequest, Holder, LaneRow, LaneState};
 use serde_json::json;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -95,7 +95,7 @@ pub fn run(
         lane: cfg.name.clone(),
         ..LaneReport::default()
     };
-    let store = match Store::open_dir(&opts.state_dir, opts.clock.clone()) {
+    let store = match opts.connect() {
         Ok(s) => s,
         Err(e) => {
             report.error = Some(e.to_string());
@@ -148,7 +148,7 @@ struct Lane<'a> {
     cfg: &'a LaneConfig,
     opts: &'a FleetOptions,
     stop: &'a AtomicBool,
-    store: Store,
+    store: Box<dyn Authority>,
     row: LaneRow,
     written: Option<LaneRow>,
     written_at: Instant,
@@ -170,6 +170,18 @@ struct Lane<'a> {
     /// The operator stopped the lane at its budget (`spice budget stop`): it ends as
     /// on `fleet down`, its claim kept.
     halted: bool,
+}
+
+impl Lane<'_> {
+    /// The authority's clock, the one leases are judged by; the supervisor's own clock
+    /// when the authority cannot be asked (a dropped connection: for stamps and
+    /// reports only, the store judges every lease itself).
+    fn now(&mut self) -> crate::clock::Micros {
+        match self.store.now() {
+            Ok(now) => now,
+            Err(_) => self.opts.clock.now(),
+        }
+    }
 }
 
 /// One claim being worked on: the task, its worktree and the holding.
@@ -348,7 +360,7 @@ impl Lane<'_> {
             let seen = self.activity.generation();
             // Read before the look: a change made while it ranks ends the wait at once.
             let graph = self.store.generation();
-            let Some(claim) = next::claim_next(&mut self.store, &req, &filter)? else {
+            let Some(claim) = next::claim_next(&mut *self.store, &req, &filter)? else {
                 self.row.state = LaneState::Idle;
                 self.row.session = None;
                 self.row.task_id = None;
@@ -607,7 +619,7 @@ impl Lane<'_> {
             }
             // Only another connection's commit (a steer, a takeover, a phase change)
             // can change what this waits for.
-            let version = self.store.data_version().ok();
+            let version = self.store.change_token().ok();
             if version.is_none() || version != seen_version {
                 seen_version = version;
                 // Past its budget, the lane pauses here (a raise, and it waits on).

@@ -80,7 +80,7 @@ impl Lane<'_> {
         if cfg.pool == 0 || !wt.is_dir() {
             return Ok(());
         }
-        let tag = crate::stamp::encode(self.store.now().max(0) as u64);
+        let tag = crate::stamp::encode(self.now().max(0) as u64);
         let detail = match Pool::of(git).put(git, &cfg, wt, &claim.handle, &tag) {
             Ok(put) => json!({
                 "action": "pooled", "pooled": put.entry.id, "path": put.entry.path,
@@ -139,7 +139,7 @@ impl Lane<'_> {
 
     /// The worktrees whose beds live tasks use (never evicted).
     fn beds_in_use(&mut self) -> Result<Vec<std::path::PathBuf>> {
-        let now = self.store.now();
+        let now = self.now();
         Ok(self
             .store
             .claims()?

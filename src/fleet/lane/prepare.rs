@@ -102,7 +102,7 @@ impl Lane<'_> {
                     {
                         continue;
                     }
-                    let tag = crate::stamp::encode(self.store.now().max(0) as u64);
+                    let tag = crate::stamp::encode(self.now().max(0) as u64);
                     match git.free_branch(&branch, &h.path, &tag) {
                         Ok(freed) => self.store.note(
                             &claim.task_id,
@@ -120,7 +120,7 @@ impl Lane<'_> {
             // A finished task's worktree from the pool, with its bed, when there is one.
             self.take_pooled(git, claim, holder, &target)?;
             let made = launch::worktree(
-                &mut self.store,
+                &mut *self.store,
                 git,
                 self.cfg,
                 self.opts,
@@ -156,7 +156,7 @@ impl Lane<'_> {
             let w = Path::new(w);
             w == path || std::fs::canonicalize(w).is_ok_and(|c| c == path)
         };
-        let now = self.store.now();
+        let now = self.now();
         for c in self.store.claims()? {
             if c.claimant != me && c.is_live(now) && c.worktree.as_deref().is_some_and(same) {
                 return Ok(Some(format!("claimant {} of {}", c.claimant, c.handle)));

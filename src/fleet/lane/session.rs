@@ -109,9 +109,8 @@ impl Lane<'_> {
         let resume = conversation.is_some();
         let conversation = conversation.unwrap_or_else(|| session.clone());
         let pending = self.store.inbox(&targets, false)?;
-        let frame = (!pending.is_empty()).then(|| {
-            crate::steer::exec::frame(&pending.iter().collect::<Vec<_>>(), self.store.now())
-        });
+        let frame = (!pending.is_empty())
+            .then(|| crate::steer::exec::frame(&pending.iter().collect::<Vec<_>>(), self.now()));
         let Interrupted {
             previous,
             quoted: interrupted,
@@ -208,7 +207,7 @@ impl Lane<'_> {
         self.row.pid = Some(agent.pid());
         self.row.pid_start = Some(agent.start_time());
         self.row.recording = Some(recording.display().to_string());
-        self.row.last_activity = Some(self.store.now());
+        self.row.last_activity = Some(self.now());
         self.row.conversation = Some(conversation.clone());
         self.publish(true)?;
 
@@ -224,7 +223,7 @@ impl Lane<'_> {
         };
         let conscience =
             crate::conscience::watch::Watcher::start(crate::conscience::watch::Seat::at_rev(
-                &opts.state_dir,
+                &opts.location,
                 opts.clock.clone(),
                 &self.repo,
                 &self.base,
@@ -251,10 +250,10 @@ impl Lane<'_> {
         let end = 'session: loop {
             let mut actions = Vec::new();
             // What the transcript says.
-            if let Some(report) = follow.poll(&work.worktree, &mut self.store)? {
+            if let Some(report) = follow.poll(&work.worktree, &mut *self.store)? {
                 conscience.hear(&report);
                 if report.events > 0 {
-                    self.row.last_activity = Some(self.store.now());
+                    self.row.last_activity = Some(self.now());
                     self.row.transcript = follow.path.as_ref().map(|p| p.display().to_string());
                 }
                 self.conversation_named(&task.id, &session, report.session_id.clone(), &mut noted)?;
@@ -301,7 +300,7 @@ impl Lane<'_> {
             // Whose claim it is: re-read only when another connection committed
             // (the agent completing its phase, an operator's takeover); this
             // connection's own writes never change who holds it.
-            let version = self.store.data_version().ok();
+            let version = self.store.change_token().ok();
             let changed = version.is_none() || version != seen_version;
             seen_version = version;
             if changed && machine.watches_claim() {
@@ -378,7 +377,7 @@ impl Lane<'_> {
         // transcript not found yet is looked for once more, so that what a
         // successor resumes is known.
         follow.locate_now(&work.worktree);
-        if let Some(report) = follow.poll(&work.worktree, &mut self.store)? {
+        if let Some(report) = follow.poll(&work.worktree, &mut *self.store)? {
             conscience.hear(&report);
             if report.events > 0 {
                 wrote = true;
@@ -448,6 +447,7 @@ impl Lane<'_> {
             let bound = crate::archive::DEFAULT_MAX_BYTES;
             crate::archive::worker::archive_one(
                 &self.opts.state_dir,
+                &self.opts.location,
                 &self.opts.clock,
                 bound,
                 &job,
@@ -530,7 +530,7 @@ impl Lane<'_> {
         if fresh.is_empty() {
             return Ok(false);
         }
-        let text = crate::steer::exec::frame(&fresh.iter().collect::<Vec<_>>(), self.store.now());
+        let text = crate::steer::exec::frame(&fresh.iter().collect::<Vec<_>>(), self.now());
         let keys: Vec<String> = fresh.iter().map(|i| i.key.clone()).collect();
         let typed = match agent.paste(text.trim()) {
             Ok(()) => {

@@ -42,7 +42,7 @@ impl Lane<'_> {
             self.base.clone(),
             self.opts.state_dir.clone(),
         );
-        let bed = crate::land::bed_of(&mut self.store, worktree);
+        let bed = crate::land::bed_of(&mut *self.store, worktree);
         let ev = hooks::Event {
             stage,
             task_id: &claim.task_id,
