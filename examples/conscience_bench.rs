@@ -174,7 +174,7 @@ fn latencies(n: usize, judged: bool) -> Vec<f64> {
     let state = dir.path().join("state");
     let mut store = Store::open_dir(&state, Arc::new(SystemClock)).unwrap();
     let watcher = Watcher::start(Seat {
-        state_dir: state.clone(),
+        store: spice::store::Location::Sqlite(state.join(spice::store::DB_FILE)),
         clock: Arc::new(SystemClock),
         maxims: Maxims::Book(b),
         worktree: dir.path().to_path_buf(),
