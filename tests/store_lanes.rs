@@ -124,6 +124,7 @@ both!(a_wait_ends_on_another_connections_graph_change_only);
 both!(a_wait_wakes_promptly_on_another_connections_new_task);
 both!(two_hosts_share_a_lane_and_a_lost_host_is_shown_and_taken_over);
 both!(a_supervisor_ends_and_its_host_registers_again);
+both!(concurrent_supervisors_never_run_one_lane_twice);
 
 fn add(a: &mut dyn Authority, title: &str, project: Option<&str>, wait: Option<Micros>) -> String {
     a.add_task(
@@ -678,4 +679,58 @@ fn a_supervisor_ends_and_its_host_registers_again(f: &Fleet) {
         .collect();
     assert_eq!(live, [(first, false), (second, false), (third, true)]);
     assert!(third > second && second > first, "ids only grow");
+}
+
+/// Supervisors of four hosts, each on its own connection, take the same lanes at once:
+/// each lane gets one runner, and every other take names that runner.
+fn concurrent_supervisors_never_run_one_lane_twice(f: &Fleet) {
+    let lanes: Vec<String> = (0..12).map(|i| format!("lane-{i}")).collect();
+    let got: Vec<(i64, Vec<LaneTake>)> = std::thread::scope(|scope| {
+        let hosts: Vec<_> = (0..4)
+            .map(|h| {
+                let lanes = &lanes;
+                scope.spawn(move || {
+                    let mut a = f.authority();
+                    let me = a
+                        .register_supervisor(&format!("host-{h}"), h, h as u64, HOUR)
+                        .unwrap();
+                    let takes = lanes
+                        .iter()
+                        .map(|l| a.take_lane(l, me, &[]).unwrap())
+                        .collect();
+                    (me, takes)
+                })
+            })
+            .collect();
+        hosts.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut a = f.authority();
+    let rows: std::collections::HashMap<i64, String> = a
+        .supervisors()
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.id, r.host))
+        .collect();
+    for (i, lane) in lanes.iter().enumerate() {
+        let runners: Vec<i64> = got
+            .iter()
+            .filter(|(_, t)| t[i] == LaneTake::Taken { from: None })
+            .map(|(me, _)| *me)
+            .collect();
+        assert_eq!(runners.len(), 1, "{lane}: {runners:?}");
+        for (me, takes) in &got {
+            if *me != runners[0] {
+                assert!(
+                    matches!(&takes[i], LaneTake::Held { by } if by.id == runners[0]),
+                    "{lane}: {:?}",
+                    takes[i]
+                );
+            }
+        }
+        a.put_lane(&self::lane(lane, LaneState::Idle)).unwrap();
+        assert_eq!(
+            a.lane(lane).unwrap().unwrap().host,
+            Some(rows[&runners[0]].clone())
+        );
+    }
 }

@@ -184,7 +184,8 @@ const MIGRATIONS: &[&str] = &[
        FOR EACH ROW EXECUTE FUNCTION spice_generation_move();",
 ];
 
-/// The channel the schema's triggers notify on a change to steering or claims.
+/// The channel the schema's triggers notify on a change to steering, claims or the
+/// generation.
 pub const CHANGES: &str = "spice_changes";
 
 /// The schema version this build writes.
