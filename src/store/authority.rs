@@ -24,6 +24,7 @@ use super::{
     PhaseOutcome, Proposal, Scope, SessionUsage, ShortIds, SlotRequest, Snapshot, Store, Takeover,
     Target, Waited,
 };
+use super::{LaneTake, SupervisorRow};
 use crate::clock::{Clock, Micros};
 use crate::error::Result;
 use crate::task::{NewTask, Task};
@@ -199,6 +200,29 @@ pub trait Authority: Send {
     ) -> Result<Waited>;
     /// Hands back what a look at the whole graph left cached on this connection.
     fn release_memory(&mut self) -> Result<()>;
+
+    // Supervisors (`store::supervisors`): one per host, each lane run by one of them.
+    /// Registers a supervisor starting on `host` (its pid and the process's start time)
+    /// with a heartbeat lease; its id. Supersedes the host's earlier rows in force.
+    fn register_supervisor(
+        &mut self,
+        host: &str,
+        pid: u32,
+        started: u64,
+        lease: Duration,
+    ) -> Result<i64>;
+    /// Extends the supervisor's lease (never shortening it); refused when its row
+    /// ended or was superseded (another supervisor took one of its lanes).
+    fn supervisor_heartbeat(&mut self, id: i64, lease: Duration) -> Result<()>;
+    /// The supervisor ends itself: its lanes are free, its host not lost.
+    fn end_supervisor(&mut self, id: i64) -> Result<()>;
+    /// Every supervisor row, oldest first, each judged live by the authority's clock.
+    fn supervisors(&mut self) -> Result<Vec<SupervisorRow>>;
+    /// In one transaction, makes `supervisor` the runner of lane `name` if its host is
+    /// among `hosts` (empty: any) and no other live supervisor runs it; else says who
+    /// runs it, or that the host may not. A runner whose heartbeat lapsed is taken
+    /// from (and superseded); the lane's claims still need an explicit takeover.
+    fn take_lane(&mut self, name: &str, supervisor: i64, hosts: &[String]) -> Result<LaneTake>;
 
     // Usage.
     /// What the reading of `path` remembered when its checkpoint last moved.
@@ -478,6 +502,27 @@ impl Authority for Store {
     }
     fn release_memory(&mut self) -> Result<()> {
         Store::release_memory(self)
+    }
+    fn register_supervisor(
+        &mut self,
+        host: &str,
+        pid: u32,
+        started: u64,
+        lease: Duration,
+    ) -> Result<i64> {
+        Store::register_supervisor(self, host, pid, started, lease)
+    }
+    fn supervisor_heartbeat(&mut self, id: i64, lease: Duration) -> Result<()> {
+        Store::supervisor_heartbeat(self, id, lease)
+    }
+    fn end_supervisor(&mut self, id: i64) -> Result<()> {
+        Store::end_supervisor(self, id)
+    }
+    fn supervisors(&mut self) -> Result<Vec<SupervisorRow>> {
+        Store::supervisors(self)
+    }
+    fn take_lane(&mut self, name: &str, supervisor: i64, hosts: &[String]) -> Result<LaneTake> {
+        Store::take_lane(self, name, supervisor, hosts)
     }
     fn usage_carry(&mut self, path: &str) -> Result<Option<String>> {
         Store::usage_carry(self, path)

@@ -34,6 +34,11 @@ impl Generation {
     pub fn number(self) -> i64 {
         self.0
     }
+
+    /// A backend's counter as a generation.
+    pub(crate) fn from_number(v: i64) -> Generation {
+        Generation(v)
+    }
 }
 
 /// Why [`Store::wait_for_change`] returned.

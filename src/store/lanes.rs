@@ -9,6 +9,9 @@
 //! - The row is a report, not an authority: claims decide who works on what. A row
 //!   left by a killed supervisor names the agent it ran, which the next supervisor uses
 //!   to make sure that agent is gone before it starts a successor.
+//! - Which supervisor runs the lane is not part of the row the supervisor writes: it
+//!   is the lane's runner ([`super::supervisors`]), read with the row (`host`,
+//!   `host_lost`), so writing the row never changes who runs it.
 
 use super::Store;
 use crate::clock::Micros;
@@ -59,7 +62,7 @@ impl LaneState {
             LaneState::Stopped => "stopped",
         }
     }
-    fn parse(s: &str) -> LaneState {
+    pub(crate) fn parse(s: &str) -> LaneState {
         match s {
             "working" => LaneState::Working,
             "waiting" => LaneState::Waiting,
@@ -108,12 +111,33 @@ pub struct LaneRow {
     /// What the state is about: the question asked, the permission sought, the
     /// sub-agent waited on, the error met.
     pub state_note: Option<String>,
+    /// The host of the supervisor that runs (or last ran) the lane, when one took it
+    /// ([`Store::take_lane`]); read, never written by [`Store::put_lane`].
+    pub host: Option<String>,
+    /// That host is lost: its supervisor's heartbeat lapsed (or it was superseded)
+    /// without it ending, and no supervisor of that host is in force.
+    pub host_lost: bool,
 }
 
 const COLUMNS: &str =
     "name, state, profile, session, conversation, task_id, pid, pid_start, transcript, \
      recording, lineage, restarts, hold_until, hold_reason, last_error, last_activity, updated, \
      state_note";
+
+/// The lane's columns, then its runner's host and whether that host is lost at `?1`.
+fn select() -> String {
+    let cols = COLUMNS
+        .split(", ")
+        .map(|c| format!("l.{}", c.trim()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "SELECT {cols}, s.host, {} FROM lanes l
+         LEFT JOIN lane_runners r ON r.lane = l.name
+         LEFT JOIN supervisors s ON s.id = r.supervisor",
+        super::supervisors::host_lost_sql("?1")
+    )
+}
 
 fn row(r: &Row<'_>) -> rusqlite::Result<LaneRow> {
     let lineage: String = r.get(10)?;
@@ -136,33 +160,29 @@ fn row(r: &Row<'_>) -> rusqlite::Result<LaneRow> {
         last_activity: r.get(15)?,
         updated: r.get(16)?,
         state_note: r.get(17)?,
+        host: r.get(18)?,
+        host_lost: r.get(19)?,
     })
 }
 
 impl Store {
     /// Every lane the supervisor has reported on, by name.
     pub fn lanes(&mut self) -> Result<Vec<LaneRow>> {
-        self.read("listing lanes", |tx, _| {
-            let mut stmt =
-                tx.prepare_cached(&format!("SELECT {COLUMNS} FROM lanes ORDER BY name"))?;
+        self.read("listing lanes", |tx, now| {
+            let mut stmt = tx.prepare_cached(&format!("{} ORDER BY l.name", select()))?;
             let rows = stmt
-                .query_map([], row)?
+                .query_map([now], row)?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok(rows)
         })
     }
 
     pub fn lane(&mut self, name: &str) -> Result<Option<LaneRow>> {
-        self.read("reading a lane", |tx, _| {
-            Ok(tx
-                .prepare_cached(&format!("SELECT {COLUMNS} FROM lanes WHERE name = ?1"))?
-                .query_row([name], row)
-                .optional()?)
-        })
+        self.read("reading a lane", |tx, now| lane_in(tx, name, now))
     }
 
     /// Writes the supervisor's view of a lane, stamping `updated`. Returns the row as
-    /// stored.
+    /// stored (with its runner's host, which the row written does not set).
     pub fn put_lane(&mut self, lane: &LaneRow) -> Result<LaneRow> {
         self.write("recording a lane", |tx, now| {
             let mut out = lane.clone();
@@ -192,7 +212,8 @@ impl Store {
                 out.updated,
                 out.state_note,
             ])?;
-            Ok(out)
+            lane_in(tx, &out.name, now)?
+                .ok_or_else(|| Error::Other(format!("lane {} vanished", out.name)))
         })
     }
 
@@ -209,36 +230,54 @@ impl Store {
                     |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
                 )
                 .optional()?;
-            let (state, reason, task) = match row {
-                Some((s, r, t)) => (Some(s), r, t),
-                None => (None, None, None),
-            };
-            match state.as_deref() {
-                None => Err(Error::input(format!("no lane named {name:?} has run"))),
-                Some("held") if reason.as_deref().is_some_and(is_budget_pause) => {
-                    let reason = reason.unwrap_or_default();
-                    let target = match task.filter(|_| reason.starts_with("budget: task")) {
-                        Some(t) => format!("{} --task", task_handle(tx, &t)?),
-                        None => name.to_string(),
-                    };
-                    Err(Error::conflict(format!(
-                        "lane {name} is paused at its token budget ({reason}), not held after \
-                         crashes: go on with `spice budget raise {target} +N`, or end it with \
-                         `spice budget stop {target}`"
-                    )))
-                }
-                Some("held") => {
-                    tx.execute(
-                        "UPDATE lanes SET hold_until = NULL, hold_reason = NULL WHERE name = ?1",
-                        [name],
-                    )?;
-                    Ok(())
-                }
-                Some(other) => Err(Error::conflict(format!(
-                    "lane {name} is not held (it is {other})"
-                ))),
-            }
+            judge_lift(name, row, &mut |t| task_handle(tx, t))?;
+            tx.execute(
+                "UPDATE lanes SET hold_until = NULL, hold_reason = NULL WHERE name = ?1",
+                [name],
+            )?;
+            Ok(())
         })
+    }
+}
+
+/// One lane with its runner's host, judged lost at `now`.
+fn lane_in(tx: &rusqlite::Transaction<'_>, name: &str, now: Micros) -> Result<Option<LaneRow>> {
+    Ok(tx
+        .prepare_cached(&format!("{} WHERE l.name = ?2", select()))?
+        .query_row(params![now, name], row)
+        .optional()?)
+}
+
+/// [`Store::lift_hold`]'s rule (every backend's) on the lane's (state, hold reason,
+/// task) as read in its transaction: `Ok` when the hold may be lifted. `handle` names a
+/// task as the refusal's commands take it.
+pub(crate) fn judge_lift(
+    name: &str,
+    row: Option<(String, Option<String>, Option<String>)>,
+    handle: &mut dyn FnMut(&str) -> Result<String>,
+) -> Result<()> {
+    let (state, reason, task) = match row {
+        Some((s, r, t)) => (Some(s), r, t),
+        None => (None, None, None),
+    };
+    match state.as_deref() {
+        None => Err(Error::input(format!("no lane named {name:?} has run"))),
+        Some("held") if reason.as_deref().is_some_and(is_budget_pause) => {
+            let reason = reason.unwrap_or_default();
+            let target = match task.filter(|_| reason.starts_with("budget: task")) {
+                Some(t) => format!("{} --task", handle(&t)?),
+                None => name.to_string(),
+            };
+            Err(Error::conflict(format!(
+                "lane {name} is paused at its token budget ({reason}), not held after \
+                 crashes: go on with `spice budget raise {target} +N`, or end it with \
+                 `spice budget stop {target}`"
+            )))
+        }
+        Some("held") => Ok(()),
+        Some(other) => Err(Error::conflict(format!(
+            "lane {name} is not held (it is {other})"
+        ))),
     }
 }
 

@@ -38,6 +38,7 @@ mod phases;
 mod resolve;
 mod schema;
 mod snapshot;
+mod supervisors;
 mod target;
 mod tasks;
 mod usage;
@@ -58,6 +59,7 @@ pub use ledger::LedgerEntry;
 pub use location::Location;
 pub use resolve::ShortIds;
 pub use snapshot::Snapshot;
+pub use supervisors::{LaneTake, SupervisorRow};
 pub use target::{agent_targets, Target, TargetKind};
 pub use tasks::{ListFilter, PhaseOutcome, TaskUpdate};
 pub use usage::{

@@ -278,6 +278,28 @@ const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER generation_claims_delete AFTER DELETE ON claims
         BEGIN UPDATE meta SET value = value + 1 WHERE key = 'generation'; END;
     "#,
+    // 11: supervisor rows (host, pid, start time, heartbeat lease) and which one runs
+    // each lane (`store::supervisors`), so the supervisors of several hosts share the
+    // lanes. Ids are never reused (AUTOINCREMENT). Neither table moves the generation.
+    r#"
+    CREATE TABLE supervisors (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        host TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        started INTEGER NOT NULL,
+        registered INTEGER NOT NULL,
+        heartbeat INTEGER NOT NULL,
+        lease_until INTEGER NOT NULL,
+        ended INTEGER,
+        superseded_by INTEGER
+    );
+    CREATE INDEX supervisors_by_host ON supervisors (host);
+    CREATE TABLE lane_runners (
+        lane TEXT PRIMARY KEY,
+        supervisor INTEGER NOT NULL REFERENCES supervisors (id),
+        taken INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// Reads the schema version and refuses a database from a newer spice or another

@@ -45,7 +45,7 @@ pub(super) fn row_to_claim(r: &Row) -> Claim {
 }
 
 /// The claim on `id`, its row locked until the transaction ends.
-fn locked_claim(tx: &mut Transaction<'_>, at: &str, id: &str) -> Result<Option<Claim>> {
+pub(super) fn locked_claim(tx: &mut Transaction<'_>, at: &str, id: &str) -> Result<Option<Claim>> {
     let row = tx
         .query_opt(
             &format!("{CLAIM_SELECT} WHERE c.task_id = $1 FOR UPDATE OF c"),
@@ -55,7 +55,7 @@ fn locked_claim(tx: &mut Transaction<'_>, at: &str, id: &str) -> Result<Option<C
     Ok(row.as_ref().map(row_to_claim))
 }
 
-fn claim_of(c: &mut impl GenericClient, at: &str, id: &str) -> Result<Claim> {
+pub(super) fn claim_of(c: &mut impl GenericClient, at: &str, id: &str) -> Result<Claim> {
     let row = c
         .query_one(&format!("{CLAIM_SELECT} WHERE c.task_id = $1"), &[&id])
         .ctx("to read a claim", at)?;

@@ -345,7 +345,7 @@ fn apply_one(
 
 /// A session as typed, by the SQLite store's rules ([`crate::store::resolve`]'s
 /// `pick_session`) over the sessions PostgreSQL knows: claimants and the ledger's
-/// actors (lane rows are not on PostgreSQL yet).
+/// actors, and the lanes' sessions and their lineages.
 pub(super) fn resolve_session(s: &mut PgStore, typed: &str) -> Result<String> {
     if typed.chars().count() < crate::store::resolve::MIN_SHORT {
         return Ok(typed.to_string());
@@ -358,7 +358,13 @@ pub(super) fn resolve_session(s: &mut PgStore, typed: &str) -> Result<String> {
                WHERE claimant COLLATE \"C\" >= $1 AND claimant COLLATE \"C\" < $2
              UNION
              SELECT actor FROM ledger
-               WHERE actor COLLATE \"C\" >= $1 AND actor COLLATE \"C\" < $2",
+               WHERE actor COLLATE \"C\" >= $1 AND actor COLLATE \"C\" < $2
+             UNION
+             SELECT session FROM lanes
+               WHERE session COLLATE \"C\" >= $1 AND session COLLATE \"C\" < $2
+             UNION
+             SELECT s FROM lanes, jsonb_array_elements_text(lineage::jsonb) AS s
+               WHERE s COLLATE \"C\" >= $1 AND s COLLATE \"C\" < $2",
             &[&typed, &upper],
         )
         .ctx("to look up a session", &s.at)?;

@@ -24,13 +24,17 @@
 //!   store's rules ([`inbox`]); a committed change to steering or claims notifies
 //!   `spice_changes`, which a waiter blocks on ([`notify`]).
 //!
-//! Not on PostgreSQL yet (each says so in one line): lane rows, flows other than the
+//! Not on PostgreSQL yet (each says so in one line): flows other than the
 //! default, annotations, imports, usage and the supervisor's other tables.
 
 mod claims;
+mod generation;
+mod holds;
 mod inbox;
+mod lanes;
 mod notify;
 pub mod schema;
+mod supervisors;
 mod tasks;
 mod tls;
 
@@ -45,6 +49,7 @@ use super::{
     PhaseOutcome, Proposal, Scope, SessionUsage, ShortIds, SlotRequest, Snapshot, Takeover, Target,
     Waited,
 };
+use super::{LaneTake, SupervisorRow};
 use crate::clock::Micros;
 use crate::error::{Error, Result};
 use crate::task::{NewTask, Task};
@@ -237,7 +242,7 @@ impl Authority for PgStore {
         inbox::apply_transcript(self, path, at, directives, writer)
     }
     fn lanes(&mut self) -> Result<Vec<LaneRow>> {
-        self.unsupported("lane rows")
+        lanes::all(self)
     }
     fn change_token(&mut self) -> Result<i64> {
         PgStore::change_token(self)
@@ -246,19 +251,19 @@ impl Authority for PgStore {
         PgStore::wait_change(self, seen, timeout)
     }
     fn lane(&mut self, name: &str) -> Result<Option<LaneRow>> {
-        self.unsupported("lane rows")
+        lanes::one(self, name)
     }
     fn put_lane(&mut self, lane: &LaneRow) -> Result<LaneRow> {
-        self.unsupported("lane rows")
+        lanes::put(self, lane)
     }
     fn lift_hold(&mut self, name: &str) -> Result<()> {
-        self.unsupported("lane rows")
+        lanes::lift_hold(self, name)
     }
     fn hold(&mut self, input: &str, holder: &Holder, lease: Duration, verb: &str) -> Result<Claim> {
-        self.unsupported("claims")
+        holds::hold(self, input, holder, lease, verb)
     }
     fn set_claim_worktree(&mut self, input: &str, holder: &Holder, worktree: &str) -> Result<()> {
-        self.unsupported("claims")
+        holds::set_worktree(self, input, holder, worktree)
     }
     fn note(
         &mut self,
@@ -299,10 +304,10 @@ impl Authority for PgStore {
         self.unsupported("steering")
     }
     fn generation(&mut self) -> Result<Generation> {
-        self.unsupported("the generation")
+        generation::generation(self)
     }
     fn next_awakening(&mut self) -> Result<Option<Micros>> {
-        self.unsupported("the generation")
+        generation::next_awakening(self)
     }
     fn wait_for_change(
         &mut self,
@@ -310,10 +315,34 @@ impl Authority for PgStore {
         until: Option<Micros>,
         give_up: &dyn Fn() -> bool,
     ) -> Result<Waited> {
-        self.unsupported("the generation")
+        generation::wait_for_change(self, seen, until, give_up)
     }
+    // Nothing to hand back: the rows a look at the graph read were dropped with its
+    // result, and the pages it touched are the server's shared buffers, not this
+    // connection's (SQLite's page cache lives in the connection; PostgreSQL's does not).
     fn release_memory(&mut self) -> Result<()> {
-        self.unsupported("the generation")
+        Ok(())
+    }
+    fn register_supervisor(
+        &mut self,
+        host: &str,
+        pid: u32,
+        started: u64,
+        lease: Duration,
+    ) -> Result<i64> {
+        supervisors::register(self, host, pid, started, lease)
+    }
+    fn supervisor_heartbeat(&mut self, id: i64, lease: Duration) -> Result<()> {
+        supervisors::heartbeat(self, id, lease)
+    }
+    fn end_supervisor(&mut self, id: i64) -> Result<()> {
+        supervisors::end(self, id)
+    }
+    fn supervisors(&mut self) -> Result<Vec<SupervisorRow>> {
+        supervisors::all(self)
+    }
+    fn take_lane(&mut self, name: &str, supervisor: i64, hosts: &[String]) -> Result<LaneTake> {
+        supervisors::take_lane(self, name, supervisor, hosts)
     }
     fn usage_carry(&mut self, path: &str) -> Result<Option<String>> {
         self.unsupported("usage")

@@ -1,6 +1,6 @@
 //! Change notification on PostgreSQL: `LISTEN spice_changes`, which the schema's
-//! triggers notify on every committed change to steering items or claims
-//! ([`super::schema::CHANGES`]).
+//! triggers notify on every committed change to steering items, claims or the
+//! generation ([`super::schema::CHANGES`]; a wait on the generation blocks here too).
 //!
 //! The change token is this connection's count of notifications received since it
 //! first asked: it moves only after a writer committed (PostgreSQL delivers a

@@ -117,9 +117,75 @@ const MIGRATIONS: &[&str] = &[
      CREATE TRIGGER claims_changed AFTER UPDATE ON claims FOR EACH ROW
        WHEN ((OLD.claimant, OLD.fence) IS DISTINCT FROM (NEW.claimant, NEW.fence))
        EXECUTE FUNCTION spice_notify();",
+    // Lane rows (SQLite's schemas 4 and 8), supervisor rows and lane runners (SQLite's
+    // 11), and the generation (SQLite's 10): moved by the same writes as SQLite's
+    // triggers move it (tasks' ranked columns, deps, claims taken, released or changing
+    // holder, lane, worktree or fence; never renewals, lane rows, steering or the
+    // ledger), and notifying `spice_changes` so a waiter wakes at once on any host. It
+    // is the sum of 16 stripes, each writer moving its backend's: one counter row would
+    // be locked by every claim until its commit, queueing claimers that SKIP LOCKED
+    // lets pass each other. (A sequence would not do: its value is seen before the
+    // write that moved it commits.) Flows are not on PostgreSQL yet; their migration
+    // adds their trigger.
+    "CREATE TABLE lanes (
+       name text PRIMARY KEY,
+       state text NOT NULL
+         CHECK (state IN ('starting', 'working', 'waiting', 'asking', 'subagent', 'idle',
+                          'stalled', 'held', 'errored', 'stopped')),
+       profile text,
+       session text,
+       conversation text,
+       task_id text,
+       pid bigint,
+       pid_start bigint,
+       transcript text,
+       recording text,
+       lineage text NOT NULL DEFAULT '[]',
+       restarts bigint NOT NULL DEFAULT 0,
+       hold_until bigint,
+       hold_reason text,
+       last_error text,
+       last_activity bigint,
+       updated bigint NOT NULL,
+       state_note text);
+     CREATE TABLE supervisors (
+       id bigserial PRIMARY KEY,
+       host text NOT NULL,
+       pid bigint NOT NULL,
+       started bigint NOT NULL,
+       registered bigint NOT NULL,
+       heartbeat bigint NOT NULL,
+       lease_until bigint NOT NULL,
+       ended bigint,
+       superseded_by bigint);
+     CREATE INDEX supervisors_by_host ON supervisors (host);
+     CREATE TABLE lane_runners (
+       lane text PRIMARY KEY,
+       supervisor bigint NOT NULL REFERENCES supervisors (id),
+       taken bigint NOT NULL);
+     CREATE TABLE spice_generation (stripe integer PRIMARY KEY, value bigint NOT NULL);
+     INSERT INTO spice_generation SELECT s, 0 FROM generate_series(0, 15) s;
+     CREATE INDEX tasks_by_wait ON tasks (wait) WHERE wait IS NOT NULL;
+     CREATE FUNCTION spice_generation_move() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+       UPDATE spice_generation SET value = value + 1 WHERE stripe = pg_backend_pid() % 16;
+       PERFORM pg_notify('spice_changes', 'generation');
+       RETURN NULL; END $$;
+     CREATE TRIGGER generation_tasks AFTER INSERT OR DELETE ON tasks
+       FOR EACH ROW EXECUTE FUNCTION spice_generation_move();
+     CREATE TRIGGER generation_tasks_update
+       AFTER UPDATE OF title, project, phase, priority, due, wait, status, end_at ON tasks
+       FOR EACH ROW EXECUTE FUNCTION spice_generation_move();
+     CREATE TRIGGER generation_deps AFTER INSERT OR UPDATE OR DELETE ON deps
+       FOR EACH ROW EXECUTE FUNCTION spice_generation_move();
+     CREATE TRIGGER generation_claims AFTER INSERT OR DELETE ON claims
+       FOR EACH ROW EXECUTE FUNCTION spice_generation_move();
+     CREATE TRIGGER generation_claims_holder
+       AFTER UPDATE OF task_id, claimant, lane, worktree, fence ON claims
+       FOR EACH ROW EXECUTE FUNCTION spice_generation_move();",
 ];
 
-/// The channel the schema's triggers notify on a change to steering or claims.
+/// The channel the schema's triggers notify on a change to steering, claims or the
+/// generation.
 pub const CHANGES: &str = "spice_changes";
 
 /// The schema version this build writes.
