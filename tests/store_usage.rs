@@ -2,7 +2,8 @@
 //! embedded default) and PostgreSQL. Metered usage adds per session and moves only
 //! with its transcript's checkpoint (a failed write applies nothing, so the lines read
 //! again count once), what the reading remembers round-trips, and budgets are raised,
-//! set, stopped and read with the same refusals. Bed slots: `tests/store_beds.rs`.
+//! set, stopped and read with the same refusals; writers on connections of their own
+//! lose neither tokens nor a raise. Bed slots: `tests/store_beds.rs`.
 
 mod common;
 use common::{pg, TestEnv};
@@ -11,7 +12,7 @@ use spice::store::vocab::Checkpoint;
 use spice::store::{
     Authority, BudgetScope, ClaimRequest, Delta, Holder, Location, Metered, Target, TargetKind,
 };
-use std::sync::Arc;
+use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 /// A hermetic environment and, for PostgreSQL, its database (dropped after the test).
@@ -98,6 +99,7 @@ both!(directives_checkpoint_and_usage_are_one_transaction);
 both!(a_raise_lifts_the_budget_and_clears_a_stop_but_never_lowers_it);
 both!(a_set_goes_either_way_and_keeps_a_stop);
 both!(budgets_list_every_budget_with_its_usage);
+both!(writers_on_connections_of_their_own_lose_no_tokens_and_no_raise);
 
 fn target(kind: TargetKind, name: &str) -> Target {
     Target {
@@ -369,5 +371,42 @@ fn budgets_list_every_budget_with_its_usage(f: &Fleet) {
             ("lane".to_string(), "b".to_string(), Some(100), 10, false),
             ("task".to_string(), task, Some(5), 10, false),
         ]
+    );
+}
+
+fn writers_on_connections_of_their_own_lose_no_tokens_and_no_raise(f: &Fleet) {
+    const N: usize = 4;
+    const SCANS: u64 = 10;
+    let loc = f.location();
+    let start = Arc::new(Barrier::new(N));
+    let handles: Vec<_> = (0..N)
+        .map(|i| {
+            let (loc, start) = (loc.clone(), start.clone());
+            std::thread::spawn(move || {
+                let mut s = spice::store::connect(&loc, Arc::new(SystemClock)).unwrap();
+                start.wait();
+                // Every writer's scans add to one session's row; each raises the lane.
+                let w = writer("s1", "a");
+                for n in 1..=SCANS {
+                    s.apply_transcript_metered("/t.jsonl", at(n), &[], &w, &delta(1, 0))
+                        .unwrap();
+                }
+                s.budget_raise(&BudgetScope::Lane("a".into()), 100 + i as u64)
+                    .map(|b| b.limit)
+            })
+        })
+        .collect();
+    let raised: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let mut s = f.authority();
+    assert_eq!(
+        s.budget_state("a", None, None).unwrap().lane.used,
+        N as u64 * SCANS
+    );
+    // A raise is refused only below a raise committed before it: the highest stands.
+    assert!(raised.iter().any(|r| r.is_ok()), "{raised:?}");
+    assert_eq!(
+        s.budget_state("a", None, None).unwrap().lane.limit,
+        Some(100 + N as u64 - 1),
+        "{raised:?}"
     );
 }
