@@ -52,6 +52,38 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<BedSlot> {
     })
 }
 
+/// The offered ports among those other live beds hold (`held`, bed by bed, by slot).
+pub(super) fn clashes(held: impl IntoIterator<Item = Vec<u16>>, offered: &[u16]) -> Vec<u16> {
+    held.into_iter()
+        .flatten()
+        .filter(|p| offered.contains(p))
+        .collect()
+}
+
+/// The slot number for a bed: the worktree's own number (`before`) again when no other
+/// live bed holds it, else the smallest free one.
+pub(super) fn pick_slot(before: Option<u32>, used: &[u32]) -> u32 {
+    before
+        .filter(|n| !used.contains(n))
+        .or_else(|| (0u32..).find(|n| !used.contains(n)))
+        .expect("a free number")
+}
+
+impl BedSlot {
+    /// The row a reservation of `req` under `slot` writes at `at`.
+    pub(super) fn reserved(req: &SlotRequest<'_>, slot: u32, at: Micros) -> BedSlot {
+        BedSlot {
+            slot,
+            worktree: req.worktree.to_string(),
+            task_id: Some(req.task_id.to_string()),
+            template: req.template.map(str::to_string),
+            method: req.method.map(str::to_string),
+            ports: req.ports.to_vec(),
+            at,
+        }
+    }
+}
+
 const COLUMNS: &str = "slot, worktree, task_id, template, method, ports, at";
 
 /// Drops rows whose task no claim holds with that worktree.
@@ -83,25 +115,20 @@ impl Store {
                 .optional()?;
             drop_dead(tx)?;
             tx.execute("DELETE FROM bed_slots WHERE worktree = ?1", [req.worktree])?;
-            let mut taken = Vec::new();
-            let mut stmt = tx.prepare_cached("SELECT ports FROM bed_slots")?;
-            let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
-            for r in rows {
-                let held: Vec<u16> = serde_json::from_str(&r?).unwrap_or_default();
-                taken.extend(held.into_iter().filter(|p| req.ports.contains(p)));
-            }
+            let held: Vec<Vec<u16>> = tx
+                .prepare_cached("SELECT ports FROM bed_slots ORDER BY slot")?
+                .query_map([], |r| r.get::<_, String>(0))?
+                .map(|r| r.map(|p| serde_json::from_str(&p).unwrap_or_default()))
+                .collect::<rusqlite::Result<_>>()?;
+            let taken = clashes(held, req.ports);
             if !taken.is_empty() {
                 return Ok(Err(taken));
             }
-            // The worktree's own number again, else the smallest free one.
             let used: Vec<u32> = tx
                 .prepare_cached("SELECT slot FROM bed_slots ORDER BY slot")?
                 .query_map([], |r| r.get(0))?
                 .collect::<rusqlite::Result<_>>()?;
-            let slot = before
-                .filter(|n| !used.contains(n))
-                .or_else(|| (0u32..).find(|n| !used.contains(n)))
-                .expect("a free number");
+            let slot = pick_slot(before, &used);
             let ports = serde_json::to_string(req.ports).expect("serialisable");
             tx.execute(
                 "INSERT INTO bed_slots (slot, worktree, task_id, template, method, ports, at)
@@ -116,15 +143,7 @@ impl Store {
                     now
                 ],
             )?;
-            Ok(Ok(BedSlot {
-                slot,
-                worktree: req.worktree.to_string(),
-                task_id: Some(req.task_id.to_string()),
-                template: req.template.map(str::to_string),
-                method: req.method.map(str::to_string),
-                ports: req.ports.to_vec(),
-                at: now,
-            }))
+            Ok(Ok(BedSlot::reserved(req, slot, now)))
         })
     }
 

@@ -125,13 +125,53 @@ pub enum BudgetScope {
 }
 
 impl BudgetScope {
-    fn parts(&self) -> (&'static str, &str) {
+    /// The budget's row key: its kind (`lane`, `task`) and name.
+    pub(super) fn parts(&self) -> (&'static str, &str) {
         match self {
             BudgetScope::Lane(n) => ("lane", n),
             BudgetScope::Task(t) => ("task", t),
         }
     }
 }
+
+/// The column of the usage rows a budget of `kind` counts: a lane's sessions, or every
+/// session that worked on the task.
+pub(super) fn used_column(kind: &str) -> &'static str {
+    if kind == "lane" {
+        "lane"
+    } else {
+        "task_id"
+    }
+}
+
+/// Refuses a raise (`raise`) that would lower the budget set before (`old`); a set
+/// may go either way.
+pub(super) fn check_put(
+    scope: &BudgetScope,
+    old: Option<u64>,
+    tokens: u64,
+    raise: bool,
+) -> Result<()> {
+    let (kind, name) = scope.parts();
+    match old.filter(|old| raise && tokens < *old) {
+        Some(old) => Err(Error::input(format!(
+            "the {kind} {name}'s budget is {old} tokens: a raise cannot lower it to {tokens}"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Whose tokens a scan counted: the writer's session (empty for a transcript read by
+/// hand, `spice ack scan`, which still counts) and lane.
+pub(super) fn counted_for(writer: &[Target]) -> (&str, Option<&str>) {
+    (
+        name_of(writer, TargetKind::Session).unwrap_or(""),
+        name_of(writer, TargetKind::Lane),
+    )
+}
+
+/// The ledger kinds that say which task a session was launched for (the newest wins).
+pub(super) const LAUNCH_KINDS: &str = "'launched', 'claimed', 'successor', 'takeover'";
 
 /// A budget as it stands: the limit (if any), what was used, and whether the operator
 /// asked to stop.
@@ -178,6 +218,20 @@ impl BudgetState {
     /// The operator asked to stop the lane or its task.
     pub fn stop(&self) -> bool {
         self.lane.stop || self.task.as_ref().is_some_and(|t| t.stop)
+    }
+
+    /// The state from the budgets as stored: the lane's limit is the higher of the
+    /// operator's and its file's floor; the task's budget counts only when one was set
+    /// or a stop asked for.
+    pub(super) fn of(mut lane: Budget, lane_floor: Option<u64>, task: Option<Budget>) -> Self {
+        lane.limit = match (lane.limit, lane_floor) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        BudgetState {
+            lane,
+            task: task.filter(|b| b.limit.is_some() || b.stop),
+        }
     }
 }
 
@@ -252,22 +306,9 @@ impl Store {
         lane_floor: Option<u64>,
     ) -> Result<BudgetState> {
         self.read("reading budgets", |tx, _| {
-            let mut lane_b = budget(tx, "lane", lane, "lane")?;
-            lane_b.limit = match (lane_b.limit, lane_floor) {
-                (Some(a), Some(b)) => Some(a.max(b)),
-                (a, b) => a.or(b),
-            };
-            let task_b = match task {
-                Some(t) => {
-                    let b = budget(tx, "task", t, "task_id")?;
-                    (b.limit.is_some() || b.stop).then_some(b)
-                }
-                None => None,
-            };
-            Ok(BudgetState {
-                lane: lane_b,
-                task: task_b,
-            })
+            let lane_b = budget(tx, "lane", lane)?;
+            let task_b = task.map(|t| budget(tx, "task", t)).transpose()?;
+            Ok(BudgetState::of(lane_b, lane_floor, task_b))
         })
     }
 
@@ -285,21 +326,15 @@ impl Store {
 
     fn budget_put(&mut self, scope: &BudgetScope, tokens: u64, raise: bool) -> Result<Budget> {
         let (kind, name) = scope.parts();
-        let column = if kind == "lane" { "lane" } else { "task_id" };
         self.write("setting a budget", |tx, now| {
-            let before = budget(tx, kind, name, column)?;
-            if let Some(old) = before.limit.filter(|old| raise && tokens < *old) {
-                return Err(Error::input(format!(
-                    "the {kind} {name}'s budget is {old} tokens: a raise cannot lower it to {tokens}"
-                )));
-            }
+            check_put(scope, budget(tx, kind, name)?.limit, tokens, raise)?;
             tx.prepare_cached(
                 "INSERT INTO budgets (kind, name, tokens, stop, updated) VALUES (?1, ?2, ?3, 0, ?4)
                  ON CONFLICT (kind, name) DO UPDATE SET tokens = excluded.tokens,
                  stop = CASE WHEN ?5 THEN 0 ELSE stop END, updated = excluded.updated",
             )?
             .execute(params![kind, name, tokens as i64, now, raise])?;
-            budget(tx, kind, name, column)
+            budget(tx, kind, name)
         })
     }
 
@@ -350,8 +385,7 @@ impl Store {
             names
                 .into_iter()
                 .map(|(kind, name)| {
-                    let column = if kind == "lane" { "lane" } else { "task_id" };
-                    let b = budget(tx, &kind, &name, column)?;
+                    let b = budget(tx, &kind, &name)?;
                     Ok(BudgetRow {
                         kind,
                         name,
@@ -365,7 +399,8 @@ impl Store {
     }
 }
 
-fn budget(tx: &Transaction<'_>, kind: &str, name: &str, column: &str) -> Result<Budget> {
+fn budget(tx: &Transaction<'_>, kind: &str, name: &str) -> Result<Budget> {
+    let column = used_column(kind);
     let row: Option<(Option<i64>, bool)> = tx
         .prepare_cached("SELECT tokens, stop FROM budgets WHERE kind = ?1 AND name = ?2")?
         .query_row(params![kind, name], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -401,16 +436,14 @@ fn add_usage(
     if metered.delta.is_zero() {
         return Ok(());
     }
-    // A transcript read by hand (`spice ack scan`) still counts, under no session.
-    let session = name_of(writer, TargetKind::Session).unwrap_or("");
-    let lane = name_of(writer, TargetKind::Lane);
+    let (session, lane) = counted_for(writer);
     let task: Option<String> = if session.is_empty() {
         None
     } else {
-        tx.prepare_cached(
-            "SELECT task_id FROM ledger WHERE actor = ?1 AND kind IN ('launched', 'claimed',
-             'successor', 'takeover') ORDER BY seq DESC LIMIT 1",
-        )?
+        tx.prepare_cached(&format!(
+            "SELECT task_id FROM ledger WHERE actor = ?1 AND kind IN ({LAUNCH_KINDS})
+             ORDER BY seq DESC LIMIT 1"
+        ))?
         .query_row([session], |r| r.get(0))
         .optional()?
     };

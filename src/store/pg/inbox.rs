@@ -202,8 +202,24 @@ pub(super) fn apply_transcript(
         .transaction()
         .ctx("to start applying a transcript", at)?;
     let now = server_now(&mut tx, at)?;
-    sweep(&mut tx, at, now)?;
-    let out = apply_all(&mut tx, at, directives, (path, Scope::Within(writer)), now)?;
+    let out = apply_transcript_in(&mut tx, at, (path, cp), directives, writer, now)?;
+    tx.commit()
+        .ctx("to commit a transcript's acknowledgments", at)?;
+    Ok(out)
+}
+
+/// The body of [`apply_transcript`], inside the caller's transaction (the metered
+/// scan adds its usage to the same one).
+pub(super) fn apply_transcript_in(
+    tx: &mut Transaction<'_>,
+    at: &str,
+    (path, cp): (&str, Checkpoint),
+    directives: &[Directive],
+    writer: &[Target],
+    now: Micros,
+) -> Result<Vec<Outcome>> {
+    sweep(tx, at, now)?;
+    let out = apply_all(tx, at, directives, (path, Scope::Within(writer)), now)?;
     tx.execute(
         "INSERT INTO transcript_checkpoints (path, byte_offset, line, hash, updated)
          VALUES ($1, $2, $3, $4, $5)
@@ -218,8 +234,6 @@ pub(super) fn apply_transcript(
         ],
     )
     .ctx("to move a transcript checkpoint", at)?;
-    tx.commit()
-        .ctx("to commit a transcript's acknowledgments", at)?;
     Ok(out)
 }
 

@@ -23,10 +23,13 @@
 //! - Steering items, acknowledgments and transcript checkpoints follow the SQLite
 //!   store's rules ([`inbox`]); a committed change to steering or claims notifies
 //!   `spice_changes`, which a waiter blocks on ([`notify`]).
+//! - Usage and budgets follow the SQLite store's rules ([`usage`]); bed slots too
+//!   ([`beds`]), reservations serialised by a lock on their table.
 //!
 //! Not on PostgreSQL yet (each says so in one line): flows other than the
-//! default, annotations, imports, usage and the supervisor's other tables.
+//! default, annotations, imports and the supervisor's other tables.
 
+mod beds;
 mod claims;
 mod generation;
 mod holds;
@@ -37,6 +40,7 @@ pub mod schema;
 mod supervisors;
 mod tasks;
 mod tls;
+mod usage;
 
 pub(crate) use tls::check_url;
 
@@ -345,7 +349,7 @@ impl Authority for PgStore {
         supervisors::take_lane(self, name, supervisor, hosts)
     }
     fn usage_carry(&mut self, path: &str) -> Result<Option<String>> {
-        self.unsupported("usage")
+        usage::usage_carry(self, path)
     }
     fn apply_transcript_metered(
         &mut self,
@@ -355,10 +359,10 @@ impl Authority for PgStore {
         writer: &[Target],
         metered: &Metered,
     ) -> Result<Vec<Outcome>> {
-        self.unsupported("usage")
+        usage::apply_transcript_metered(self, path, at, directives, writer, metered)
     }
     fn session_usage(&mut self) -> Result<Vec<SessionUsage>> {
-        self.unsupported("usage")
+        usage::session_usage(self)
     }
     fn budget_state(
         &mut self,
@@ -366,34 +370,34 @@ impl Authority for PgStore {
         task: Option<&str>,
         lane_floor: Option<u64>,
     ) -> Result<BudgetState> {
-        self.unsupported("budgets")
+        usage::budget_state(self, lane, task, lane_floor)
     }
     fn budget_raise(&mut self, scope: &BudgetScope, tokens: u64) -> Result<Budget> {
-        self.unsupported("budgets")
+        usage::budget_put(self, scope, tokens, true)
     }
     fn budget_set(&mut self, scope: &BudgetScope, tokens: u64) -> Result<Budget> {
-        self.unsupported("budgets")
+        usage::budget_put(self, scope, tokens, false)
     }
     fn budget_stop(&mut self, scope: &BudgetScope) -> Result<()> {
-        self.unsupported("budgets")
+        usage::budget_stop(self, scope)
     }
     fn budget_stopped(&mut self, scope: &BudgetScope) -> Result<()> {
-        self.unsupported("budgets")
+        usage::budget_stopped(self, scope)
     }
     fn budgets(&mut self) -> Result<Vec<BudgetRow>> {
-        self.unsupported("budgets")
+        usage::budgets(self)
     }
     fn reserve_bed_slot(
         &mut self,
         req: &SlotRequest<'_>,
     ) -> Result<std::result::Result<BedSlot, Vec<u16>>> {
-        self.unsupported("bed slots")
+        beds::reserve(self, req)
     }
     fn bed_slots(&mut self) -> Result<Vec<BedSlot>> {
-        self.unsupported("bed slots")
+        beds::live(self)
     }
     fn bed_slot(&mut self, worktree: &str) -> Result<Option<BedSlot>> {
-        self.unsupported("bed slots")
+        beds::of(self, worktree)
     }
     fn conscience_epoch(&mut self, lane: &str) -> Result<i64> {
         self.unsupported("the conscience")

@@ -182,6 +182,39 @@ const MIGRATIONS: &[&str] = &[
      CREATE TRIGGER generation_claims_holder
        AFTER UPDATE OF task_id, claimant, lane, worktree, fence ON claims
        FOR EACH ROW EXECUTE FUNCTION spice_generation_move();",
+    // Usage, budgets and bed slots (SQLite's schemas 6 and 9): the tokens each
+    // session's transcript counted, what reading each transcript remembers across a
+    // restart, the operator's budgets, and the slot and ports each live test bed holds
+    // (a bed's ports an array; reservations lock the table, so no two share one).
+    "CREATE TABLE usage (
+       path text NOT NULL,
+       session text NOT NULL,
+       lane text,
+       task_id text,
+       input bigint NOT NULL DEFAULT 0 CHECK (input >= 0),
+       output bigint NOT NULL DEFAULT 0 CHECK (output >= 0),
+       cache_read bigint NOT NULL DEFAULT 0 CHECK (cache_read >= 0),
+       cache_creation bigint NOT NULL DEFAULT 0 CHECK (cache_creation >= 0),
+       updated bigint NOT NULL,
+       PRIMARY KEY (path, session));
+     CREATE INDEX usage_by_lane ON usage (lane);
+     CREATE INDEX usage_by_task ON usage (task_id);
+     CREATE TABLE usage_carry (path text PRIMARY KEY, carry text NOT NULL);
+     CREATE TABLE budgets (
+       kind text NOT NULL CHECK (kind IN ('lane', 'task')),
+       name text NOT NULL,
+       tokens bigint,
+       stop boolean NOT NULL DEFAULT false,
+       updated bigint NOT NULL,
+       PRIMARY KEY (kind, name));
+     CREATE TABLE bed_slots (
+       slot integer PRIMARY KEY CHECK (slot >= 0),
+       worktree text NOT NULL UNIQUE,
+       task_id text,
+       template text,
+       method text,
+       ports integer[] NOT NULL DEFAULT '{}',
+       at bigint NOT NULL);",
 ];
 
 /// The channel the schema's triggers notify on a change to steering, claims or the
