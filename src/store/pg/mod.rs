@@ -28,7 +28,9 @@
 //! default, annotations, imports, usage and the supervisor's other tables.
 
 mod claims;
+mod conscience;
 mod inbox;
+mod ledger;
 mod notify;
 pub mod schema;
 mod tasks;
@@ -267,10 +269,10 @@ impl Authority for PgStore {
         actor: &str,
         detail: serde_json::Value,
     ) -> Result<()> {
-        self.unsupported("the ledger")
+        ledger::note(self, task_id, kind, actor, detail)
     }
     fn ledger_since(&mut self, seq: i64, limit: usize) -> Result<Vec<LedgerEntry>> {
-        self.unsupported("the ledger")
+        ledger::ledger_since(self, seq, limit)
     }
     fn ledger_of_kinds(
         &mut self,
@@ -278,25 +280,25 @@ impl Authority for PgStore {
         kinds: &[&str],
         limit: usize,
     ) -> Result<Vec<LedgerEntry>> {
-        self.unsupported("the ledger")
+        ledger::ledger_of_kinds(self, task_id, kinds, limit)
     }
     fn ledger_recent_of_kinds(&mut self, kinds: &[&str], limit: usize) -> Result<Vec<LedgerEntry>> {
-        self.unsupported("the ledger")
+        ledger::ledger_recent_of_kinds(self, kinds, limit)
     }
     fn ledger_head(&mut self) -> Result<i64> {
-        self.unsupported("the ledger")
+        ledger::ledger_head(self)
     }
     fn acks_head(&mut self) -> Result<i64> {
-        self.unsupported("acknowledgments")
+        ledger::acks_head(self)
     }
     fn acks_since(&mut self, seq: i64, limit: usize) -> Result<Vec<(i64, AckRecord)>> {
-        self.unsupported("acknowledgments")
+        ledger::acks_since(self, seq, limit)
     }
     fn item(&mut self, key: &str) -> Result<Item> {
-        self.unsupported("steering")
+        inbox::item(self, key)
     }
     fn session_lane(&mut self, session: &str) -> Result<Option<String>> {
-        self.unsupported("steering")
+        ledger::session_lane(self, session)
     }
     fn generation(&mut self) -> Result<Generation> {
         self.unsupported("the generation")
@@ -367,16 +369,16 @@ impl Authority for PgStore {
         self.unsupported("bed slots")
     }
     fn conscience_epoch(&mut self, lane: &str) -> Result<i64> {
-        self.unsupported("the conscience")
+        conscience::epoch(self, lane)
     }
     fn conscience_compacted(&mut self, lane: &str, n: u64) -> Result<i64> {
-        self.unsupported("the conscience")
+        conscience::compacted(self, lane, n)
     }
     fn conscience_fired(&mut self, lane: &str, maxim: &str, epoch: i64) -> Result<Option<String>> {
-        self.unsupported("the conscience")
+        conscience::fired(self, lane, maxim, epoch)
     }
     fn conscience_note(&mut self, s: &NewStep<'_>) -> Result<()> {
-        self.unsupported("the conscience")
+        conscience::note(self, s)
     }
     fn conscience_publish(
         &mut self,
@@ -384,19 +386,19 @@ impl Authority for PgStore {
         text: &str,
         ttl: Duration,
     ) -> Result<Option<String>> {
-        self.unsupported("the conscience")
+        conscience::publish(self, s, text, ttl)
     }
     fn conscience_log(&mut self, lane: Option<&str>, limit: usize) -> Result<Vec<ConscienceEntry>> {
-        self.unsupported("the conscience")
+        conscience::log(self, lane, limit)
     }
     fn expire_reminders(&mut self, lane: &str, why: &str) -> Result<Vec<String>> {
-        self.unsupported("the conscience")
+        conscience::expire_reminders(self, lane, why)
     }
     fn proposal(&mut self, theme: &str) -> Result<Option<Proposal>> {
-        self.unsupported("the conscience")
+        conscience::proposal(self, theme)
     }
     fn record_proposal(&mut self, theme: &str, task_id: &str) -> Result<bool> {
-        self.unsupported("the conscience")
+        conscience::record_proposal(self, theme, task_id)
     }
     fn full_store(&mut self) -> Option<&mut super::Store> {
         None
