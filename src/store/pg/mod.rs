@@ -23,6 +23,9 @@
 //! - Steering items, acknowledgments and transcript checkpoints follow the SQLite
 //!   store's rules ([`inbox`]); a committed change to steering or claims notifies
 //!   `spice_changes`, which a waiter blocks on ([`notify`]).
+//! - The ledger's and acknowledgments' feeds hand out only rows no open transaction
+//!   can still precede, so a watcher's `seq` cursor never skips a row ([`ledger`]);
+//!   the conscience publishes a reminder once per maxim per epoch ([`conscience`]).
 //!
 //! Not on PostgreSQL yet (each says so in one line): lane rows, flows other than the
 //! default, annotations, imports, usage and the supervisor's other tables.
