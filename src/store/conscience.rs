@@ -49,7 +49,7 @@ pub struct NewStep<'a> {
 }
 
 /// A reminder's item as it stands: state, closed at, expires, problem, answer.
-type Answered = (
+pub(super) type Answered = (
     String,
     Option<Micros>,
     Micros,
@@ -127,23 +127,27 @@ impl Store {
         text: &str,
         ttl: Duration,
     ) -> Result<Option<String>> {
-        if self.conscience_fired(s.lane, s.maxim, s.epoch)?.is_some() {
-            return Ok(None);
-        }
-        let target = Target {
-            kind: TargetKind::Lane,
-            name: s.lane.to_string(),
-        };
-        let item = self.steer(&target, text, ttl)?;
+        let target = reminder_target(s.lane);
+        super::inbox::check_new(&target, text)?;
+        // One write: the check, the item and its record commit together, and a second
+        // publisher (another connection) waits for the write lock, then finds the row.
         self.write("recording a reminder", |tx, now| {
+            let fired = tx
+                .prepare_cached(
+                    "SELECT 1 FROM conscience_fired WHERE lane = ?1 AND maxim = ?2 AND epoch = ?3",
+                )?
+                .exists(params![s.lane, s.maxim, s.epoch])?;
+            if fired {
+                return Ok(None);
+            }
+            let key = super::inbox::create(tx, now, &target, text, ttl)?;
             tx.prepare_cached(
                 "INSERT INTO conscience_fired (lane, maxim, epoch, key, at) VALUES (?1, ?2, ?3, ?4, ?5)",
             )?
-            .execute(params![s.lane, s.maxim, s.epoch, item.key, now])?;
-            insert(tx, now, s, Some(&item.key))?;
-            Ok(())
-        })?;
-        Ok(Some(item.key))
+            .execute(params![s.lane, s.maxim, s.epoch, key, now])?;
+            insert(tx, now, s, Some(&key))?;
+            Ok(Some(key))
+        })
     }
 
     /// The log, oldest first, for one lane or all (`None`), the last `limit` steps,
@@ -179,7 +183,7 @@ impl Store {
                       AND effect IN ('acked', 'refused') ORDER BY seq DESC LIMIT 1)
                  FROM steering WHERE key = ?1",
             )?;
-            let mut derived = Vec::new();
+            let mut answers = Vec::new();
             for e in out.iter().filter(|e| e.step == "published") {
                 let Some(key) = &e.key else { continue };
                 let row: Option<Answered> = answered
@@ -187,30 +191,11 @@ impl Store {
                         Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
                     })
                     .optional()?;
-                let Some((state, closed, expires, problem, body)) = row else {
-                    continue;
-                };
-                let (step, at, detail) = match state.as_str() {
-                    "acked" => ("acked", closed, serde_json::json!({ "body": body })),
-                    "refused" => ("nacked", closed, serde_json::json!({ "body": body })),
-                    "expired" => ("expired", closed, serde_json::json!({ "why": problem })),
-                    "pending" if expires <= now => (
-                        "expired",
-                        Some(expires),
-                        serde_json::json!({ "why": "unanswered within its TTL" }),
-                    ),
-                    _ => continue,
-                };
-                derived.push(ConscienceEntry {
-                    step: step.into(),
-                    at: at.unwrap_or(e.at),
-                    detail,
-                    ..e.clone()
-                });
+                if let Some(row) = row {
+                    answers.push((e.seq, row));
+                }
             }
-            out.extend(derived);
-            out.sort_by_key(|e| (e.seq, e.step != "published" && e.key.is_some()));
-            Ok(out)
+            Ok(with_answers(out, answers, now))
         })
     }
 
@@ -265,6 +250,53 @@ impl Store {
                 == 1)
         })
     }
+}
+
+/// A reminder's target: the lane it is for.
+pub(super) fn reminder_target(lane: &str) -> Target {
+    Target {
+        kind: TargetKind::Lane,
+        name: lane.to_string(),
+    }
+}
+
+/// The log (oldest first) with each reminder's answer as its item stands (`answers`:
+/// a `published` entry's seq and its item), derived at `now` and placed right after
+/// its publication: the one rule both backends read the log by.
+pub(super) fn with_answers(
+    mut out: Vec<ConscienceEntry>,
+    answers: Vec<(i64, Answered)>,
+    now: Micros,
+) -> Vec<ConscienceEntry> {
+    let mut derived = Vec::new();
+    for (seq, (state, closed, expires, problem, body)) in answers {
+        let Some(e) = out
+            .iter()
+            .find(|e| e.seq == seq && e.step == "published" && e.key.is_some())
+        else {
+            continue;
+        };
+        let (step, at, detail) = match state.as_str() {
+            "acked" => ("acked", closed, serde_json::json!({ "body": body })),
+            "refused" => ("nacked", closed, serde_json::json!({ "body": body })),
+            "expired" => ("expired", closed, serde_json::json!({ "why": problem })),
+            "pending" if expires <= now => (
+                "expired",
+                Some(expires),
+                serde_json::json!({ "why": "unanswered within its TTL" }),
+            ),
+            _ => continue,
+        };
+        derived.push(ConscienceEntry {
+            step: step.into(),
+            at: at.unwrap_or(e.at),
+            detail,
+            ..e.clone()
+        });
+    }
+    out.extend(derived);
+    out.sort_by_key(|e| (e.seq, e.step != "published" && e.key.is_some()));
+    out
 }
 
 fn insert(

@@ -184,6 +184,11 @@ pub(super) fn judge(
     }
 }
 
+/// The refusal of a lookup by a key no item has (both backends).
+pub(super) fn unknown_key(key: &str) -> Error {
+    Error::input(format!("unknown steering key '{key}'"))
+}
+
 /// The problem a bare NACK leaves on its pending item.
 pub(super) fn no_reason(source: &str, line: usize) -> String {
     format!("NACK without a reason at {source}:{line}; still pending")
@@ -233,6 +238,32 @@ fn sweep(tx: &Transaction<'_>, now: Micros) -> Result<()> {
     Ok(())
 }
 
+/// Creates a pending item (already checked by [`check_new`]) inside the caller's
+/// write; its key. A reminder's item and its record are one transaction this way.
+pub(super) fn create(
+    tx: &Transaction<'_>,
+    now: Micros,
+    target: &Target,
+    text: &str,
+    ttl: Duration,
+) -> Result<String> {
+    sweep(tx, now)?;
+    let key = fresh_key(tx, now)?;
+    tx.execute(
+        "INSERT INTO steering (key, target_kind, target, text, created, expires)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![
+            key,
+            target.kind.as_str(),
+            target.name,
+            text,
+            now,
+            now.saturating_add(crate::when::micros(ttl))
+        ],
+    )?;
+    Ok(key)
+}
+
 fn fresh_key(tx: &Transaction<'_>, now: Micros) -> Result<String> {
     let base = stamp::MINTER.mint(now.max(0) as u64);
     let mut exists = tx.prepare_cached("SELECT 1 FROM steering WHERE key = ?1")?;
@@ -250,21 +281,7 @@ impl Store {
     pub fn steer(&mut self, target: &Target, text: &str, ttl: Duration) -> Result<Item> {
         check_new(target, text)?;
         let key = self.write("creating a steering item", |tx, now| {
-            sweep(tx, now)?;
-            let key = fresh_key(tx, now)?;
-            tx.execute(
-                "INSERT INTO steering (key, target_kind, target, text, created, expires)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![
-                    key,
-                    target.kind.as_str(),
-                    target.name,
-                    text,
-                    now,
-                    now.saturating_add(crate::when::micros(ttl))
-                ],
-            )?;
-            Ok(key)
+            create(tx, now, target, text, ttl)
         })?;
         self.item(&key)
     }
@@ -278,7 +295,7 @@ impl Store {
                 |r| row_to_item(r, now),
             )
             .optional()?
-            .ok_or_else(|| Error::input(format!("unknown steering key '{key}'")))
+            .ok_or_else(|| unknown_key(key))
         })
     }
 

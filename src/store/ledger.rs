@@ -73,6 +73,16 @@ pub const SUPERVISOR_KINDS: [&str; 17] = [
     "gc",
 ];
 
+/// Refuses a note of a kind the supervisor does not report (both backends).
+pub(super) fn check_note(kind: &str) -> Result<()> {
+    if !SUPERVISOR_KINDS.contains(&kind) {
+        return Err(crate::error::Error::input(format!(
+            "ledger kind {kind:?} is not one the supervisor reports"
+        )));
+    }
+    Ok(())
+}
+
 impl Store {
     /// Appends a supervisor report (one of [`SUPERVISOR_KINDS`]) to a task's ledger.
     pub fn note(
@@ -82,11 +92,7 @@ impl Store {
         actor: &str,
         detail: serde_json::Value,
     ) -> Result<()> {
-        if !SUPERVISOR_KINDS.contains(&kind) {
-            return Err(crate::error::Error::input(format!(
-                "ledger kind {kind:?} is not one the supervisor reports"
-            )));
-        }
+        check_note(kind)?;
         self.write("recording in the ledger", |tx, now| {
             append(tx, task_id, now, kind, Some(actor), None, detail)
         })

@@ -22,8 +22,8 @@ use crate::clock::Micros;
 use crate::error::Result;
 use crate::stamp;
 use crate::store::inbox::{
-    check_new, derive_state, judge, no_reason, polarity_str, AckRecord, Effect, ItemState, Outcome,
-    Scope, ITEM_COLUMNS,
+    check_new, derive_state, judge, no_reason, polarity_str, unknown_key, AckRecord, Effect,
+    ItemState, Outcome, Scope, ITEM_COLUMNS,
 };
 use crate::store::target::TargetKind;
 use crate::store::vocab::{Checkpoint, Directive};
@@ -76,12 +76,29 @@ pub(super) fn steer(s: &mut PgStore, target: &Target, text: &str, ttl: Duration)
         .transaction()
         .ctx("to start creating a steering item", at)?;
     let now = server_now(&mut tx, at)?;
-    sweep(&mut tx, at, now)?;
+    let key = create(&mut tx, at, now, target, text, ttl)?;
+    let item = one(&mut tx, at, &key, now)?;
+    tx.commit().ctx("to commit a steering item", at)?;
+    Ok(item)
+}
+
+/// Creates a pending item (already checked by `check_new`) inside the caller's
+/// transaction, at `now`; its key. A reminder's item and its record are one
+/// transaction this way.
+pub(super) fn create(
+    tx: &mut Transaction<'_>,
+    at: &str,
+    now: Micros,
+    target: &Target,
+    text: &str,
+    ttl: Duration,
+) -> Result<String> {
+    sweep(tx, at, now)?;
     let base = stamp::MINTER.mint(now.max(0) as u64);
     let expires = now.saturating_add(crate::when::micros(ttl));
     let kind = target.kind.as_str();
     let mut n = 0;
-    let key = loop {
+    loop {
         let key = match n {
             0 => base.clone(),
             n => stamp::with_suffix(&base, n),
@@ -94,23 +111,28 @@ pub(super) fn steer(s: &mut PgStore, target: &Target, text: &str, ttl: Duration)
             )
             .ctx("to create a steering item", at)?;
         if made.is_some() {
-            break key;
+            return Ok(key);
         }
         n += 1;
-    };
-    let item = one(&mut tx, at, &key, now)?;
-    tx.commit().ctx("to commit a steering item", at)?;
-    Ok(item)
+    }
 }
 
 fn one(c: &mut impl GenericClient, at: &str, key: &str, now: Micros) -> Result<Item> {
     let row = c
-        .query_one(
+        .query_opt(
             &format!("SELECT {ITEM_COLUMNS} FROM steering WHERE key = $1"),
             &[&key],
         )
         .ctx("to read a steering item", at)?;
-    Ok(row_to_item(&row, now))
+    row.map(|r| row_to_item(&r, now))
+        .ok_or_else(|| unknown_key(key))
+}
+
+/// One item by its key, its state as of the server's clock.
+pub(super) fn item(s: &mut PgStore, key: &str) -> Result<Item> {
+    let at = s.at.as_str();
+    let now = server_now(&mut s.client, at)?;
+    one(&mut s.client, at, key, now)
 }
 
 /// Items for any of `targets` (every target when empty), oldest first; only pending

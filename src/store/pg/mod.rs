@@ -25,16 +25,21 @@
 //!   `spice_changes`, which a waiter blocks on ([`notify`]).
 //! - Usage and budgets follow the SQLite store's rules ([`usage`]); bed slots too
 //!   ([`beds`]), reservations serialised by a lock on their table.
+//! - The ledger's and acknowledgments' feeds hand out only rows no open transaction
+//!   can still precede, so a watcher's `seq` cursor never skips a row ([`ledger`]);
+//!   the conscience publishes a reminder once per maxim per epoch ([`conscience`]).
 //!
 //! Not on PostgreSQL yet (each says so in one line): flows other than the
 //! default, annotations, imports and the supervisor's other tables.
 
 mod beds;
 mod claims;
+mod conscience;
 mod generation;
 mod holds;
 mod inbox;
 mod lanes;
+mod ledger;
 mod notify;
 pub mod schema;
 mod supervisors;
@@ -45,7 +50,7 @@ mod usage;
 pub(crate) use tls::check_url;
 
 use super::authority::{Authority, Cell};
-use super::location::{not_on_postgres, Location};
+use super::location::Location;
 use super::vocab::{Checkpoint, Directive, Filter};
 use super::{
     AckRecord, BedSlot, Budget, BudgetRow, BudgetScope, BudgetState, Claim, ClaimRequest,
@@ -112,10 +117,6 @@ impl PgStore {
             changes: 0,
         })
     }
-
-    fn unsupported<T>(&self, what: &str) -> Result<T> {
-        Err(not_on_postgres(what, &self.at))
-    }
 }
 
 /// What went wrong, in the server's words when it gave any.
@@ -140,8 +141,6 @@ impl<T> PgContext<T> for std::result::Result<T, postgres::Error> {
     }
 }
 
-// The parts not on PostgreSQL yet take their arguments unread.
-#[allow(unused_variables)]
 impl Authority for PgStore {
     fn describe(&self) -> String {
         self.at.clone()
@@ -276,10 +275,10 @@ impl Authority for PgStore {
         actor: &str,
         detail: serde_json::Value,
     ) -> Result<()> {
-        self.unsupported("the ledger")
+        ledger::note(self, task_id, kind, actor, detail)
     }
     fn ledger_since(&mut self, seq: i64, limit: usize) -> Result<Vec<LedgerEntry>> {
-        self.unsupported("the ledger")
+        ledger::ledger_since(self, seq, limit)
     }
     fn ledger_of_kinds(
         &mut self,
@@ -287,25 +286,25 @@ impl Authority for PgStore {
         kinds: &[&str],
         limit: usize,
     ) -> Result<Vec<LedgerEntry>> {
-        self.unsupported("the ledger")
+        ledger::ledger_of_kinds(self, task_id, kinds, limit)
     }
     fn ledger_recent_of_kinds(&mut self, kinds: &[&str], limit: usize) -> Result<Vec<LedgerEntry>> {
-        self.unsupported("the ledger")
+        ledger::ledger_recent_of_kinds(self, kinds, limit)
     }
     fn ledger_head(&mut self) -> Result<i64> {
-        self.unsupported("the ledger")
+        ledger::ledger_head(self)
     }
     fn acks_head(&mut self) -> Result<i64> {
-        self.unsupported("acknowledgments")
+        ledger::acks_head(self)
     }
     fn acks_since(&mut self, seq: i64, limit: usize) -> Result<Vec<(i64, AckRecord)>> {
-        self.unsupported("acknowledgments")
+        ledger::acks_since(self, seq, limit)
     }
     fn item(&mut self, key: &str) -> Result<Item> {
-        self.unsupported("steering")
+        inbox::item(self, key)
     }
     fn session_lane(&mut self, session: &str) -> Result<Option<String>> {
-        self.unsupported("steering")
+        ledger::session_lane(self, session)
     }
     fn generation(&mut self) -> Result<Generation> {
         generation::generation(self)
@@ -400,16 +399,16 @@ impl Authority for PgStore {
         beds::of(self, worktree)
     }
     fn conscience_epoch(&mut self, lane: &str) -> Result<i64> {
-        self.unsupported("the conscience")
+        conscience::epoch(self, lane)
     }
     fn conscience_compacted(&mut self, lane: &str, n: u64) -> Result<i64> {
-        self.unsupported("the conscience")
+        conscience::compacted(self, lane, n)
     }
     fn conscience_fired(&mut self, lane: &str, maxim: &str, epoch: i64) -> Result<Option<String>> {
-        self.unsupported("the conscience")
+        conscience::fired(self, lane, maxim, epoch)
     }
     fn conscience_note(&mut self, s: &NewStep<'_>) -> Result<()> {
-        self.unsupported("the conscience")
+        conscience::note(self, s)
     }
     fn conscience_publish(
         &mut self,
@@ -417,19 +416,19 @@ impl Authority for PgStore {
         text: &str,
         ttl: Duration,
     ) -> Result<Option<String>> {
-        self.unsupported("the conscience")
+        conscience::publish(self, s, text, ttl)
     }
     fn conscience_log(&mut self, lane: Option<&str>, limit: usize) -> Result<Vec<ConscienceEntry>> {
-        self.unsupported("the conscience")
+        conscience::log(self, lane, limit)
     }
     fn expire_reminders(&mut self, lane: &str, why: &str) -> Result<Vec<String>> {
-        self.unsupported("the conscience")
+        conscience::expire_reminders(self, lane, why)
     }
     fn proposal(&mut self, theme: &str) -> Result<Option<Proposal>> {
-        self.unsupported("the conscience")
+        conscience::proposal(self, theme)
     }
     fn record_proposal(&mut self, theme: &str, task_id: &str) -> Result<bool> {
-        self.unsupported("the conscience")
+        conscience::record_proposal(self, theme, task_id)
     }
     fn full_store(&mut self) -> Option<&mut super::Store> {
         None

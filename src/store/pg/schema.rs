@@ -215,6 +215,40 @@ const MIGRATIONS: &[&str] = &[
        method text,
        ports integer[] NOT NULL DEFAULT '{}',
        at bigint NOT NULL);",
+    // The ledger's and acknowledgments' feeds, and the conscience. Each row of the two
+    // feeds carries the transaction that wrote it (`xid`, 0 for rows written before),
+    // so a reader hands out only what no transaction in flight can still precede
+    // ([`super::ledger`]). The conscience's log, each lane's compaction epoch, which
+    // maxim published in which epoch (its primary key is the once-per-epoch proof),
+    // and the maxims proposed as tasks: SQLite's schema 7.
+    "ALTER TABLE ledger ADD COLUMN xid xid8 NOT NULL DEFAULT '0';
+     ALTER TABLE ledger ALTER COLUMN xid SET DEFAULT pg_current_xact_id();
+     CREATE INDEX ledger_by_xid ON ledger (xid, seq);
+     ALTER TABLE acks ADD COLUMN xid xid8 NOT NULL DEFAULT '0';
+     ALTER TABLE acks ALTER COLUMN xid SET DEFAULT pg_current_xact_id();
+     CREATE INDEX acks_by_xid ON acks (xid, seq);
+     CREATE TABLE conscience_log (
+       seq bigserial PRIMARY KEY,
+       at bigint NOT NULL,
+       lane text NOT NULL,
+       maxim text NOT NULL,
+       epoch bigint NOT NULL,
+       step text NOT NULL,
+       key text,
+       detail jsonb NOT NULL DEFAULT '{}');
+     CREATE INDEX conscience_log_by_lane ON conscience_log (lane, seq);
+     CREATE TABLE conscience_epochs (lane text PRIMARY KEY, epoch bigint NOT NULL);
+     CREATE TABLE conscience_fired (
+       lane text NOT NULL,
+       maxim text NOT NULL,
+       epoch bigint NOT NULL,
+       key text NOT NULL UNIQUE,
+       at bigint NOT NULL,
+       PRIMARY KEY (lane, maxim, epoch));
+     CREATE TABLE conscience_proposals (
+       theme text PRIMARY KEY,
+       task_id text NOT NULL,
+       at bigint NOT NULL);",
 ];
 
 /// The channel the schema's triggers notify on a change to steering, claims or the
