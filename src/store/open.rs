@@ -24,7 +24,7 @@ pub(super) fn open(path: &Path) -> Result<(Connection, Option<String>)> {
     if let Some(why) = unwritable(path) {
         return Ok((open_read_only(path, &why)?, Some(why)));
     }
-    match open_read_write(path) {
+    match open_read_write_waiting(path) {
         Ok(conn) => Ok((conn, None)),
         Err(e) => {
             // A full disk cannot even hold the WAL index; what is there can still be read.
@@ -37,6 +37,33 @@ pub(super) fn open(path: &Path) -> Result<(Connection, Option<String>)> {
             Err(explain(path, None, e))
         }
     }
+}
+
+/// [`open_read_write`], tried again while another opener holds the lock it needs.
+/// Switching a new file to WAL takes an exclusive lock, and SQLite refuses the second
+/// of two switches at once with SQLITE_BUSY without calling the busy handler (waiting
+/// could deadlock); so a first open that meets another one waits here instead, as
+/// long as any write would.
+fn open_read_write_waiting(path: &Path) -> Result<Connection> {
+    let deadline = std::time::Instant::now() + super::BUSY_TIMEOUT;
+    let mut pause = std::time::Duration::from_millis(2);
+    loop {
+        match open_read_write(path) {
+            Err(e) if busy(&e) && std::time::Instant::now() < deadline => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_millis(50));
+            }
+            done => return done,
+        }
+    }
+}
+
+fn busy(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Sqlite { source, .. }
+            if matches!(source.sqlite_error_code(), Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked))
+    )
 }
 
 fn open_read_write(path: &Path) -> Result<Connection> {
@@ -278,5 +305,28 @@ mod tests {
             uri_path(Path::new("/a b/x?y#z%.db")),
             "/a b/x%3Fy%23z%25.db"
         );
+    }
+
+    /// Regression: several processes meeting a store that does not exist yet (a fleet
+    /// and an operator's first commands in a new repository) each switch the new file
+    /// to WAL; SQLite refuses one of two such switches at once with SQLITE_BUSY
+    /// without waiting (waiting could deadlock), and that failed the open.
+    #[test]
+    fn first_opens_at_once_all_succeed() {
+        for round in 0..20 {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("spice.db");
+            let barrier = std::sync::Barrier::new(8);
+            std::thread::scope(|s| {
+                for _ in 0..8 {
+                    s.spawn(|| {
+                        barrier.wait();
+                        if let Err(e) = open(&path) {
+                            panic!("round {round}: {e}");
+                        }
+                    });
+                }
+            });
+        }
     }
 }
