@@ -5,64 +5,11 @@
 //! share a slot or a port.
 
 mod common;
-use common::{pg, TestEnv};
+use common::backend::{both, Fleet};
 use spice::clock::SystemClock;
-use spice::store::{Authority, BedSlot, ClaimRequest, Holder, Location, SlotRequest};
+use spice::store::{Authority, BedSlot, ClaimRequest, Holder, SlotRequest};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
-
-/// A hermetic environment and, for PostgreSQL, its database (dropped after the test).
-struct Fleet {
-    env: TestEnv,
-    db: Option<pg::Database>,
-}
-
-fn sqlite() -> Fleet {
-    let env = TestEnv::new();
-    std::fs::create_dir_all(&env.home).unwrap();
-    Fleet { env, db: None }
-}
-
-fn postgres(test: &str) -> Option<Fleet> {
-    let db = pg::Database::new(test)?;
-    Some(Fleet {
-        env: db.host(),
-        db: Some(db),
-    })
-}
-
-impl Fleet {
-    fn location(&self) -> Location {
-        match &self.db {
-            Some(db) => Location::Postgres(db.url.clone()),
-            None => Location::Sqlite(self.env.db()),
-        }
-    }
-
-    /// The store as the library sees it, on this fleet's backend.
-    fn authority(&self) -> Box<dyn Authority> {
-        spice::store::connect(&self.location(), Arc::new(SystemClock)).unwrap()
-    }
-}
-
-/// `$body` as two tests: `sqlite` and `postgres` (the latter ignored unless asked).
-macro_rules! both {
-    ($body:ident) => {
-        mod $body {
-            #[test]
-            fn sqlite() {
-                super::$body(&super::sqlite());
-            }
-            #[test]
-            #[ignore = "needs PostgreSQL (SPICE_TEST_POSTGRES)"]
-            fn postgres() {
-                if let Some(f) = super::postgres(stringify!($body)) {
-                    super::$body(&f);
-                }
-            }
-        }
-    };
-}
 
 both!(slots_and_ports_are_unique_among_live_beds);
 both!(a_worktree_made_again_keeps_its_slot_number);

@@ -4,60 +4,10 @@
 //! from its item, a stopping lane's reminders expired, proposals filed once per theme.
 
 mod common;
-use common::{pg, TestEnv};
-use spice::clock::SystemClock;
-use spice::store::{Authority, Location, NewStep, Scope};
+use common::backend::{both, Fleet};
+use spice::store::{NewStep, Scope};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
-
-struct Fleet {
-    env: TestEnv,
-    db: Option<pg::Database>,
-}
-
-fn sqlite() -> Fleet {
-    Fleet {
-        env: TestEnv::new(),
-        db: None,
-    }
-}
-
-fn postgres(test: &str) -> Option<Fleet> {
-    let db = pg::Database::new(test)?;
-    Some(Fleet {
-        env: db.host(),
-        db: Some(db),
-    })
-}
-
-impl Fleet {
-    fn authority(&self) -> Box<dyn Authority> {
-        let loc = match &self.db {
-            Some(db) => Location::Postgres(db.url.clone()),
-            None => Location::Sqlite(self.env.db()),
-        };
-        spice::store::connect(&loc, Arc::new(SystemClock)).unwrap()
-    }
-}
-
-/// `$body` as two tests: `sqlite` and `postgres` (the latter ignored unless asked).
-macro_rules! both {
-    ($body:ident) => {
-        mod $body {
-            #[test]
-            fn sqlite() {
-                super::$body(&super::sqlite());
-            }
-            #[test]
-            #[ignore = "needs PostgreSQL (SPICE_TEST_POSTGRES)"]
-            fn postgres() {
-                if let Some(f) = super::postgres(stringify!($body)) {
-                    super::$body(&f);
-                }
-            }
-        }
-    };
-}
 
 both!(once_per_epoch_answers_derived_and_expiry_on_stop);
 both!(epochs_count_compactions_per_lane);

@@ -6,61 +6,10 @@
 //! number was drawn before a row it handed out but committed after it.
 
 mod common;
-use common::{pg, TestEnv};
-use spice::clock::SystemClock;
-use spice::store::{Authority, ClaimRequest, Location, Scope, Target, TargetKind};
+use common::backend::{both, Fleet};
+use spice::store::{Authority, ClaimRequest, Scope, Target, TargetKind};
 use spice::task::NewTask;
-use std::sync::Arc;
 use std::time::Duration;
-
-struct Fleet {
-    env: TestEnv,
-    db: Option<pg::Database>,
-}
-
-fn sqlite() -> Fleet {
-    Fleet {
-        env: TestEnv::new(),
-        db: None,
-    }
-}
-
-fn postgres(test: &str) -> Option<Fleet> {
-    let db = pg::Database::new(test)?;
-    Some(Fleet {
-        env: db.host(),
-        db: Some(db),
-    })
-}
-
-impl Fleet {
-    fn authority(&self) -> Box<dyn Authority> {
-        let loc = match &self.db {
-            Some(db) => Location::Postgres(db.url.clone()),
-            None => Location::Sqlite(self.env.db()),
-        };
-        spice::store::connect(&loc, Arc::new(SystemClock)).unwrap()
-    }
-}
-
-/// `$body` as two tests: `sqlite` and `postgres` (the latter ignored unless asked).
-macro_rules! both {
-    ($body:ident) => {
-        mod $body {
-            #[test]
-            fn sqlite() {
-                super::$body(&super::sqlite());
-            }
-            #[test]
-            #[ignore = "needs PostgreSQL (SPICE_TEST_POSTGRES)"]
-            fn postgres() {
-                if let Some(f) = super::postgres(stringify!($body)) {
-                    super::$body(&f);
-                }
-            }
-        }
-    };
-}
 
 both!(notes_feed_a_watcher_from_the_head_on);
 both!(a_task_and_the_fleet_keep_their_newest_entries_of_some_kinds);
@@ -296,7 +245,7 @@ fn a_session_lane_is_the_lane_of_its_last_claim(f: &Fleet) {
 #[test]
 #[ignore = "needs PostgreSQL (SPICE_TEST_POSTGRES)"]
 fn a_feed_waits_for_a_row_drawn_earlier_and_committed_later() {
-    let Some(f) = postgres("a_feed_waits_for_a_row_drawn_earlier") else {
+    let Some(f) = common::backend::postgres("a_feed_waits_for_a_row_drawn_earlier") else {
         return;
     };
     let db = f.db.as_ref().unwrap();
@@ -352,7 +301,7 @@ fn a_feed_waits_for_a_row_drawn_earlier_and_committed_later() {
 #[test]
 #[ignore = "needs PostgreSQL (SPICE_TEST_POSTGRES)"]
 fn a_feed_runs_in_commit_safe_order_when_seq_and_transactions_cross() {
-    let Some(f) = postgres("a_feed_runs_in_commit_safe_order") else {
+    let Some(f) = common::backend::postgres("a_feed_runs_in_commit_safe_order") else {
         return;
     };
     let db = f.db.as_ref().unwrap();

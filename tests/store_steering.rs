@@ -6,86 +6,10 @@
 //! change notification. Steering across hosts on PostgreSQL: `tests/steer_hosts.rs`.
 
 mod common;
-use common::{pg, TestEnv};
-use spice::clock::SystemClock;
-use spice::store::{Authority, Location, Target, TargetKind};
-use std::sync::Arc;
+use common::backend::{both, Fleet};
+use common::TestEnv;
+use spice::store::{Target, TargetKind};
 use std::time::Duration;
-
-/// A hermetic environment and, for PostgreSQL, its database (dropped after the test).
-struct Fleet {
-    env: TestEnv,
-    db: Option<pg::Database>,
-}
-
-fn sqlite() -> Fleet {
-    Fleet {
-        env: TestEnv::new(),
-        db: None,
-    }
-}
-
-fn postgres(test: &str) -> Option<Fleet> {
-    let db = pg::Database::new(test)?;
-    Some(Fleet {
-        env: db.host(),
-        db: Some(db),
-    })
-}
-
-impl Fleet {
-    /// The store as the library sees it, on this fleet's backend.
-    fn authority(&self) -> Box<dyn Authority> {
-        let loc = match &self.db {
-            Some(db) => Location::Postgres(db.url.clone()),
-            None => Location::Sqlite(self.env.db()),
-        };
-        spice::store::connect(&loc, Arc::new(SystemClock)).unwrap()
-    }
-
-    /// Makes every write of a transcript checkpoint fail (`on`), or no longer.
-    fn break_checkpoints(&self, on: bool) {
-        match (&self.db, on) {
-            (None, true) => self.env.sql_write(
-                "CREATE TRIGGER broken BEFORE INSERT ON transcript_checkpoints
-                 BEGIN SELECT RAISE(ABORT, 'injected failure'); END;",
-            ),
-            (None, false) => self.env.sql_write("DROP TRIGGER broken"),
-            (Some(db), true) => db
-                .client()
-                .batch_execute(
-                    "CREATE FUNCTION broken() RETURNS trigger LANGUAGE plpgsql
-                       AS $$ BEGIN RAISE EXCEPTION 'injected failure'; END $$;
-                     CREATE TRIGGER broken BEFORE INSERT OR UPDATE ON transcript_checkpoints
-                       FOR EACH ROW EXECUTE FUNCTION broken();",
-                )
-                .unwrap(),
-            (Some(db), false) => db
-                .client()
-                .batch_execute("DROP TRIGGER broken ON transcript_checkpoints")
-                .unwrap(),
-        }
-    }
-}
-
-/// `$body` as two tests: `sqlite` and `postgres` (the latter ignored unless asked).
-macro_rules! both {
-    ($body:ident) => {
-        mod $body {
-            #[test]
-            fn sqlite() {
-                super::$body(&super::sqlite());
-            }
-            #[test]
-            #[ignore = "needs PostgreSQL (SPICE_TEST_POSTGRES)"]
-            fn postgres() {
-                if let Some(f) = super::postgres(stringify!($body)) {
-                    super::$body(&f);
-                }
-            }
-        }
-    };
-}
 
 both!(an_ack_retires_its_item_once_and_keeps_the_record);
 both!(a_nack_refuses_and_a_bare_nack_leaves_a_problem_until_retired);
@@ -309,7 +233,7 @@ fn a_transcripts_directives_and_checkpoint_are_one_transaction(f: &Fleet) {
     let path = "/transcripts/core.jsonl";
     let mut store = f.authority();
     assert_eq!(store.transcript_checkpoint(path).unwrap(), None);
-    f.break_checkpoints(true);
+    f.break_writes("transcript_checkpoints", true);
     let e = store
         .apply_transcript(path, cp, &directives, &[lane("core")])
         .unwrap_err()
@@ -319,7 +243,7 @@ fn a_transcripts_directives_and_checkpoint_are_one_transaction(f: &Fleet) {
     assert_eq!(store.transcript_checkpoint(path).unwrap(), None);
     assert_eq!(item(env, &mine)["state"], "pending");
     assert!(effects(f, &mine).is_empty());
-    f.break_checkpoints(false);
+    f.break_writes("transcript_checkpoints", false);
     let out = store
         .apply_transcript(path, cp, &directives, &[lane("core")])
         .unwrap();

@@ -6,92 +6,14 @@
 //! lose neither tokens nor a raise. Bed slots: `tests/store_beds.rs`.
 
 mod common;
-use common::{pg, TestEnv};
+use common::backend::{both, Fleet};
 use spice::clock::SystemClock;
 use spice::store::vocab::Checkpoint;
 use spice::store::{
-    Authority, BudgetScope, ClaimRequest, Delta, Holder, Location, Metered, Target, TargetKind,
+    Authority, BudgetScope, ClaimRequest, Delta, Holder, Metered, Target, TargetKind,
 };
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
-
-/// A hermetic environment and, for PostgreSQL, its database (dropped after the test).
-struct Fleet {
-    env: TestEnv,
-    db: Option<pg::Database>,
-}
-
-fn sqlite() -> Fleet {
-    let env = TestEnv::new();
-    std::fs::create_dir_all(&env.home).unwrap();
-    Fleet { env, db: None }
-}
-
-fn postgres(test: &str) -> Option<Fleet> {
-    let db = pg::Database::new(test)?;
-    Some(Fleet {
-        env: db.host(),
-        db: Some(db),
-    })
-}
-
-impl Fleet {
-    fn location(&self) -> Location {
-        match &self.db {
-            Some(db) => Location::Postgres(db.url.clone()),
-            None => Location::Sqlite(self.env.db()),
-        }
-    }
-
-    /// The store as the library sees it, on this fleet's backend.
-    fn authority(&self) -> Box<dyn Authority> {
-        spice::store::connect(&self.location(), Arc::new(SystemClock)).unwrap()
-    }
-
-    /// Makes every write of a usage row fail (`on`), or no longer: the last write of
-    /// a metered scan, after its directives, checkpoint and carry.
-    fn break_usage(&self, on: bool) {
-        match (&self.db, on) {
-            (None, true) => self.env.sql_write(
-                "CREATE TRIGGER broken BEFORE INSERT ON usage
-                 BEGIN SELECT RAISE(ABORT, 'injected failure'); END;",
-            ),
-            (None, false) => self.env.sql_write("DROP TRIGGER broken"),
-            (Some(db), true) => db
-                .client()
-                .batch_execute(
-                    "CREATE FUNCTION broken() RETURNS trigger LANGUAGE plpgsql
-                       AS $$ BEGIN RAISE EXCEPTION 'injected failure'; END $$;
-                     CREATE TRIGGER broken BEFORE INSERT OR UPDATE ON usage
-                       FOR EACH ROW EXECUTE FUNCTION broken();",
-                )
-                .unwrap(),
-            (Some(db), false) => db
-                .client()
-                .batch_execute("DROP TRIGGER broken ON usage")
-                .unwrap(),
-        }
-    }
-}
-
-/// `$body` as two tests: `sqlite` and `postgres` (the latter ignored unless asked).
-macro_rules! both {
-    ($body:ident) => {
-        mod $body {
-            #[test]
-            fn sqlite() {
-                super::$body(&super::sqlite());
-            }
-            #[test]
-            #[ignore = "needs PostgreSQL (SPICE_TEST_POSTGRES)"]
-            fn postgres() {
-                if let Some(f) = super::postgres(stringify!($body)) {
-                    super::$body(&f);
-                }
-            }
-        }
-    };
-}
 
 both!(usage_moves_with_the_checkpoint_and_adds_per_session);
 both!(a_sessions_tokens_count_for_the_task_it_was_launched_for);
@@ -250,7 +172,7 @@ fn directives_checkpoint_and_usage_are_one_transaction(f: &Fleet) {
     let directives = spice::steer::grammar::parse(&format!("ACK {mine}: done\n"));
     let path = "/transcripts/core.jsonl";
     let w = writer("s1", "core");
-    f.break_usage(true);
+    f.break_writes("usage", true);
     let e = s
         .apply_transcript_metered(path, at(2), &directives, &w, &delta(40, 2))
         .unwrap_err()
@@ -265,7 +187,7 @@ fn directives_checkpoint_and_usage_are_one_transaction(f: &Fleet) {
         1,
         "the item is still pending"
     );
-    f.break_usage(false);
+    f.break_writes("usage", false);
     // The lines are read again from the old checkpoint: counted once.
     let out = s
         .apply_transcript_metered(path, at(2), &directives, &w, &delta(40, 2))

@@ -2,6 +2,7 @@
 //! repository, a temporary `SPICE_HOME`, and a cleared environment.
 #![allow(dead_code)]
 
+pub mod backend;
 pub mod loopfs;
 pub mod pg;
 pub mod procs;
