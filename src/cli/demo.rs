@@ -51,6 +51,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
         location: crate::store::Location::Sqlite(
             repo.join(".git").join("spice").join(crate::store::DB_FILE),
         ),
+        host: super::host_name(std::env::var(super::HOST_VAR).ok().as_deref())?,
     };
     let mut store = env.open()?;
     let ids = add_tasks(&mut store)?;

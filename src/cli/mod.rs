@@ -275,6 +275,8 @@ pub(crate) struct Env {
     pub repo_top: Option<PathBuf>,
     /// Where the store is (`SPICE_DATABASE_URL`, else the state directory's config).
     pub location: crate::store::Location,
+    /// This host's name among a fleet's supervisors: `SPICE_HOST`, else the machine's.
+    pub host: String,
 }
 
 /// The command as typed, for messages: `spice` and its first words up to a flag or
@@ -316,10 +318,12 @@ impl Env {
         };
         let url = std::env::var(crate::config::state::URL_VAR).ok();
         let location = crate::config::state::location(&state_dir, url.as_deref())?;
+        let host = host_name(std::env::var(HOST_VAR).ok().as_deref())?;
         Ok(Env {
             state_dir,
             repo_top,
             location,
+            host,
         })
     }
 
@@ -343,6 +347,30 @@ impl Env {
                 Error::input("--lane needs a git repository (lanes live in its lanes/ directory)")
             })
     }
+}
+
+/// Names this host among the supervisors sharing one store (two "hosts" on one machine
+/// in tests, or a name the operator prefers to the machine's).
+pub(crate) const HOST_VAR: &str = "SPICE_HOST";
+
+/// This host's name: `var` (`SPICE_HOST`) when set, else the machine's host name. A
+/// name is 1 to 64 printable characters without spaces.
+pub(crate) fn host_name(var: Option<&str>) -> Result<String> {
+    let name = match var.filter(|v| !v.is_empty()) {
+        Some(v) => v.to_string(),
+        None => nix::unistd::gethostname()
+            .ok()
+            .and_then(|h| h.into_string().ok())
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "localhost".to_string()),
+    };
+    if name.chars().count() > 64 || name.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(Error::input(format!(
+            "{HOST_VAR}: expected a host name of 1 to 64 characters without spaces, found '{}'",
+            name.escape_debug()
+        )));
+    }
+    Ok(name)
 }
 
 /// The work tree's top and the git common directory (shared by every worktree of a
