@@ -44,6 +44,10 @@ pub enum Error {
     },
     #[error("{0}")]
     Other(String),
+    /// The store's server could not be reached or dropped the connection (restarting,
+    /// down, the network): nothing is known to have been written; a later try may work.
+    #[error("{0}")]
+    Unreachable(String),
     /// A check refused the operation: its summary, and the findings, one a line
     /// (printed before the summary; the one case of an error longer than a line).
     #[error("{0}")]
@@ -60,6 +64,11 @@ impl Error {
     }
     pub fn conflict(msg: impl Into<String>) -> Self {
         Error::Conflict(msg.into())
+    }
+    /// The store's server could not be reached (see [`Error::Unreachable`]): a caller
+    /// that runs for long waits and tries again rather than giving up.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, Error::Unreachable(_))
     }
     pub fn exit_code(&self) -> i32 {
         match self {

@@ -367,6 +367,7 @@ fn after_merge(e: Error, m: &Merge) -> Error {
         Error::Conflict(s) => Error::Conflict(landed + &s),
         Error::Store(s) => Error::Store(landed + &s),
         Error::Other(s) => Error::Other(landed + &s),
+        Error::Unreachable(s) => Error::Unreachable(landed + &s),
         Error::Sqlite { context, source } => Error::Sqlite {
             context: landed + &context,
             source,

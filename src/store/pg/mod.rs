@@ -69,6 +69,8 @@ use std::time::Duration;
 /// A connection to the fleet's PostgreSQL authority.
 pub struct PgStore {
     client: Client,
+    /// The URL as given, to connect again after the server closed the connection.
+    url: String,
     /// The URL without its password, for messages.
     at: String,
     prepared: Prepared,
@@ -111,11 +113,32 @@ impl PgStore {
         schema::migrate(&mut client, &at)?;
         Ok(PgStore {
             client,
+            url: url.to_string(),
             at,
             prepared: Prepared::default(),
             listening: false,
             changes: 0,
         })
+    }
+
+    /// A connection that works, as far as can be known without a round trip: one the
+    /// server closed (a restart, an idle timeout, the network) is replaced before the
+    /// next request. The new session has none of the old one's prepared statements or
+    /// `LISTEN`; the change token moves, since changes may have been missed meanwhile.
+    /// A request that met the closed connection itself has failed with
+    /// [`Error::Unreachable`]: nothing is retried here, since a write whose reply was
+    /// lost may have committed.
+    fn live(&mut self) -> Result<()> {
+        if !self.client.is_closed() {
+            return Ok(());
+        }
+        let mut client = tls::client(&self.url, &self.at)?;
+        schema::migrate(&mut client, &self.at)?;
+        self.client = client;
+        self.prepared = Prepared::default();
+        self.listening = false;
+        self.changes += 1;
+        Ok(())
     }
 }
 
@@ -137,7 +160,40 @@ pub(super) trait PgContext<T> {
 
 impl<T> PgContext<T> for std::result::Result<T, postgres::Error> {
     fn ctx(self, what: &str, at: &str) -> Result<T> {
-        self.map_err(|e| Error::Other(format!("failed {what} on {at}: {}", reason(&e))))
+        self.map_err(|e| {
+            let msg = format!("failed {what} on {at}: {}", reason(&e));
+            if transient(&e) {
+                Error::Unreachable(msg)
+            } else {
+                Error::Other(msg)
+            }
+        })
+    }
+}
+
+/// Whether `e` says the server is out of reach rather than that the request was
+/// wrong: the connection closed or could not be made (an I/O error), or the server
+/// said it is shutting down, starting up or cut the connection (SQLSTATE classes
+/// 08 and 57P).
+pub(super) fn transient(e: &postgres::Error) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    match e.as_db_error() {
+        Some(db) => {
+            let code = db.code().code();
+            code.starts_with("08") || code.starts_with("57P")
+        }
+        None => {
+            let mut source = std::error::Error::source(e);
+            while let Some(s) = source {
+                if s.is::<std::io::Error>() {
+                    return true;
+                }
+                source = s.source();
+            }
+            false
+        }
     }
 }
 
@@ -146,6 +202,7 @@ impl Authority for PgStore {
         self.at.clone()
     }
     fn now(&mut self) -> Result<Micros> {
+        self.live()?;
         let at = self.at.clone();
         let row = self
             .client
@@ -154,24 +211,31 @@ impl Authority for PgStore {
         Ok(row.get(0))
     }
     fn add_task(&mut self, new: NewTask, depends: &[String]) -> Result<Task> {
+        self.live()?;
         tasks::add(self, new, depends)
     }
     fn task(&mut self, input: &str) -> Result<Task> {
+        self.live()?;
         tasks::one(self, input)
     }
     fn dependents(&mut self, input: &str) -> Result<Vec<String>> {
+        self.live()?;
         tasks::dependents(self, input)
     }
     fn short_ids(&mut self) -> Result<ShortIds> {
+        self.live()?;
         tasks::short_ids(self)
     }
     fn snapshot(&mut self) -> Result<Snapshot> {
+        self.live()?;
         tasks::snapshot(self)
     }
     fn last_cell(&mut self, claimant: &str) -> Result<Option<Cell>> {
+        self.live()?;
         tasks::last_cell(self, claimant)
     }
     fn claim(&mut self, input: &str, req: &ClaimRequest) -> Result<Claim> {
+        self.live()?;
         claims::claim(self, input, req)
     }
     fn claim_first_ready(
@@ -180,6 +244,7 @@ impl Authority for PgStore {
         req: &ClaimRequest,
         filter: &Filter,
     ) -> Result<Option<Claim>> {
+        self.live()?;
         claims::claim_first_ready(self, ids, req, filter)
     }
     fn renew(
@@ -189,39 +254,51 @@ impl Authority for PgStore {
         successor: Option<&str>,
         lease: Duration,
     ) -> Result<Claim> {
+        self.live()?;
         claims::renew(self, input, holder, successor, lease)
     }
     fn takeover(&mut self, input: &str, t: &Takeover) -> Result<Claim> {
+        self.live()?;
         claims::takeover(self, input, t)
     }
     fn release(&mut self, input: &str, holder: &Holder) -> Result<String> {
+        self.live()?;
         claims::release(self, input, holder)
     }
     fn complete_phase(&mut self, input: &str, holder: Option<&Holder>) -> Result<PhaseOutcome> {
+        self.live()?;
         claims::complete_phase(self, input, holder)
     }
     fn claims(&mut self) -> Result<Vec<Claim>> {
+        self.live()?;
         claims::all(self)
     }
     fn claim_on(&mut self, input: &str) -> Result<Option<Claim>> {
+        self.live()?;
         claims::on(self, input)
     }
     fn ledger(&mut self, input: &str) -> Result<Vec<LedgerEntry>> {
+        self.live()?;
         tasks::ledger(self, input)
     }
     fn steer(&mut self, target: &Target, text: &str, ttl: Duration) -> Result<Item> {
+        self.live()?;
         inbox::steer(self, target, text, ttl)
     }
     fn inbox(&mut self, targets: &[Target], all: bool) -> Result<Vec<Item>> {
+        self.live()?;
         inbox::inbox(self, targets, all)
     }
     fn mark_shown(&mut self, keys: &[String]) -> Result<()> {
+        self.live()?;
         inbox::mark_shown(self, keys)
     }
     fn acks_for(&mut self, key: &str) -> Result<Vec<AckRecord>> {
+        self.live()?;
         inbox::acks_for(self, key)
     }
     fn resolve_session(&mut self, typed: &str) -> Result<String> {
+        self.live()?;
         inbox::resolve_session(self, typed)
     }
     fn apply_acks_in(
@@ -230,9 +307,11 @@ impl Authority for PgStore {
         source: &str,
         scope: Scope<'_>,
     ) -> Result<Vec<Outcome>> {
+        self.live()?;
         inbox::apply_acks_in(self, directives, source, scope)
     }
     fn transcript_checkpoint(&mut self, path: &str) -> Result<Option<Checkpoint>> {
+        self.live()?;
         inbox::transcript_checkpoint(self, path)
     }
     fn apply_transcript(
@@ -242,30 +321,39 @@ impl Authority for PgStore {
         directives: &[Directive],
         writer: &[Target],
     ) -> Result<Vec<Outcome>> {
+        self.live()?;
         inbox::apply_transcript(self, path, at, directives, writer)
     }
     fn lanes(&mut self) -> Result<Vec<LaneRow>> {
+        self.live()?;
         lanes::all(self)
     }
     fn change_token(&mut self) -> Result<i64> {
+        self.live()?;
         PgStore::change_token(self)
     }
     fn wait_change(&mut self, seen: i64, timeout: Duration) -> Result<i64> {
+        self.live()?;
         PgStore::wait_change(self, seen, timeout)
     }
     fn lane(&mut self, name: &str) -> Result<Option<LaneRow>> {
+        self.live()?;
         lanes::one(self, name)
     }
     fn put_lane(&mut self, lane: &LaneRow) -> Result<LaneRow> {
+        self.live()?;
         lanes::put(self, lane)
     }
     fn lift_hold(&mut self, name: &str) -> Result<()> {
+        self.live()?;
         lanes::lift_hold(self, name)
     }
     fn hold(&mut self, input: &str, holder: &Holder, lease: Duration, verb: &str) -> Result<Claim> {
+        self.live()?;
         holds::hold(self, input, holder, lease, verb)
     }
     fn set_claim_worktree(&mut self, input: &str, holder: &Holder, worktree: &str) -> Result<()> {
+        self.live()?;
         holds::set_worktree(self, input, holder, worktree)
     }
     fn note(
@@ -275,9 +363,11 @@ impl Authority for PgStore {
         actor: &str,
         detail: serde_json::Value,
     ) -> Result<()> {
+        self.live()?;
         ledger::note(self, task_id, kind, actor, detail)
     }
     fn ledger_since(&mut self, seq: i64, limit: usize) -> Result<Vec<LedgerEntry>> {
+        self.live()?;
         ledger::ledger_since(self, seq, limit)
     }
     fn ledger_of_kinds(
@@ -286,30 +376,39 @@ impl Authority for PgStore {
         kinds: &[&str],
         limit: usize,
     ) -> Result<Vec<LedgerEntry>> {
+        self.live()?;
         ledger::ledger_of_kinds(self, task_id, kinds, limit)
     }
     fn ledger_recent_of_kinds(&mut self, kinds: &[&str], limit: usize) -> Result<Vec<LedgerEntry>> {
+        self.live()?;
         ledger::ledger_recent_of_kinds(self, kinds, limit)
     }
     fn ledger_head(&mut self) -> Result<i64> {
+        self.live()?;
         ledger::ledger_head(self)
     }
     fn acks_head(&mut self) -> Result<i64> {
+        self.live()?;
         ledger::acks_head(self)
     }
     fn acks_since(&mut self, seq: i64, limit: usize) -> Result<Vec<(i64, AckRecord)>> {
+        self.live()?;
         ledger::acks_since(self, seq, limit)
     }
     fn item(&mut self, key: &str) -> Result<Item> {
+        self.live()?;
         inbox::item(self, key)
     }
     fn session_lane(&mut self, session: &str) -> Result<Option<String>> {
+        self.live()?;
         ledger::session_lane(self, session)
     }
     fn generation(&mut self) -> Result<Generation> {
+        self.live()?;
         generation::generation(self)
     }
     fn next_awakening(&mut self) -> Result<Option<Micros>> {
+        self.live()?;
         generation::next_awakening(self)
     }
     fn wait_for_change(
@@ -318,12 +417,14 @@ impl Authority for PgStore {
         until: Option<Micros>,
         give_up: &dyn Fn() -> bool,
     ) -> Result<Waited> {
+        self.live()?;
         generation::wait_for_change(self, seen, until, give_up)
     }
     // Nothing to hand back: the rows a look at the graph read were dropped with its
     // result, and the pages it touched are the server's shared buffers, not this
     // connection's (SQLite's page cache lives in the connection; PostgreSQL's does not).
     fn release_memory(&mut self) -> Result<()> {
+        self.live()?;
         Ok(())
     }
     fn register_supervisor(
@@ -333,21 +434,27 @@ impl Authority for PgStore {
         started: u64,
         lease: Duration,
     ) -> Result<i64> {
+        self.live()?;
         supervisors::register(self, host, pid, started, lease)
     }
     fn supervisor_heartbeat(&mut self, id: i64, lease: Duration) -> Result<()> {
+        self.live()?;
         supervisors::heartbeat(self, id, lease)
     }
     fn end_supervisor(&mut self, id: i64) -> Result<()> {
+        self.live()?;
         supervisors::end(self, id)
     }
     fn supervisors(&mut self) -> Result<Vec<SupervisorRow>> {
+        self.live()?;
         supervisors::all(self)
     }
     fn take_lane(&mut self, name: &str, supervisor: i64, hosts: &[String]) -> Result<LaneTake> {
+        self.live()?;
         supervisors::take_lane(self, name, supervisor, hosts)
     }
     fn usage_carry(&mut self, path: &str) -> Result<Option<String>> {
+        self.live()?;
         usage::usage_carry(self, path)
     }
     fn apply_transcript_metered(
@@ -358,9 +465,11 @@ impl Authority for PgStore {
         writer: &[Target],
         metered: &Metered,
     ) -> Result<Vec<Outcome>> {
+        self.live()?;
         usage::apply_transcript_metered(self, path, at, directives, writer, metered)
     }
     fn session_usage(&mut self) -> Result<Vec<SessionUsage>> {
+        self.live()?;
         usage::session_usage(self)
     }
     fn budget_state(
@@ -369,45 +478,58 @@ impl Authority for PgStore {
         task: Option<&str>,
         lane_floor: Option<u64>,
     ) -> Result<BudgetState> {
+        self.live()?;
         usage::budget_state(self, lane, task, lane_floor)
     }
     fn budget_raise(&mut self, scope: &BudgetScope, tokens: u64) -> Result<Budget> {
+        self.live()?;
         usage::budget_put(self, scope, tokens, true)
     }
     fn budget_set(&mut self, scope: &BudgetScope, tokens: u64) -> Result<Budget> {
+        self.live()?;
         usage::budget_put(self, scope, tokens, false)
     }
     fn budget_stop(&mut self, scope: &BudgetScope) -> Result<()> {
+        self.live()?;
         usage::budget_stop(self, scope)
     }
     fn budget_stopped(&mut self, scope: &BudgetScope) -> Result<()> {
+        self.live()?;
         usage::budget_stopped(self, scope)
     }
     fn budgets(&mut self) -> Result<Vec<BudgetRow>> {
+        self.live()?;
         usage::budgets(self)
     }
     fn reserve_bed_slot(
         &mut self,
         req: &SlotRequest<'_>,
     ) -> Result<std::result::Result<BedSlot, Vec<u16>>> {
+        self.live()?;
         beds::reserve(self, req)
     }
     fn bed_slots(&mut self) -> Result<Vec<BedSlot>> {
+        self.live()?;
         beds::live(self)
     }
     fn bed_slot(&mut self, worktree: &str) -> Result<Option<BedSlot>> {
+        self.live()?;
         beds::of(self, worktree)
     }
     fn conscience_epoch(&mut self, lane: &str) -> Result<i64> {
+        self.live()?;
         conscience::epoch(self, lane)
     }
     fn conscience_compacted(&mut self, lane: &str, n: u64) -> Result<i64> {
+        self.live()?;
         conscience::compacted(self, lane, n)
     }
     fn conscience_fired(&mut self, lane: &str, maxim: &str, epoch: i64) -> Result<Option<String>> {
+        self.live()?;
         conscience::fired(self, lane, maxim, epoch)
     }
     fn conscience_note(&mut self, s: &NewStep<'_>) -> Result<()> {
+        self.live()?;
         conscience::note(self, s)
     }
     fn conscience_publish(
@@ -416,18 +538,23 @@ impl Authority for PgStore {
         text: &str,
         ttl: Duration,
     ) -> Result<Option<String>> {
+        self.live()?;
         conscience::publish(self, s, text, ttl)
     }
     fn conscience_log(&mut self, lane: Option<&str>, limit: usize) -> Result<Vec<ConscienceEntry>> {
+        self.live()?;
         conscience::log(self, lane, limit)
     }
     fn expire_reminders(&mut self, lane: &str, why: &str) -> Result<Vec<String>> {
+        self.live()?;
         conscience::expire_reminders(self, lane, why)
     }
     fn proposal(&mut self, theme: &str) -> Result<Option<Proposal>> {
+        self.live()?;
         conscience::proposal(self, theme)
     }
     fn record_proposal(&mut self, theme: &str, task_id: &str) -> Result<bool> {
+        self.live()?;
         conscience::record_proposal(self, theme, task_id)
     }
     fn full_store(&mut self) -> Option<&mut super::Store> {

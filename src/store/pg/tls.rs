@@ -49,10 +49,15 @@ pub(super) fn client(url: &str, at: &str) -> Result<Client> {
         .parse()
         .map_err(|e| Error::input(format!("bad PostgreSQL URL {at}: {e}")))?;
     let failed = |e: postgres::Error| {
-        Error::Other(format!(
+        let msg = format!(
             "failed to connect to PostgreSQL at {at}: {}",
             connect_reason(&e)
-        ))
+        );
+        if super::transient(&e) {
+            Error::Unreachable(msg)
+        } else {
+            Error::Other(msg)
+        }
     };
     // Nothing said and only unix sockets: the server never encrypts those, so no
     // connector (loading the system's certificates costs milliseconds per command).
