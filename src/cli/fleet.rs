@@ -86,7 +86,7 @@ pub fn run(cmd: FleetCmd, env: &Env) -> Result<()> {
             if release {
                 let (_, fleet) = load(env)?;
                 let names: Vec<&str> = fleet.lanes.iter().map(|l| l.name.as_str()).collect();
-                let mut store = env.open()?;
+                let mut store = env.authority()?;
                 for c in store.claims()? {
                     if c.lane.as_deref().is_some_and(|l| names.contains(&l)) {
                         store.release(&c.task_id, &Holder::fenced(c.claimant.clone(), c.fence))?;
@@ -98,7 +98,7 @@ pub fn run(cmd: FleetCmd, env: &Env) -> Result<()> {
         }
         FleetCmd::Attach { lane } => attach(env, &lane),
         FleetCmd::Lift { lane } => {
-            env.open()?.lift_hold(&lane)?;
+            env.authority()?.lift_hold(&lane)?;
             println!("lifted the hold on lane {lane}");
             Ok(())
         }
@@ -296,6 +296,8 @@ pub(super) fn options(
         until_idle,
         clock: std::sync::Arc::new(crate::clock::SystemClock),
         archive: None,
+        host: env.host.clone(),
+        supervisor: None,
     })
 }
 

@@ -226,7 +226,7 @@ fn run(command: Command) -> Result<()> {
         Command::Exec(_) | Command::AgentShim { .. } | Command::Gate(_) => {
             unreachable!("handled in main")
         }
-        Command::Fleet(cmd) => fleet::run(cmd, &Env::from_process()?),
+        Command::Fleet(cmd) => fleet::run(cmd, &Env::from_process_any()?),
         Command::Serve(args) => serve::serve(args, Env::from_process()?),
         Command::Store(cmd) => store::run(cmd, &Env::from_process()?),
         Command::Archive(cmd) => archive::run(cmd, &Env::from_process()?),

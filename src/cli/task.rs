@@ -442,9 +442,9 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
             holder,
             json,
         } => {
-            let s = full(a, "spice task phase")?;
             if done {
-                let landed = phase_done(s, env, &id, holder.holder().as_ref())?;
+                // Completing a phase (the merge and the step) is behind the Authority.
+                let landed = phase_done(a, env, &id, holder.holder().as_ref())?;
                 if let Some(m) = landed.merge.as_ref().filter(|_| !json) {
                     println!(
                         "merged {} into {} at {} ({:?})",
@@ -477,6 +477,7 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
                     }
                 }
             } else {
+                let s = full(a, "spice task phase (to a named phase)")?;
                 let phase = phase.expect("clap requires a phase without --done");
                 s.set_phase(&id, &phase, holder.holder().as_ref())?;
                 println!("{phase}");
@@ -607,7 +608,7 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
 /// (`SPICE_LANE`, `SPICE_BASE`, `SPICE_PUSH`); the lanes directory of the repository
 /// the caller runs in is the fallback for lane files.
 fn phase_done(
-    s: &mut Store,
+    s: &mut dyn Authority,
     env: &Env,
     id: &str,
     holder: Option<&Holder>,

@@ -32,6 +32,10 @@ pub struct Lane {
     /// Only tasks in these phases (empty: any).
     #[serde(default)]
     pub phases: Vec<String>,
+    /// The hosts whose supervisor may run this lane (each supervisor's `SPICE_HOST`,
+    /// else its machine's name); empty: any host, one at a time.
+    #[serde(default)]
+    pub hosts: Vec<String>,
     /// Where this lane's worktrees go; default: under the state directory.
     pub worktrees: Option<PathBuf>,
     /// Lease length, e.g. "30m"; default [`crate::store::DEFAULT_LEASE`].
@@ -144,6 +148,8 @@ struct Located {
     projects: Vec<Spanned<String>>,
     #[serde(default)]
     phases: Vec<Spanned<String>>,
+    #[serde(default)]
+    hosts: Vec<Spanned<String>>,
 }
 
 /// The offsets of `repo` and `push` in a lane file that [`check`] accepted.
@@ -224,6 +230,20 @@ fn check_values(path: &Path, text: &str) -> Vec<ConfigError> {
                     format!("field '{field}': {why}, so no task can ever match it"),
                 );
             }
+        }
+    }
+    for (i, host) in l.hosts.iter().enumerate() {
+        let h = host.get_ref();
+        if h.is_empty()
+            || h.chars().count() > 64
+            || h.chars().any(|c| c.is_whitespace() || c.is_control())
+        {
+            at(
+                host,
+                format!("field 'hosts': '{}' is not a host name (1 to 64 characters without spaces), so no supervisor could run the lane there", h.escape_debug()),
+            );
+        } else if l.hosts[..i].iter().any(|o| o.get_ref() == h) {
+            at(host, format!("field 'hosts': '{h}' is named twice"));
         }
     }
     if let Some(repo) = &l.repo {
@@ -347,6 +367,29 @@ pub fn check(path: &Path, text: &str) -> std::result::Result<(Lane, Timing), Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hosts_are_host_names_each_once() {
+        let (l, _) = check(
+            Path::new("l.toml"),
+            "profile = \"demo\"\nhosts = [\"a\", \"b.example\"]\n",
+        )
+        .unwrap();
+        assert_eq!(l.hosts, ["a", "b.example"]);
+        let errors = check(
+            Path::new("l.toml"),
+            "profile = \"demo\"\nhosts = [\"a\", \"my host\", \"a\"]\n",
+        )
+        .unwrap_err();
+        let msgs: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+        assert_eq!(
+            msgs,
+            [
+                "l.toml:2:15: field 'hosts': 'my host' is not a host name (1 to 64 characters without spaces), so no supervisor could run the lane there",
+                "l.toml:2:26: field 'hosts': 'a' is named twice",
+            ]
+        );
+    }
 
     #[test]
     fn a_budget_is_a_positive_number_of_tokens() {

@@ -13,6 +13,7 @@ pub mod events;
 mod follow;
 pub mod gc;
 pub mod hold;
+pub mod hosts;
 pub mod lane;
 mod launch;
 pub mod notify;
@@ -53,6 +54,11 @@ pub struct FleetOptions {
     /// Where a lane sends an ended session's transcript to be archived; set by
     /// [`up`] for its lanes (`None`: the lane archives it itself).
     pub archive: Option<crate::archive::worker::Queue>,
+    /// This host's name among the supervisors sharing the store.
+    pub host: String,
+    /// This supervisor's row in the store; set by [`up`] for its lanes, which run only
+    /// once they take their lane ([`hosts`]). `None`: a lane runs without asking.
+    pub supervisor: Option<i64>,
 }
 
 impl FleetOptions {
@@ -211,11 +217,14 @@ pub fn up(
     let _lock = lock(&opts.state_dir)?;
     // Records of interrupted commands are for the successors of current claimants;
     // any other is left over from a session nothing follows.
-    {
+    let supervisor = {
         let mut store = opts.connect()?;
         let claimants: Vec<String> = store.claims()?.into_iter().map(|c| c.claimant).collect();
         crate::agent::inflight::prune(&opts.state_dir, &claimants);
-    }
+        hosts::register(&mut *store, &opts.host)?
+    };
+    // Keeps this supervisor's row in force; stops every lane if another superseded it.
+    let heartbeat = hosts::Heartbeat::spawn(opts, supervisor, stop.clone());
     let warmer = warm::spawn(cfg, opts, stop.clone());
     let housekeeping = housekeeping(cfg, opts);
     let archiver = crate::archive::worker::Worker::spawn(
@@ -227,6 +236,7 @@ pub fn up(
     let collector = gc::spawn(cfg, opts, housekeeping.gc, stop.clone());
     let lane_opts = FleetOptions {
         archive: Some(archiver.queue()),
+        supervisor: Some(supervisor),
         ..opts.clone()
     };
     let opts = &lane_opts;
@@ -279,6 +289,8 @@ pub fn up(
     // Every session's transcript is archived before the supervisor exits.
     drop(lane_opts);
     archiver.finish();
+    // The lanes are free for another supervisor; a superseded one says so.
+    heartbeat.finish()?;
     Ok(reports)
 }
 

@@ -132,6 +132,15 @@ pub trait Authority: Send {
     /// SQLite, which has no event across processes, looks at `data_version` every
     /// [`super::generation::LOOK_EVERY`].
     fn wait_change(&mut self, seen: i64, timeout: Duration) -> Result<i64>;
+    /// How long a reader of the ledger's and acknowledgments' feeds and of lane rows
+    /// may go on an unchanged [`Authority::change_token`] before it must look anyway:
+    /// `None` when the token moves for every commit (SQLite). PostgreSQL's moves only
+    /// for steering, claims and the graph, and its feeds hold back a committed row
+    /// while an earlier transaction is open, so a watcher looks again at least this
+    /// often.
+    fn quiet_reread(&self) -> Option<Duration> {
+        None
+    }
 
     // The supervisor's parts: what a fleet's lanes, observer and console keep.
     // Lane rows.

@@ -21,7 +21,7 @@ pub(super) fn run(env: &Env, dry_run: bool, json: bool) -> Result<()> {
         let git = crate::git::Git::open(&repo, crate::git::Runner::new(opts.vars.clone()))?;
         places.push((git, opts.base.clone()));
     }
-    let mut store = env.open()?;
+    let mut store = env.authority()?;
     let mut report = Report {
         dry_run,
         ..Report::default()
@@ -39,7 +39,7 @@ pub(super) fn run(env: &Env, dry_run: bool, json: bool) -> Result<()> {
                 git.repo().display()
             );
         }
-        report.merge(gc::collect(&mut store, git, base, &env.state_dir, o)?);
+        report.merge(gc::collect(&mut *store, git, base, &env.state_dir, o)?);
     }
     if json {
         render::print_json(&report);

@@ -11,6 +11,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// How long a first showing waits before it is reported as a delivery of its own: the
+/// How long the observer waits before looking again when the store is out of reach.
+const OUTAGE_PAUSE: Duration = Duration::from_millis(500);
+
 /// lane marks an item shown just before it writes the ledger entry that says how.
 pub const SETTLE: Duration = Duration::from_millis(500);
 /// Rows read from the ledger or the acknowledgments at a time.
@@ -35,6 +38,8 @@ pub struct Observer {
     delivered: HashSet<String>,
     /// A showing is waiting out [`SETTLE`]: poll even without a commit.
     deferred: bool,
+    /// When it last read (see [`Authority::quiet_reread`]).
+    read_at: std::time::Instant,
 }
 
 impl Observer {
@@ -55,6 +60,7 @@ impl Observer {
             worktrees: HashMap::new(),
             delivered: HashSet::new(),
             deferred: false,
+            read_at: std::time::Instant::now(),
         };
         for r in o.store.lanes()? {
             o.learn_row(&r);
@@ -78,10 +84,15 @@ impl Observer {
     /// pragma) when no other connection committed since.
     pub fn poll(&mut self) -> Result<Vec<LaneEvent>> {
         let version = self.store.change_token().ok();
-        if version.is_some() && version == self.version && !self.deferred {
+        let due = self
+            .store
+            .quiet_reread()
+            .is_some_and(|d| self.read_at.elapsed() >= d);
+        if version.is_some() && version == self.version && !self.deferred && !due {
             return Ok(Vec::new());
         }
         self.version = version;
+        self.read_at = std::time::Instant::now();
         let settled = self.store.now()? - SETTLE.as_micros() as Micros;
         self.collect(settled)
     }
@@ -106,7 +117,13 @@ impl Observer {
                 self.drain()?.iter().for_each(&mut emit);
                 return Ok(());
             }
-            self.poll()?.iter().for_each(&mut emit);
+            match self.poll() {
+                Ok(events) => events.iter().for_each(&mut emit),
+                // The store out of reach (a server restarting): the cursors are where
+                // the last complete poll left them; look again once it is back.
+                Err(e) if e.is_unreachable() => std::thread::sleep(OUTAGE_PAUSE),
+                Err(e) => return Err(e),
+            }
             std::thread::sleep(every);
         }
     }

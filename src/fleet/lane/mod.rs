@@ -68,6 +68,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const TICK: Duration = Duration::from_millis(250);
+/// How often a lane whose store is out of reach asks again.
+const OUTAGE_RETRY: Duration = Duration::from_secs(1);
 /// How long a stopped agent gets between SIGTERM and SIGKILL.
 const GRACE: Duration = Duration::from_secs(5);
 /// How long an agent whose claim was taken over may go on after being told.
@@ -125,22 +127,35 @@ pub fn run(
         backoff: Backoff::new(prepare::BACKOFF_FIRST, prepare::BACKOFF_MAX),
         repo: opts.repo.clone(),
         halted: false,
+        owned: opts.supervisor.is_none(),
+        outage: false,
     };
-    if let Err(e) = lane.run() {
-        lane.row.last_error = Some(e.to_string());
-        lane.report.error = Some(e.to_string());
-        lane.report.failed = true;
+    loop {
+        match lane.run() {
+            Ok(()) => break,
+            // The store out of reach (a server restarting, the network): the lane waits
+            // for it and runs again, continuing its claims with successor sessions.
+            Err(e) if e.is_unreachable() && !lane.stopping() => lane.outage_wait(&e),
+            Err(e) => {
+                lane.row.last_error = Some(e.to_string());
+                lane.report.error = Some(e.to_string());
+                lane.report.failed = true;
+                break;
+            }
+        }
     }
-    // No reminder of the conscience stays pending for an agent that will not see it.
-    let _ = lane.store.expire_reminders(
-        &cfg.name,
-        "the supervisor stopped before the agent answered",
-    );
-
-    lane.row.state = LaneState::Stopped;
-    lane.row.pid = None;
-    lane.row.pid_start = None;
-    let _ = lane.publish(true);
+    // The row and the reminders of a lane another supervisor runs are not this one's.
+    if lane.owned {
+        // No reminder of the conscience stays pending for an agent that will not see it.
+        let _ = lane.store.expire_reminders(
+            &cfg.name,
+            "the supervisor stopped before the agent answered",
+        );
+        lane.row.state = LaneState::Stopped;
+        lane.row.pid = None;
+        lane.row.pid_start = None;
+        let _ = lane.publish(true);
+    }
     std::mem::take(&mut lane.report)
 }
 
@@ -170,6 +185,11 @@ struct Lane<'a> {
     /// The operator stopped the lane at its budget (`spice budget stop`): it ends as
     /// on `fleet down`, its claim kept.
     halted: bool,
+    /// This supervisor runs the lane (took it, see `fleet::hosts`), so its row is ours
+    /// to write.
+    owned: bool,
+    /// The store is out of reach mid-session (said once; see `through_outage`).
+    outage: bool,
 }
 
 impl Lane<'_> {
@@ -255,18 +275,79 @@ impl Lane<'_> {
         self.halted || self.stop.load(Ordering::SeqCst)
     }
 
+    /// Waits, saying so once, until the store answers again or the supervisor stops.
+    fn outage_wait(&mut self, e: &Error) {
+        eprintln!(
+            "spice: lane {}: {e}; waiting for the store, then going on",
+            self.cfg.name
+        );
+        while !self.stopping() {
+            self.sleep(OUTAGE_RETRY);
+            if self.store.now().is_ok() {
+                eprintln!("spice: lane {}: the store is back", self.cfg.name);
+                return;
+            }
+        }
+    }
+
+    /// `r`, or `None` when the store was out of reach: a running agent goes on, and what
+    /// failed is tried again on a later tick. Said once per outage.
+    fn through_outage<T>(&mut self, r: Result<T>) -> Result<Option<T>> {
+        match r {
+            Ok(v) => {
+                if self.outage {
+                    self.outage = false;
+                    eprintln!("spice: lane {}: the store is back", self.cfg.name);
+                }
+                Ok(Some(v))
+            }
+            Err(e) if e.is_unreachable() => {
+                if !self.outage {
+                    self.outage = true;
+                    eprintln!(
+                        "spice: lane {}: {e}; the agent goes on, the lane tries again",
+                        self.cfg.name
+                    );
+                }
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     fn run(&mut self) -> Result<()> {
+        // The host that ran the lane last: its agent can be reaped here only if it
+        // ran on this host.
+        let before = self.store.lane(&self.cfg.name)?.and_then(|r| r.host);
+        if let Some(id) = self.opts.supervisor {
+            let (halted, stop) = (self.halted, self.stop);
+            let stopping = move || halted || stop.load(Ordering::SeqCst);
+            let hosts = &self.cfg.lane.hosts;
+            let wait = !self.opts.until_idle;
+            match super::hosts::take(&mut *self.store, &self.cfg.name, id, hosts, wait, &stopping)?
+            {
+                super::hosts::Take::Run { .. } => self.owned = true,
+                super::hosts::Take::Not(why) => {
+                    self.report.error = Some(why);
+                    return Ok(());
+                }
+                super::hosts::Take::Stopping => return Ok(()),
+            }
+        }
         // A previous supervisor's lane: its agent must be gone before anything else
         // starts, and what it reported carries over. Read before this supervisor's
         // first write replaces it.
         let previous = self.store.lane(&self.cfg.name)?;
+        let here = before.is_none() || before.as_deref() == Some(self.opts.host.as_str());
         if let Some(prev) = &previous {
             self.row.restarts = prev.restarts;
-            self.row.pid = prev.pid;
-            self.row.pid_start = prev.pid_start;
+            if here {
+                self.row.pid = prev.pid;
+                self.row.pid_start = prev.pid_start;
+            }
         }
         self.publish(true)?;
-        if let Some(prev) = &previous {
+        if let (Some(prev), true) = (&previous, here) {
             if let (Some(pid), Some(start)) = (prev.pid, prev.pid_start) {
                 super::reap_orphan(pid, start);
             }

@@ -256,14 +256,21 @@ impl Lane<'_> {
                     self.row.last_activity = Some(self.now());
                     self.row.transcript = follow.path.as_ref().map(|p| p.display().to_string());
                 }
-                self.conversation_named(&task.id, &session, report.session_id.clone(), &mut noted)?;
+                let named = self.conversation_named(
+                    &task.id,
+                    &session,
+                    report.session_id.clone(),
+                    &mut noted,
+                );
+                self.through_outage(named)?;
                 if report.compactions > 0 {
-                    self.store.note(
+                    let noted = self.store.note(
                         &task.id,
                         "compacted",
                         &session,
                         json!({ "transcript": report.path, "count": report.compactions, "line": report.to_line }),
-                    )?;
+                    );
+                    self.through_outage(noted)?;
                 }
                 actions.extend(machine.step(
                     Event::Transcript {
@@ -277,7 +284,8 @@ impl Lane<'_> {
             }
             // Its turn over, an agent past its budget waits for the operator.
             if machine.turn_over() && machine.watches_claim() {
-                match self.budget_pause(&task.id, &holder)? {
+                let paused = self.budget_pause(&task.id, &holder);
+                match self.through_outage(paused)?.unwrap_or(Paused::Go) {
                     Paused::Go => {}
                     Paused::Stop | Paused::Stopping => {
                         agent.stop(GRACE)?;
@@ -304,8 +312,12 @@ impl Lane<'_> {
             let changed = version.is_none() || version != seen_version;
             seen_version = version;
             if changed && machine.watches_claim() {
-                let holding = self.holding(&task.id, &session)?;
-                actions.extend(machine.step(Event::Claim(holding), Instant::now()));
+                let holding = self.holding(&task.id, &session);
+                match self.through_outage(holding)? {
+                    Some(h) => actions.extend(machine.step(Event::Claim(h), Instant::now())),
+                    // Asked again on the next tick.
+                    None => seen_version = None,
+                }
             }
             if machine.wants_screen(Instant::now()) {
                 let screen = agent.screen_words(2000);
@@ -354,7 +366,9 @@ impl Lane<'_> {
                         self.tell_taken_over(&task.handle(), &session, &by)
                     }
                     Action::Deliver => {
-                        if self.deliver(&agent, &targets, &task.id, &session, &mut pasted)? {
+                        let delivered =
+                            self.deliver(&agent, &targets, &task.id, &session, &mut pasted);
+                        if self.through_outage(delivered)? == Some(true) {
                             machine.step(Event::Delivered, Instant::now());
                         }
                     }
@@ -367,7 +381,8 @@ impl Lane<'_> {
             }
             self.row.state = machine.state;
             self.row.state_note.clone_from(&machine.note);
-            self.publish(false)?;
+            let published = self.publish(false);
+            self.through_outage(published)?;
             std::thread::sleep(TICK);
         };
         let mut wrote = machine.wrote;
@@ -485,6 +500,11 @@ impl Lane<'_> {
     pub(super) fn renew_claim(&mut self, task: &str, holder: &Holder) -> Result<Option<Holding>> {
         match self.store.renew(task, holder, None, self.cfg.lease) {
             Ok(_) => Ok(None),
+            // Out of reach: tried again at the next renewal (a lease outlasts several).
+            Err(e) if e.is_unreachable() => {
+                self.row.last_error = Some(format!("renewing the claim: {e}"));
+                Ok(None)
+            }
             Err(e) => match self.holding(task, &holder.claimant)? {
                 Holding::Ours => {
                     self.row.last_error = Some(format!("renewing the claim: {e}"));

@@ -185,6 +185,20 @@ pub(super) fn transient(e: &postgres::Error) -> bool {
             code.starts_with("08") || code.starts_with("57P")
         }
         None => {
+            // The client's kinds show only in its words: I/O, a failed connect, a
+            // closed connection, a timeout.
+            let text = e.to_string();
+            if [
+                "error communicating with the server",
+                "error connecting to server",
+                "connection closed",
+                "timeout waiting for server",
+            ]
+            .iter()
+            .any(|k| text.starts_with(k))
+            {
+                return true;
+            }
             let mut source = std::error::Error::source(e);
             while let Some(s) = source {
                 if s.is::<std::io::Error>() {
@@ -200,6 +214,9 @@ pub(super) fn transient(e: &postgres::Error) -> bool {
 impl Authority for PgStore {
     fn describe(&self) -> String {
         self.at.clone()
+    }
+    fn quiet_reread(&self) -> Option<Duration> {
+        Some(Duration::from_secs(1))
     }
     fn now(&mut self) -> Result<Micros> {
         self.live()?;

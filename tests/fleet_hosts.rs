@@ -1,0 +1,272 @@
+//! One fleet across hosts on one PostgreSQL authority (issue #18): each host is a
+//! supervisor with a state directory of its own (`SPICE_HOST` names it) whose
+//! `config.toml` names the same database; both work on one repository, as hosts
+//! sharing a network filesystem would. Lanes name the hosts that may run them.
+//!
+//! - Each lane runs on one host: a lane for host b is not run by host a, and a lane
+//!   any host may run is run by the first to take it while the other waits.
+//! - kill -9 of host a's supervisor with demo agents working: its agents die; its
+//!   lanes show the host lost; its claims go stale; host b takes the lane both may
+//!   run and continues its claim with a successor session; the claim of the lane only
+//!   host a may run is taken over explicitly from host b's CLI.
+//! - A database restart mid-run (`pg_ctl restart`, on a cluster of the test's own):
+//!   the supervisor and its lanes ride it out, and every task is claimed once and
+//!   finished.
+
+mod common;
+use common::procs::processes_of;
+use common::{git, pg, wait_for, Supervisor, TestEnv};
+use spice::clock::SystemClock;
+use spice::store::{Authority, LaneRow, Location};
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+
+/// A demo agent whose work commands take `secs` seconds each.
+fn slow_profile(secs: u32) -> String {
+    format!(
+        r#"command = ["{{spice}}", "demo-agent", "--session-id", "{{session_id}}", "--brief-file", "{{brief_file}}", "--interactive", "--command-seconds", "{secs}"]
+resume = ["{{spice}}", "demo-agent", "--resume", "{{session_id}}", "--interactive", "--command-seconds", "{secs}"]
+mode = "pty"
+[transcript]
+format = "claude"
+dir = "{{home}}/.claude/projects/{{cwd_slug}}"
+glob = "{{session_id}}.jsonl"
+"#
+    )
+}
+
+/// A host: the fleet's repository, a state directory of its own naming `db`.
+fn host(db: &pg::Database, repo: &Path) -> TestEnv {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join("config.toml"),
+        format!("[store]\nurl = \"{}\"\n", db.url),
+    )
+    .unwrap();
+    TestEnv {
+        dir,
+        repo: repo.to_path_buf(),
+        home,
+    }
+}
+
+/// A repository whose lanes are `(name, extra lines)`, each of the slow demo agent on
+/// phase todo.
+fn repo(lanes: &[(&str, &str)], secs: u32) -> TestEnv {
+    let env = TestEnv::new();
+    for (k, v) in [("user.email", "demo@spice"), ("user.name", "demo")] {
+        git(&env.repo, &["config", k, v]);
+    }
+    git(&env.repo, &["checkout", "-q", "-b", "main"]);
+    std::fs::create_dir_all(env.repo.join("lanes")).unwrap();
+    std::fs::create_dir_all(env.repo.join("profiles")).unwrap();
+    std::fs::write(env.repo.join("profiles/agent.toml"), slow_profile(secs)).unwrap();
+    for (name, extra) in lanes {
+        std::fs::write(
+            env.repo.join(format!("lanes/{name}.toml")),
+            format!("profile = \"agent\"\nphases = [\"todo\"]\n{extra}"),
+        )
+        .unwrap();
+    }
+    git(&env.repo, &["add", "lanes", "profiles"]);
+    git(&env.repo, &["commit", "-q", "-m", "lanes"]);
+    env
+}
+
+fn up(env: &TestEnv, name: &str, args: &[&str]) -> Supervisor {
+    let mut a = vec!["fleet", "up"];
+    a.extend_from_slice(args);
+    env.supervisor(
+        env.cmd(&a)
+            .env("SPICE_HOST", name)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    )
+    .drained()
+}
+
+fn authority(db: &pg::Database) -> Box<dyn Authority> {
+    spice::store::connect(&Location::Postgres(db.url.clone()), Arc::new(SystemClock)).unwrap()
+}
+
+fn lane(a: &mut dyn Authority, name: &str) -> Option<LaneRow> {
+    a.lanes().unwrap().into_iter().find(|l| l.name == name)
+}
+
+/// The claim of lane `name`: (task, claimant, fence, live).
+fn claim_of(a: &mut dyn Authority, name: &str) -> Option<(String, String, i64, bool)> {
+    let now = a.now().unwrap();
+    a.claims()
+        .unwrap()
+        .into_iter()
+        .find(|c| c.lane.as_deref() == Some(name))
+        .map(|c| {
+            let live = c.is_live(now);
+            (c.task_id, c.claimant, c.fence, live)
+        })
+}
+
+fn kinds(a: &mut dyn Authority, task: &str) -> Vec<String> {
+    a.ledger(task)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect()
+}
+
+#[test]
+fn a_killed_host_s_lanes_go_stale_and_the_other_host_continues_them() {
+    let Some(db) = pg::Database::new("a_killed_host_s_lanes") else {
+        return;
+    };
+    let fleet = repo(
+        &[
+            ("only_a", "hosts = [\"a\"]\nlease = \"6s\"\n"),
+            ("any", "lease = \"6s\"\n"),
+            ("only_b", "hosts = [\"b\"]\nlease = \"6s\"\n"),
+        ],
+        120,
+    );
+    let (a, b) = (host(&db, &fleet.repo), host(&db, &fleet.repo));
+    for i in 0..3 {
+        a.add(&[&format!("Task {i}"), "--project", "demo"]);
+    }
+    let mut store = authority(&db);
+
+    // Host a runs the lanes it may; host b then runs its own and waits for `any`.
+    let mut sup_a = up(&a, "a", &[]);
+    wait_for("host a's two lanes working", 60, || {
+        let s = &mut *store;
+        (claim_of(s, "only_a").is_some() && claim_of(s, "any").is_some()).then_some(())
+    });
+    let sup_b = up(&b, "b", &[]);
+    wait_for("host b's lane working", 60, || {
+        claim_of(&mut *store, "only_b").map(|_| ())
+    });
+    for (l, h) in [("only_a", "a"), ("any", "a"), ("only_b", "b")] {
+        let row = lane(&mut *store, l).unwrap();
+        assert_eq!(row.host.as_deref(), Some(h), "{row:?}");
+        assert!(!row.host_lost);
+    }
+    assert!(!processes_of(&a.home).is_empty(), "host a's agents run");
+    let (stuck, _, stale_fence, _) = claim_of(&mut *store, "only_a").unwrap();
+    let (moved, moved_from, _, _) = claim_of(&mut *store, "any").unwrap();
+
+    sup_a.kill9();
+    // Its agents die with it (the shim's parent-death signal).
+    wait_for("host a's agents to end", 15, || {
+        processes_of(&a.home).is_empty().then_some(())
+    });
+    // Its lanes show the host lost once its heartbeat lapsed.
+    wait_for("host a shown lost", 30, || {
+        lane(&mut *store, "only_a")
+            .is_some_and(|r| r.host_lost && r.host.as_deref() == Some("a"))
+            .then_some(())
+    });
+    // The lane any host may run moves to host b, its claim to a successor session.
+    wait_for("host b to continue lane any", 60, || {
+        let row = lane(&mut *store, "any")?;
+        let (task, claimant, _, live) = claim_of(&mut *store, "any")?;
+        (row.host.as_deref() == Some("b") && task == moved && claimant != moved_from && live)
+            .then_some(())
+    });
+    assert!(kinds(&mut *store, &moved).contains(&"successor".to_string()));
+    // The claim only host a may work on goes stale, and is taken over explicitly.
+    wait_for("lane only_a's claim to go stale", 30, || {
+        let stale = b.run(&["task", "claims", "--stale", "--json"]).json();
+        stale
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["id"] == stuck.as_str())
+            .then_some(())
+    });
+    let took = b
+        .run(&[
+            "task",
+            "takeover",
+            &stuck,
+            "--stale",
+            &stale_fence.to_string(),
+            "--claimant",
+            "operator-on-b",
+            "--json",
+        ])
+        .json();
+    assert_eq!(took["claimant"], "operator-on-b", "{took}");
+    assert!(took["fence"].as_i64().unwrap() > stale_fence, "{took}");
+    // Host a's lane still does not run on host b.
+    assert_eq!(
+        lane(&mut *store, "only_a").unwrap().host.as_deref(),
+        Some("a")
+    );
+
+    let out = b.run(&["fleet", "down"]);
+    out.ok();
+    let out = sup_b.wait_with_output();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("lane any runs on host a"), "{err}");
+    assert!(
+        err.contains("lane only_a runs only on hosts a; this is host b"),
+        "{err}"
+    );
+    assert!(err.contains("lane any: taken from host a"), "{err}");
+    // Nothing doubled: each task was claimed once, and holds one claim.
+    let claims = store.claims().unwrap();
+    for t in [&stuck, &moved] {
+        assert_eq!(claims.iter().filter(|c| &c.task_id == t).count(), 1);
+        let claimed = kinds(&mut *store, t)
+            .iter()
+            .filter(|k| *k == "claimed")
+            .count();
+        assert_eq!(claimed, 1, "{t}");
+    }
+    // Host b ended its row: its lanes are free, its host not lost.
+    let row = lane(&mut *store, "only_b").unwrap();
+    assert!(!row.host_lost, "{row:?}");
+}
+
+#[test]
+fn a_database_restart_mid_run_loses_and_doubles_nothing() {
+    let Some(db) = pg::Database::on_own_cluster("a_database_restart_mid_run") else {
+        return;
+    };
+    let fleet = repo(&[("x", "lease = \"1m\"\n"), ("y", "lease = \"1m\"\n")], 6);
+    let a = host(&db, &fleet.repo);
+    let tasks: Vec<String> = (0..4)
+        .map(|i| a.add(&[&format!("Task {i}"), "--project", "demo"]))
+        .collect();
+    let mut store = authority(&db);
+    let sup = up(&a, "a", &["--until-idle", "--json"]);
+    wait_for("both lanes working", 60, || {
+        let s = &mut *store;
+        (claim_of(s, "x").is_some() && claim_of(s, "y").is_some()).then_some(())
+    });
+    db.cluster().unwrap().pg_ctl("restart").unwrap();
+    let out = sup.wait_with_output();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let reports: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for r in reports.as_array().unwrap() {
+        assert_eq!(r["failed"], false, "{r}");
+    }
+    let mut store = authority(&db);
+    for t in &tasks {
+        let task = store.task(t).unwrap();
+        assert_eq!(task.phase, "review", "{t}");
+        let claimed = kinds(&mut *store, t)
+            .iter()
+            .filter(|k| *k == "claimed")
+            .count();
+        assert_eq!(claimed, 1, "{t} claimed more than once");
+    }
+    assert!(store.claims().unwrap().is_empty());
+}
