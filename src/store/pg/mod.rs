@@ -171,6 +171,9 @@ impl Authority for PgStore {
     fn last_cell(&mut self, claimant: &str) -> Result<Option<Cell>> {
         tasks::last_cell(self, claimant)
     }
+    fn done_tasks(&mut self, limit: usize) -> Result<(usize, Vec<Task>)> {
+        tasks::done(self, limit)
+    }
     fn claim(&mut self, input: &str, req: &ClaimRequest) -> Result<Claim> {
         claims::claim(self, input, req)
     }
