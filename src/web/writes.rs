@@ -48,7 +48,7 @@ pub(super) async fn steer(body: Bytes, app: Arc<App>) -> Response {
             };
             let target = (app.cfg.parse_target)(&b.target)?;
             let item = s.steer(&target, b.text.trim_end(), ttl)?;
-            Ok(crate::json::item_json(&item, s.now()))
+            Ok(crate::json::item_json(&item, s.now()?))
         })
         .await;
     match r {
@@ -89,7 +89,7 @@ pub(super) async fn takeover(body: Bytes, app: Arc<App>) -> Response {
                 lease,
             };
             let claim = s.takeover(&b.task, &t)?;
-            Ok(docs::claim_doc(&claim, s.now()))
+            Ok(docs::claim_doc(&claim, s.now()?))
         })
         .await,
     )
