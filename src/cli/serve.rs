@@ -166,7 +166,7 @@ pub fn serve(args: ServeArgs, env: Env) -> Result<()> {
         host: env.host.clone(),
         clock: Arc::new(SystemClock),
         guard,
-        parse_target: Box::new(move |t| super::steer::steer_target(&env, t, false)),
+        parse_target: Box::new(move |t, force| super::steer::steer_target(&env, t, force)),
         poll: Duration::from_millis(100),
         limits: web::server::Limits {
             max_connections: max_connections(args.max_connections),

@@ -45,8 +45,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
-/// Reads a steering target as the operator typed it.
-pub type TargetParser = Box<dyn Fn(&str) -> Result<Target> + Send + Sync>;
+/// Reads a steering target as the operator typed it; with `force`, a lane no lane
+/// file here defines is taken as typed (the console checks the store's lane rows).
+pub type TargetParser = Box<dyn Fn(&str, bool) -> Result<Target> + Send + Sync>;
 
 /// Everything the console needs, gathered by the CLI.
 pub struct Config {
@@ -82,7 +83,7 @@ const MAX_AGE: Duration = Duration::from_secs(1);
 
 pub(crate) struct App {
     cfg: Config,
-    pool: Mutex<Vec<Box<dyn Authority>>>,
+    pool: Pool,
     live: watch::Receiver<u64>,
     /// The store's generation of the graph and its claims, as the watcher last read it.
     graph: Arc<AtomicU64>,
@@ -161,14 +162,14 @@ impl App {
     {
         let app = self.clone();
         tokio::task::spawn_blocking(move || {
-            let pooled = app.pool.lock().unwrap_or_else(|p| p.into_inner()).pop();
+            let pooled = app.pool.lock().pop();
             let mut store = match pooled {
                 Some(s) => s,
                 None => crate::store::connect(&app.cfg.location, app.cfg.clock.clone())?,
             };
             let out = f(store.as_mut(), &app);
             let sound = matches!(&out, Ok(_) | Err(Error::Input(_) | Error::Conflict(_)));
-            let mut pool = app.pool.lock().unwrap_or_else(|p| p.into_inner());
+            let mut pool = app.pool.lock();
             if sound && pool.len() < POOL {
                 pool.push(store);
             }
@@ -185,35 +186,56 @@ pub async fn serve<S>(cfg: Config, listener: std::net::TcpListener, shutdown: S)
 where
     S: std::future::Future<Output = ()> + Send + 'static,
 {
-    // Fail now, with the store's own message, rather than on the first request.
-    let mut watcher = Watch::open(&cfg.location, &cfg.clock)?;
-    listener.set_nonblocking(true).map_err(|source| Error::Io {
-        context: "failed to configure the listening socket".into(),
-        source,
-    })?;
-    let listener = tokio::net::TcpListener::from_std(listener).map_err(|source| Error::Io {
-        context: "failed to register the listening socket".into(),
-        source,
-    })?;
     let (tx, rx) = watch::channel(0u64);
     let stop = Arc::new(AtomicBool::new(false));
-    let (poll, location, clock) = (cfg.poll, cfg.location.clone(), cfg.clock.clone());
-    let graph = Arc::new(AtomicU64::new(watcher.graph_number().unwrap_or(0)));
+    let graph = Arc::new(AtomicU64::new(0));
+    // The watcher's connection is opened, used and dropped on its own thread: the
+    // PostgreSQL client blocks on a runtime of its own, which may not run (or be
+    // dropped) on this one's workers. Its first open is waited for, so a bad store
+    // fails now, with the store's own message, rather than on the first request.
+    let (opened_tx, opened) = tokio::sync::oneshot::channel::<Result<()>>();
     let watch_thread = {
         let (stop, graph) = (stop.clone(), graph.clone());
-        let reopen = move || Watch::open(&location, &clock);
+        let (poll, location, clock) = (cfg.poll, cfg.location.clone(), cfg.clock.clone());
         std::thread::Builder::new()
             .name("spice-serve-watch".into())
-            .spawn(move || watch_store(watcher, reopen, tx, &graph, poll, &stop))
+            .spawn(move || {
+                let reopen = || Watch::open(&location, &clock);
+                let mut watcher = match reopen() {
+                    Ok(w) => w,
+                    Err(e) => {
+                        let _ = opened_tx.send(Err(e));
+                        return;
+                    }
+                };
+                graph.store(watcher.graph_number().unwrap_or(0), Ordering::Release);
+                let _ = opened_tx.send(Ok(()));
+                watch_store(watcher, reopen, tx, &graph, poll, &stop)
+            })
             .map_err(|source| Error::Io {
                 context: "failed to start the store watcher".into(),
                 source,
             })?
     };
+    let first = opened
+        .await
+        .unwrap_or_else(|_| Err(Error::Other("the store watcher ended at start".into())));
+    if let Err(e) = first {
+        let _ = watch_thread.join();
+        return Err(e);
+    }
+    let listener = match listen_async(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            stop.store(true, Ordering::SeqCst);
+            let _ = watch_thread.join();
+            return Err(e);
+        }
+    };
     let transcripts = transcripts::Transcripts::with_archive(&cfg.state_dir);
     let app = Arc::new(App {
         cfg,
-        pool: Mutex::new(Vec::new()),
+        pool: Pool::default(),
         live: rx,
         graph,
         status: Cache::new(),
@@ -238,6 +260,40 @@ where
     stop.store(true, Ordering::SeqCst);
     let _ = watch_thread.join();
     Ok(())
+}
+
+/// The listening socket registered with this runtime.
+fn listen_async(listener: std::net::TcpListener) -> Result<tokio::net::TcpListener> {
+    listener.set_nonblocking(true).map_err(|source| Error::Io {
+        context: "failed to configure the listening socket".into(),
+        source,
+    })?;
+    tokio::net::TcpListener::from_std(listener).map_err(|source| Error::Io {
+        context: "failed to register the listening socket".into(),
+        source,
+    })
+}
+
+/// The idle connections kept for requests. Taken and given back only on blocking
+/// threads; those left when the console ends are closed on a thread of their own,
+/// since the PostgreSQL client's runtime may not be dropped on an async worker
+/// (where the last reference to the console may go).
+#[derive(Default)]
+struct Pool(Mutex<Vec<Box<dyn Authority>>>);
+
+impl Pool {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Box<dyn Authority>>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        let idle = std::mem::take(&mut *self.lock());
+        if !idle.is_empty() {
+            let _ = std::thread::spawn(move || drop(idle)).join();
+        }
+    }
 }
 
 /// The watcher's own connection, and what it last saw through it.
