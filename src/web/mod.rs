@@ -1,27 +1,40 @@
 //! The operator's console (`spice serve`): a status page with live updates, steering
-//! and stale-claim takeover, and the JSON API under `/api/` behind it.
+//! and stale-claim takeover, and the JSON API under `/api/` behind it. It runs on
+//! either backend, through [`Authority`] only: on PostgreSQL the console on one host
+//! shows the lanes of every host's supervisor and hears every host's commits.
 //!
 //! ```text
 //!  browser ──HTTP/1.1──▶ server (header timeout, connection bound) ──▶ guard (Host,
 //!                        Origin, token, JSON + x-spice on writes) ──▶ routes
 //!                                                                              │
-//!   /api/status ◀──────────────────────── bytes cached per commit (data_version)
+//!   /api/status ◀──────────────────────── bytes cached per change (and second)
 //!   /api/tasks, /api/graph ◀────────────── table per graph generation, pages as bytes
-//!   /api/live (SSE: "change") ◀──────────── watcher thread: PRAGMA data_version, 10 Hz
-//!   /api/lanes/L/transcript[/live] ◀─────── transcripts: each file decoded once, tailed
-//!   POST /api/steer, /api/takeover, /api/lanes/L/lift-hold, /api/lanes/L/budget ──▶ the store calls the CLI makes
+//!   /api/live (SSE: "change") ◀──────────── watcher thread: the store's change notification
+//!                                           (LISTEN on PostgreSQL, data_version on SQLite),
+//!                                           lane rows after each change and every second
+//!   /api/lanes/L/transcript[/live] ◀─────── transcripts: each file decoded once, tailed;
+//!                                           another host's lane: where it lives (404)
+//!   POST /api/steer, /api/takeover, /api/lanes/L/lift-hold, /api/lanes/L/budget ──▶ the Authority calls the CLI makes
 //! ```
 //!
 //! Invariants:
 //! - The store is the authority: the console keeps no state of its own beyond caches
-//!   keyed by a generation, and writes only through the same `Store` calls as the CLI.
-//!   The status document (lane rows) is keyed by a counter the watcher bumps when
-//!   another connection commits; the task table and graph by the store's generation of
-//!   the graph and its claims (`store::generation`), which lane rows, renewals and
-//!   checkpoints do not move, so a working fleet does not rebuild the table on every
-//!   lane tick. Both are also refreshed once a second (leases lapse with the clock).
-//! - Store work runs on blocking threads, never on the async workers, so a slow query
-//!   delays its own request only.
+//!   keyed by a generation, and writes only through the same [`Authority`] calls as
+//!   the CLI. The status document (lane rows) is keyed by a counter the watcher bumps
+//!   when another writer commits (the store's change token) or the lane rows differ
+//!   from its last read (after each change and at least every second: PostgreSQL does
+//!   not notify on a lane's report, and a host is found lost by the clock); the task
+//!   table and graph by the store's generation of the graph and its claims
+//!   (`store::generation`), which lane rows, renewals and checkpoints do not move, so
+//!   a working fleet does not rebuild the table on every lane tick. Both are also
+//!   refreshed once a second (leases lapse with the clock).
+//! - Store work runs on blocking threads (a pool of connections from
+//!   [`crate::store::connect`]) or the watcher's own thread, never on the async
+//!   workers: a slow query delays its own request only, and the PostgreSQL client,
+//!   which blocks on a runtime of its own, is never used or dropped on this one's.
+//! - A transcript is read only on the host whose supervisor runs its lane (the lane
+//!   row's `host`; [`Config::host`] is this one); for another host's lane the routes
+//!   say where it lives.
 //! - Agent text leaves as JSON strings; the page renders it with `textContent`.
 //! - Every route sits behind [`guard`]; the live streams end when the server shuts
 //!   down, so a graceful shutdown never waits on an open page.
