@@ -131,8 +131,9 @@ pub(super) fn load(env: &Env) -> Result<(PathBuf, FleetConfig)> {
 fn status(env: &Env, json: bool) -> Result<()> {
     let (_, fleet) = load(env)?;
     let supervisor = crate::fleet::running(&env.state_dir).map(|(pid, _)| pid);
-    let mut store = env.open()?;
-    let doc = crate::fleet::status::status(&mut store, Some(&fleet.lanes), supervisor)?;
+    let mut store = env.authority()?;
+    let doc =
+        crate::fleet::status::status(store.as_mut(), Some(&fleet.lanes), &env.host, supervisor)?;
     if json {
         render::print_json(&doc);
     } else {

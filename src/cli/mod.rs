@@ -227,7 +227,7 @@ fn run(command: Command) -> Result<()> {
             unreachable!("handled in main")
         }
         Command::Fleet(cmd) => fleet::run(cmd, &Env::from_process_any()?),
-        Command::Serve(args) => serve::serve(args, Env::from_process()?),
+        Command::Serve(args) => serve::serve(args, Env::from_process_any()?),
         Command::Store(cmd) => store::run(cmd, &Env::from_process()?),
         Command::Archive(cmd) => archive::run(cmd, &Env::from_process()?),
         Command::Bed(cmd) => bed::run(cmd, &Env::from_process()?),

@@ -1,6 +1,7 @@
-//! `spice serve`: the operator's console in a browser. This file only gathers what the
-//! console needs from the process (state directory, bind address, token file, the
-//! signals that stop it); `crate::web` does the rest.
+//! `spice serve`: the operator's console in a browser, on either backend. This file
+//! only gathers what the console needs from the process (the store's location, state
+//! directory, this host's name, bind address, token file, the signals that stop it);
+//! `crate::web` does the rest.
 
 use super::Env;
 use crate::clock::SystemClock;
@@ -112,8 +113,9 @@ fn io(context: String) -> impl FnOnce(std::io::Error) -> Error {
 }
 
 pub fn serve(args: ServeArgs, env: Env) -> Result<()> {
-    // Open the store first so a bad state directory is reported before anything binds.
-    drop(env.open()?);
+    // Open the store first so a bad state directory or an unreachable server is
+    // reported before anything binds.
+    drop(env.authority()?);
     let loopback = args.bind.ip().is_loopback();
     let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "[::1]".into()];
     let own = match args.bind.ip() {
@@ -159,10 +161,12 @@ pub fn serve(args: ServeArgs, env: Env) -> Result<()> {
         .map_err(io("failed to read the bound address".into()))?;
     let guard = web::guard::Guard::new(hosts, token.clone());
     let cfg = web::Config {
+        location: env.location.clone(),
         state_dir: env.state_dir.clone(),
+        host: env.host.clone(),
         clock: Arc::new(SystemClock),
         guard,
-        parse_target: Box::new(move |t| super::steer::steer_target(&env, t, false)),
+        parse_target: Box::new(move |t, force| super::steer::steer_target(&env, t, force)),
         poll: Duration::from_millis(100),
         limits: web::server::Limits {
             max_connections: max_connections(args.max_connections),

@@ -10,7 +10,9 @@
 //!   those for the targets [`crate::store::agent_targets`] names (its session, lane
 //!   and worktree), which the document lists as `targets`.
 //! - Without a running supervisor a lane's row is history, not the present: its state
-//!   reads `stopped`.
+//!   reads `stopped`. A lane run by another host's supervisor (the row's `host`) is
+//!   judged by that supervisor's row in the store (in force or not), never by this
+//!   host's pidfile; a lane of this host, or of no recorded host, by the pidfile.
 
 use crate::clock::Micros;
 use crate::config::fleet::LaneConfig;
@@ -61,6 +63,10 @@ pub struct LaneStatus {
     /// The token budgets it answers to (its own, its task's) and what was used.
     pub budget: crate::store::BudgetState,
     pub last_error: Option<String>,
+    /// The host whose supervisor runs (or last ran) the lane, when one took it.
+    pub host: Option<String>,
+    /// That host's supervisor lapsed without ending and none of that host is in force.
+    pub host_lost: bool,
     /// When the transcript last grew.
     pub last_activity: Option<String>,
     pub last_activity_seconds_ago: Option<i64>,
@@ -160,18 +166,34 @@ pub fn lane_targets(row: &LaneRow, claim: Option<&Claim>) -> Vec<Target> {
     )
 }
 
+/// The host of another supervisor that runs (or ran) the lane, if one does.
+fn elsewhere<'a>(row: &'a LaneRow, here: &str) -> Option<&'a str> {
+    row.host.as_deref().filter(|h| *h != here)
+}
+
 /// Builds the document. `configured`: the lanes of the repository's lane files (the
 /// CLI), each shown whether or not it ever ran; `None` (the console): every lane the
-/// store has a row for.
+/// store has a row for. `here`: this host's name, whose supervisor is `supervisor_pid`.
 pub fn status(
     store: &mut dyn Authority,
     configured: Option<&[LaneConfig]>,
+    here: &str,
     supervisor_pid: Option<u32>,
 ) -> Result<FleetStatus> {
     let rows = store.lanes()?;
     let claims = store.claims()?;
     let pending = store.inbox(&[], false)?;
     let now = store.now()?;
+    // Other hosts' supervisors in force, read only when a lane runs elsewhere.
+    let remote_live: Vec<String> = if rows.iter().any(|r| elsewhere(r, here).is_some()) {
+        let sups = store.supervisors()?;
+        sups.into_iter()
+            .filter(|s| s.live)
+            .map(|s| s.host)
+            .collect()
+    } else {
+        Vec::new()
+    };
     struct Entry<'a> {
         name: String,
         config: Option<&'a LaneConfig>,
@@ -228,11 +250,18 @@ pub fn status(
             }),
             None => None,
         };
-        let state = match (e.config, e.row, supervisor_pid) {
-            (Some(c), _, _) if !c.lane.enabled => "disabled".to_string(),
-            (_, None, _) => "never run".to_string(),
-            (_, Some(r), Some(_)) => r.state.to_string(),
-            (_, Some(_), None) => "stopped".to_string(),
+        let remote = e.row.and_then(|r| elsewhere(r, here));
+        let state = match (e.config, e.row, remote, supervisor_pid) {
+            (Some(c), _, _, _) if !c.lane.enabled => "disabled".to_string(),
+            (_, None, _, _) => "never run".to_string(),
+            (_, Some(r), Some(host), _)
+                if !r.host_lost && remote_live.iter().any(|h| h == host) =>
+            {
+                r.state.to_string()
+            }
+            (_, Some(_), Some(_), _) => "stopped".to_string(),
+            (_, Some(r), None, Some(_)) => r.state.to_string(),
+            (_, Some(_), None, None) => "stopped".to_string(),
         };
         let ran = e.row.is_some();
         lanes.push(LaneStatus {
@@ -271,6 +300,8 @@ pub fn status(
                     .map(|b| *b.get_ref()),
             )?,
             last_error: row.last_error.clone(),
+            host: row.host.clone(),
+            host_lost: row.host_lost,
             last_activity: row.last_activity.map(when::rfc3339),
             last_activity_seconds_ago: row.last_activity.map(|t| seconds(now - t)),
             updated: ran.then(|| when::rfc3339(row.updated)),

@@ -60,6 +60,10 @@ pub trait Authority: Send {
     }
     /// The cell of the task `claimant` last came to hold, if any.
     fn last_cell(&mut self, claimant: &str) -> Result<Option<Cell>>;
+    /// The newest `limit` completed tasks (by end, else last change, newest first) and
+    /// how many there are; a backend may leave their tags, dependencies and
+    /// annotations empty.
+    fn done_tasks(&mut self, limit: usize) -> Result<(usize, Vec<Task>)>;
 
     /// Claims a ready task; a conflict naming why when it is not ready.
     fn claim(&mut self, input: &str, req: &ClaimRequest) -> Result<Claim>;
@@ -351,6 +355,19 @@ impl Authority for Store {
     }
     fn last_cell(&mut self, claimant: &str) -> Result<Option<Cell>> {
         Store::last_cell(self, claimant)
+    }
+    fn done_tasks(&mut self, limit: usize) -> Result<(usize, Vec<Task>)> {
+        let mut done = Store::list(
+            self,
+            &super::ListFilter {
+                statuses: vec![crate::task::Status::Completed],
+                ..super::ListFilter::default()
+            },
+        )?;
+        let total = done.len();
+        done.sort_by_key(|t| std::cmp::Reverse(t.end.unwrap_or(t.modified)));
+        done.truncate(limit);
+        Ok((total, done))
     }
     fn claim(&mut self, input: &str, req: &ClaimRequest) -> Result<Claim> {
         Store::claim(self, input, req)

@@ -4,14 +4,14 @@
 //! store derives them from the reminders' steering items.
 
 use crate::error::Result;
-use crate::store::Store;
+use crate::store::Authority;
 use crate::when;
 use serde_json::{json, Value};
 
 /// How many of the newest steps the panel shows.
 pub const STEPS: usize = 200;
 
-pub fn doc(s: &mut Store) -> Result<Value> {
+pub fn doc(s: &mut dyn Authority) -> Result<Value> {
     let steps: Vec<Value> = s
         .conscience_log(None, STEPS)?
         .into_iter()
@@ -22,5 +22,5 @@ pub fn doc(s: &mut Store) -> Result<Value> {
             })
         })
         .collect();
-    Ok(json!({ "now": when::rfc3339(s.now()), "steps": steps }))
+    Ok(json!({ "now": when::rfc3339(s.now()?), "steps": steps }))
 }

@@ -7,7 +7,7 @@ use crate::clock::Micros;
 use crate::error::Result;
 use crate::fleet::status;
 use crate::json::{self as record, time};
-use crate::store::{Claim, Item, ItemState, ListFilter, Store};
+use crate::store::{Authority, Claim, Item, ItemState};
 use crate::task::{Priority, Status, Task};
 use crate::when;
 use bytes::Bytes;
@@ -31,14 +31,15 @@ pub fn claim_doc(c: &Claim, now: Micros) -> Value {
 }
 
 /// `/api/status`: the fleet's status document, as `spice fleet status --json` prints
-/// it, for every lane the store has a row for.
-pub fn status(s: &mut Store, supervisor_pid: Option<u32>) -> Result<Value> {
-    let doc = crate::fleet::status::status(s, None, supervisor_pid)?;
+/// it, for every lane the store has a row for, whichever host runs it (`here`: this
+/// console's host, whose supervisor is `supervisor_pid`).
+pub fn status(s: &mut dyn Authority, here: &str, supervisor_pid: Option<u32>) -> Result<Value> {
+    let doc = crate::fleet::status::status(s, None, here, supervisor_pid)?;
     Ok(serde_json::to_value(doc).expect("the status document serialises"))
 }
 
 /// An item with the agent's answer, if it gave one.
-fn item_doc(s: &mut Store, i: &Item, now: Micros) -> Result<Value> {
+fn item_doc(s: &mut dyn Authority, i: &Item, now: Micros) -> Result<Value> {
     let mut v = record::item_json(i, now);
     if i.state != ItemState::Pending {
         let acks = s.acks_for(&i.key)?;
@@ -59,14 +60,14 @@ fn item_doc(s: &mut Store, i: &Item, now: Micros) -> Result<Value> {
 }
 
 /// `/api/lanes/NAME/inbox`: the items the lane's agent sees, newest last, with replies.
-pub fn lane_inbox(s: &mut Store, name: &str, all: bool) -> Result<Option<Value>> {
+pub fn lane_inbox(s: &mut dyn Authority, name: &str, all: bool) -> Result<Option<Value>> {
     let Some(lane) = s.lane(name)? else {
         return Ok(None);
     };
     let claims = s.claims()?;
     let targets = status::lane_targets(&lane, status::claim_of_lane(&lane, &claims));
     let items = s.inbox(&targets, all)?;
-    let now = s.now();
+    let now = s.now()?;
     let skip = items.len().saturating_sub(INBOX_SHOWN);
     let docs = items[skip..]
         .iter()
@@ -82,9 +83,9 @@ pub fn lane_inbox(s: &mut Store, name: &str, all: bool) -> Result<Option<Value>>
 }
 
 /// `/api/inbox`: every item (pending unless `all`), newest last.
-pub fn inbox(s: &mut Store, all: bool) -> Result<Value> {
+pub fn inbox(s: &mut dyn Authority, all: bool) -> Result<Value> {
     let items = s.inbox(&[], all)?;
-    let now = s.now();
+    let now = s.now()?;
     let skip = items.len().saturating_sub(INBOX_SHOWN * 5);
     let docs = items[skip..]
         .iter()
@@ -94,7 +95,7 @@ pub fn inbox(s: &mut Store, all: bool) -> Result<Value> {
 }
 
 /// `/api/tasks/ID/ledger`: the task and its history.
-pub fn ledger(s: &mut Store, id: &str) -> Result<Value> {
+pub fn ledger(s: &mut dyn Authority, id: &str) -> Result<Value> {
     let task = s.task(id)?;
     let entries = s.ledger(&task.id)?;
     Ok(json!({
@@ -178,7 +179,7 @@ pub const CATEGORIES: [&str; 4] = ["ready", "blocked", "claimed", "done"];
 
 /// Builds the task table from one snapshot: the allocator's ranking for order, the
 /// graph measures for inherited priority and release counts.
-pub fn task_table(s: &mut Store) -> Result<TaskTable> {
+pub fn task_table(s: &mut dyn Authority) -> Result<TaskTable> {
     let (snap, ranking) = alloc::next::ranked(s, None, &Filter::default())?;
     let now = snap.now;
     let tasks: &[Task] = &snap.tasks;
@@ -241,13 +242,8 @@ pub fn task_table(s: &mut Store) -> Result<TaskTable> {
         .collect();
     // Ready tasks in the allocator's order first, then claimed, then blocked.
     let open = rows.len();
-    let mut done = s.list(&ListFilter {
-        statuses: vec![Status::Completed],
-        ..ListFilter::default()
-    })?;
-    let done_total = done.len();
-    done.sort_by_key(|t| std::cmp::Reverse(t.end.unwrap_or(t.modified)));
-    rows.extend(done.iter().take(DONE_SHOWN).map(|t| TaskRow {
+    let (done_total, done) = s.done_tasks(DONE_SHOWN)?;
+    rows.extend(done.iter().map(|t| TaskRow {
         id: t.id.clone(),
         handle: t.handle(),
         description: t.title.clone(),
@@ -516,6 +512,7 @@ impl TaskTable {
 mod tests {
     use super::*;
     use crate::clock::ManualClock;
+    use crate::store::Store;
     use crate::task::NewTask;
     use std::sync::Arc;
 

@@ -8,7 +8,7 @@
 
 use crate::error::Result;
 use crate::gate::latch::Latches;
-use crate::store::{LedgerEntry, Store};
+use crate::store::{Authority, LedgerEntry};
 use crate::when;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -35,7 +35,7 @@ fn lane_of(e: &LedgerEntry) -> Option<&str> {
 
 /// The document: one row per lane (its newest task the gate spoke about; a task
 /// whose runs name no lane gets a row of its own), and one per repository seen.
-pub fn doc(s: &mut Store) -> Result<Value> {
+pub fn doc(s: &mut dyn Authority) -> Result<Value> {
     let recent = s.ledger_recent_of_kinds(KINDS, READ)?;
     // Newest first: the first task seen for a lane is the one shown.
     let mut rows: BTreeMap<String, (Option<String>, String)> = BTreeMap::new();
@@ -78,7 +78,7 @@ pub fn doc(s: &mut Store) -> Result<Value> {
         })
         .collect();
     Ok(json!({
-        "now": when::rfc3339(s.now()),
+        "now": when::rfc3339(s.now()?),
         "lanes": lanes,
         "repositories": repositories,
     }))

@@ -128,7 +128,7 @@ pub(super) fn all(
         .then(|app: Arc<App>| async move {
             reply(
                 app.store(|s, _| {
-                    let now = s.now();
+                    let now = s.now()?;
                     let c = s.claims()?;
                     Ok(json!({
                         "now": when::rfc3339(now),
@@ -438,7 +438,7 @@ async fn status(app: Arc<App>) -> Response {
             let v = a
                 .store(move |s, app| {
                     let supervisor = crate::fleet::running(&app.cfg.state_dir).map(|(pid, _)| pid);
-                    let mut v = docs::status(s, supervisor)?;
+                    let mut v = docs::status(s, &app.cfg.host, supervisor)?;
                     v["generation"] = json!(g);
                     Ok(v)
                 })
@@ -528,16 +528,60 @@ struct PageQuery {
     limit: Option<usize>,
 }
 
-/// The lane's current transcript path, from its row.
-fn transcript_of(s: &mut crate::store::Store, lane: &str) -> Result<Option<String>> {
-    Ok(s.lane(lane)?.ok_or_else(no_lane)?.transcript)
+/// A transcript that lives on another host: the supervisor running the lane reads and
+/// archives it there, and this console never reads a path on a host it does not
+/// run on (the same path here may be another file, or none).
+#[derive(Debug)]
+struct Elsewhere {
+    lane: String,
+    host: String,
+    path: String,
+}
+
+impl Elsewhere {
+    fn message(&self) -> String {
+        format!(
+            "the transcript of lane {} is on host {}: {} (run spice serve there to read it)",
+            self.lane, self.host, self.path
+        )
+    }
+
+    /// 404 (not here), with where it is.
+    fn response(&self) -> Response {
+        json_value(
+            StatusCode::NOT_FOUND,
+            &json!({"error": self.message(), "lane": self.lane, "host": self.host,
+                    "path": self.path}),
+        )
+    }
+}
+
+/// The lane's current transcript path, from its row; [`Elsewhere`] when the lane is
+/// run by another host's supervisor (`here`: this console's host).
+fn transcript_of(
+    s: &mut dyn crate::store::Authority,
+    lane: &str,
+    here: &str,
+) -> Result<std::result::Result<Option<String>, Elsewhere>> {
+    let row = s.lane(lane)?.ok_or_else(no_lane)?;
+    Ok(match (row.host, row.transcript) {
+        (Some(host), Some(path)) if host != here => Err(Elsewhere {
+            lane: lane.to_string(),
+            host,
+            path,
+        }),
+        (_, path) => Ok(path),
+    })
 }
 
 async fn transcript_page(lane: String, q: PageQuery, app: Arc<App>) -> Response {
     let limit = q.limit.unwrap_or(200).clamp(1, 2000);
-    reply(
-        app.store(move |s, app| {
-            let path = transcript_of(s, &lane)?;
+    let looked = app
+        .store(move |s, app| {
+            let path = match transcript_of(s, &lane, &app.cfg.host)? {
+                Ok(path) => path,
+                Err(elsewhere) => return Ok(Err(elsewhere)),
+            };
             let mut doc = match &path {
                 Some(p) => {
                     let d = app.transcripts.get(std::path::Path::new(p));
@@ -552,10 +596,14 @@ async fn transcript_page(lane: String, q: PageQuery, app: Arc<App>) -> Response 
             };
             doc["lane"] = json!(lane);
             doc["path"] = json!(path);
-            Ok(doc)
+            Ok(Ok(doc))
         })
-        .await,
-    )
+        .await;
+    match looked {
+        Ok(Err(elsewhere)) => elsewhere.response(),
+        Ok(Ok(doc)) => reply(Ok(doc)),
+        Err(e) => error(&e),
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -617,7 +665,8 @@ fn tail(app: Arc<App>, lane: String, q: TailQuery) -> impl Stream<Item = SseItem
             let looked = st
                 .app
                 .store(move |s, app| {
-                    let path = transcript_of(s, &lane)?;
+                    let path = transcript_of(s, &lane, &app.cfg.host)?
+                        .map_err(|elsewhere| Error::input(elsewhere.message()))?;
                     let Some(p) = &path else {
                         return Ok((path, 0, Vec::new()));
                     };

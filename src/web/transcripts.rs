@@ -3,7 +3,8 @@
 //! streams look at it.
 //!
 //! Invariants: the console never reads a path a request names; paths come only from
-//! the store's lane rows. A transcript that is gone is read from the state
+//! the store's lane rows, and only of lanes this host's supervisor runs (another
+//! host's path names a file there; the routes say so instead). A transcript that is gone is read from the state
 //! directory's archive (its copy decompressed in memory, decoded the same way). Memory is bounded: at most [`MAX_FILES`] files are kept, each
 //! with its newest [`MAX_EVENTS`] events; older history is reported as dropped.
 

@@ -1,13 +1,15 @@
 //! The console's writes, through the same store calls the CLI makes: a steering item
 //! (`spice steer`), a takeover of a stale claim with the fence the page showed
 //! (`spice task takeover --stale`), a token budget raised or a paused lane stopped
-//! (`spice budget raise|stop`). Bodies are JSON with no unknown fields.
+//! (`spice budget raise|stop`). Bodies are JSON with no unknown fields. A lane is a
+//! steering target when a lane file here defines it (as for `spice steer`) or when
+//! the store has its row (another host's lane).
 
 use super::docs;
 use super::routes::{error, json_value, reply};
 use super::App;
 use crate::error::{Error, Result};
-use crate::store::{Takeover, DEFAULT_LEASE, DEFAULT_TTL};
+use crate::store::{Authority, Takeover, Target, TargetKind, DEFAULT_LEASE, DEFAULT_TTL};
 use crate::when;
 use bytes::Bytes;
 use serde::Deserialize;
@@ -46,15 +48,27 @@ pub(super) async fn steer(body: Bytes, app: Arc<App>) -> Response {
                 }
                 None => DEFAULT_TTL,
             };
-            let target = (app.cfg.parse_target)(&b.target)?;
+            let target = target(s, app, &b.target)?;
             let item = s.steer(&target, b.text.trim_end(), ttl)?;
-            Ok(crate::json::item_json(&item, s.now()))
+            Ok(crate::json::item_json(&item, s.now()?))
         })
         .await;
     match r {
         Ok(v) => json_value(StatusCode::CREATED, &v),
         Err(e) => error(&e),
     }
+}
+
+/// The target as the CLI reads it, except that a lane the store has a row for is
+/// known even where no lane file defines it: the console shows every host's lanes,
+/// and another host's lane files are not here.
+fn target(s: &mut dyn Authority, app: &App, typed: &str) -> Result<Target> {
+    let t = (app.cfg.parse_target)(typed, true)?;
+    if t.kind != TargetKind::Lane || s.lane(&t.name)?.is_some() {
+        return Ok(t);
+    }
+    // Checked against the lane files here, and refused in their words.
+    (app.cfg.parse_target)(typed, false)
 }
 
 #[derive(Debug, Deserialize)]
@@ -89,7 +103,7 @@ pub(super) async fn takeover(body: Bytes, app: Arc<App>) -> Response {
                 lease,
             };
             let claim = s.takeover(&b.task, &t)?;
-            Ok(docs::claim_doc(&claim, s.now()))
+            Ok(docs::claim_doc(&claim, s.now()?))
         })
         .await,
     )

@@ -251,6 +251,9 @@ impl Authority for PgStore {
         self.live()?;
         tasks::last_cell(self, claimant)
     }
+    fn done_tasks(&mut self, limit: usize) -> Result<(usize, Vec<Task>)> {
+        tasks::done(self, limit)
+    }
     fn claim(&mut self, input: &str, req: &ClaimRequest) -> Result<Claim> {
         self.live()?;
         claims::claim(self, input, req)

@@ -262,6 +262,35 @@ pub(super) fn one(s: &mut PgStore, input: &str) -> Result<Task> {
     Ok(task)
 }
 
+/// The newest `limit` completed tasks (by end, else last change) and how many there
+/// are, from one read; without tags and dependencies (the console's table of finished
+/// work shows neither).
+pub(super) fn done(s: &mut PgStore, limit: usize) -> Result<(usize, Vec<Task>)> {
+    let at = s.at.as_str();
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let rows = s
+        .client
+        .query(
+            &format!(
+                "SELECT {TASK_COLUMNS}, count(*) OVER () FROM tasks WHERE status = 'completed'
+                 ORDER BY coalesce(end_at, modified) DESC, entry, id COLLATE \"C\" LIMIT $1"
+            ),
+            &[&limit],
+        )
+        .ctx("to read the finished tasks", at)?;
+    let total = match rows.first() {
+        Some(r) => r.get::<_, i64>(13) as usize,
+        // LIMIT 0, or none finished: count them apart only in the first case.
+        None if limit == 0 => s
+            .client
+            .query_one("SELECT count(*) FROM tasks WHERE status = 'completed'", &[])
+            .ctx("to count the finished tasks", at)?
+            .get::<_, i64>(0) as usize,
+        None => 0,
+    };
+    Ok((total, rows.iter().map(row_to_task).collect()))
+}
+
 /// The open tasks, oldest first (the columns of [`TASK_COLUMNS`]).
 const OPEN_TASKS: &str = "SELECT id, uuid, title, body, project, phase, priority, due, wait,
     status, entry, end_at, modified

@@ -169,7 +169,9 @@ function renderLanes(s) {
     const b = l.budget && l.budget.lane;
     const tokens = b ? (b.limit ? `${b.used} / ${b.limit}` : String(b.used)) : '–';
     const row = el('tr', { 'data-lane': l.lane, class: l.lane === state.lane ? 'selected' : '', onclick: () => selectLane(l.lane) },
-      el('td', {}, el('strong', {}, l.lane)),
+      el('td', {}, el('strong', {}, l.lane),
+        l.host ? el('div', { class: `small lane-host${l.host_lost ? ' err' : ' muted'}`, title: 'the host whose supervisor runs the lane' },
+          l.host_lost ? `on ${l.host} (host lost)` : `on ${l.host}`) : null),
       el('td', {}, l.profile || '–'),
       el('td', {}, el('span', { class: `badge st-${l.state}` }, STATE_WORDS[l.state] || l.state),
         l.state_note ? el('div', { class: 'small muted state-note' }, l.state_note) : null),
