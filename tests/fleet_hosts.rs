@@ -118,6 +118,7 @@ fn kinds(a: &mut dyn Authority, task: &str) -> Vec<String> {
 }
 
 #[test]
+#[ignore = "needs PostgreSQL (SPICE_TEST_POSTGRES)"]
 fn a_killed_host_s_lanes_go_stale_and_the_other_host_continues_them() {
     let Some(db) = pg::Database::new("a_killed_host_s_lanes") else {
         return;
@@ -235,6 +236,7 @@ fn a_killed_host_s_lanes_go_stale_and_the_other_host_continues_them() {
 }
 
 #[test]
+#[ignore = "needs PostgreSQL (SPICE_TEST_POSTGRES)"]
 fn a_database_restart_mid_run_loses_and_doubles_nothing() {
     let Some(db) = pg::Database::on_own_cluster("a_database_restart_mid_run") else {
         return;
@@ -269,4 +271,44 @@ fn a_database_restart_mid_run_loses_and_doubles_nothing() {
         assert_eq!(claimed, 1, "{t} claimed more than once");
     }
     assert!(store.claims().unwrap().is_empty());
+}
+
+/// One supervisor per host: a second supervisor registered under the same host name
+/// (a restart elsewhere, or a mistake) supersedes the first, which stops every lane
+/// and exits saying why; the second continues the lanes' claims with successors.
+#[test]
+#[ignore = "needs PostgreSQL (SPICE_TEST_POSTGRES)"]
+fn a_supervisor_superseded_on_its_host_stops_its_lanes() {
+    let Some(db) = pg::Database::new("a_supervisor_superseded") else {
+        return;
+    };
+    let fleet = repo(&[("x", "lease = \"1m\"\n")], 120);
+    let (first, second) = (host(&db, &fleet.repo), host(&db, &fleet.repo));
+    let task = first.add(&["Task", "--project", "demo"]);
+    let mut store = authority(&db);
+    let sup1 = up(&first, "a", &[]);
+    let (_, claimant, _, _) = wait_for("the first supervisor working", 60, || {
+        claim_of(&mut *store, "x")
+    });
+    let _sup2 = up(&second, "a", &[]);
+    let out = sup1.wait_with_output();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("was superseded by supervisor"), "{err}");
+    // The second's successor works in the same worktree (under the first's state
+    // directory): only processes that are not the second's count.
+    wait_for("the first supervisor's agents to end", 15, || {
+        let second_s: Vec<u32> = processes_of(&second.home).iter().map(|p| p.0).collect();
+        let left: Vec<_> = processes_of(&first.home)
+            .into_iter()
+            .filter(|p| !second_s.contains(&p.0))
+            .collect();
+        left.is_empty().then_some(())
+    });
+    wait_for("the second supervisor to continue the claim", 60, || {
+        let (t, c, _, live) = claim_of(&mut *store, "x")?;
+        (t == task && c != claimant && live).then_some(())
+    });
+    assert!(kinds(&mut *store, &task).contains(&"successor".to_string()));
+    assert_eq!(lane(&mut *store, "x").unwrap().host.as_deref(), Some("a"));
 }

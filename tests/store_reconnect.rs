@@ -45,6 +45,7 @@ fn until_ok<T>(a: &mut dyn Authority, f: impl Fn(&mut dyn Authority) -> spice::R
 /// Regression: a connection the server terminated stayed dead for the rest of the
 /// process: every later request failed.
 #[test]
+#[ignore = "needs PostgreSQL (SPICE_TEST_POSTGRES)"]
 fn a_terminated_connection_is_replaced_by_the_next_request() {
     let Some(db) = pg::Database::new("a_terminated_connection_is_replaced") else {
         return;
@@ -78,6 +79,7 @@ fn a_terminated_connection_is_replaced_by_the_next_request() {
 /// A server restart: requests fail as unreachable while it is down, and the same
 /// connection object works again once it is back, with nothing written twice.
 #[test]
+#[ignore = "needs PostgreSQL (SPICE_TEST_POSTGRES)"]
 fn a_server_restart_is_survived_by_a_long_lived_connection() {
     let Some(db) = pg::Database::on_own_cluster("a_server_restart_is_survived") else {
         return;

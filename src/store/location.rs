@@ -61,7 +61,7 @@ impl Location {
 /// The error for a part of the store that is not on PostgreSQL yet.
 pub fn not_on_postgres(what: &str, at: &str) -> Error {
     Error::Input(format!(
-        "{what} is not on PostgreSQL yet (the store is {at}); only tasks, claims and steering are"
+        "{what} is not on PostgreSQL yet (the store is {at}); tasks, claims, steering, the fleet and the console are"
     ))
 }
 

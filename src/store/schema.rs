@@ -304,13 +304,31 @@ const MIGRATIONS: &[&str] = &[
 
 /// Reads the schema version and refuses a database from a newer spice or another
 /// program, without writing anything; returns the version.
+///
+/// The version and the tables are read by one statement, so from one snapshot: read
+/// apart, another process's first migration could commit between the two reads, and a
+/// new spice store would look like another program's (version 0, tables present).
 pub fn refuse_foreign(conn: &Connection, path: &Path) -> Result<i64> {
-    let version = user_version(conn, path)?;
+    let (version, tables): (i64, i64) = conn
+        .query_row(
+            "SELECT (SELECT user_version FROM pragma_user_version),
+                    (SELECT count(*) FROM sqlite_schema WHERE type = 'table')",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .map_err(|e| store_err(path, e))?;
     check_not_newer(version, path)?;
-    if version == 0 {
-        check_no_tables(conn, path)?;
+    if version == 0 && tables > 0 {
+        return Err(foreign(path));
     }
     Ok(version)
+}
+
+fn foreign(path: &Path) -> Error {
+    Error::Store(format!(
+        "{} is a SQLite database but not spice's (it has tables and no spice schema version): refusing to use it",
+        path.display()
+    ))
 }
 
 fn check_no_tables(conn: &Connection, path: &Path) -> Result<()> {
@@ -322,10 +340,7 @@ fn check_no_tables(conn: &Connection, path: &Path) -> Result<()> {
         )
         .map_err(|e| store_err(path, e))?;
     if tables > 0 {
-        return Err(Error::Store(format!(
-            "{} is a SQLite database but not spice's (it has tables and no spice schema version): refusing to use it",
-            path.display()
-        )));
+        return Err(foreign(path));
     }
     Ok(())
 }
@@ -354,11 +369,6 @@ pub fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
     }
     tx.commit().map_err(|e| store_err(path, e))?;
     Ok(())
-}
-
-fn user_version(conn: &Connection, path: &Path) -> Result<i64> {
-    conn.query_row("PRAGMA user_version", [], |r| r.get(0))
-        .map_err(|e| store_err(path, e))
 }
 
 fn check_not_newer(version: i64, path: &Path) -> Result<()> {
