@@ -214,3 +214,21 @@ fn retiring_an_item_clears_the_problem_a_bare_nack_left() {
     assert!(after["problem"].is_null(), "{after}");
     assert_eq!(effects(&env, &k), ["no-reason", "acked"]);
 }
+
+/// `spice ack scan` on PostgreSQL: an item steered through host A's state directory
+/// is acknowledged by a transcript scanned through host B's, both on one database.
+#[test]
+#[ignore = "needs PostgreSQL (SPICE_TEST_POSTGRES)"]
+fn ack_scan_on_postgres_counts_across_hosts() {
+    let Some(db) = common::pg::Database::new("ack_scan_on_postgres") else {
+        return;
+    };
+    let (a, b) = (db.host(), db.host());
+    let key = steer(&a, "session:s1", "mind the tests");
+    let t = b.dir.path().join("s1.jsonl");
+    let text = format!("Done.\n\nACK {key}: kept them green");
+    std::fs::write(&t, format!("{}\n", assistant(&b.repo, &text, 1))).unwrap();
+    let out = b.run(&["ack", "scan", t.to_str().unwrap(), "--json"]).json();
+    assert_eq!(out["counts_for"][0]["name"], "s1", "{out}");
+    assert_eq!(item(&a, &key)["state"], "acked");
+}

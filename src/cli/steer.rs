@@ -174,10 +174,10 @@ fn reply(store: &mut dyn Authority, item: &Item) -> Result<Value> {
 
 pub fn ack(cmd: AckCmd, env: impl FnOnce() -> Result<Env>) -> Result<()> {
     if let AckCmd::Scan { paths, json } = &cmd {
-        let mut store = env()?.open()?;
+        let mut store = env()?.authority()?;
         for p in paths {
-            let writer = transcript_writer(&mut store, p)?;
-            let report = crate::transcript::acks::scan(&mut store, p, writer)?;
+            let writer = transcript_writer(&mut *store, p)?;
+            let report = crate::transcript::acks::scan(&mut *store, p, writer)?;
             if *json {
                 render::print_json(&report);
                 continue;
@@ -276,7 +276,7 @@ pub fn ack(cmd: AckCmd, env: impl FnOnce() -> Result<Env>) -> Result<()> {
 /// names it), and its lane: the lane whose row records it as its session's transcript
 /// (with that lane's session), else the lane of the claim its session last held. The
 /// file says nothing about lanes, so only the store can.
-fn transcript_writer(store: &mut crate::store::Store, path: &Path) -> Result<Vec<Target>> {
+fn transcript_writer(store: &mut dyn crate::store::Authority, path: &Path) -> Result<Vec<Target>> {
     let canonical = std::fs::canonicalize(path)
         .map_err(|e| Error::input(format!("{}: {e}", path.display())))?;
     let agent = crate::transcript::detect_file(&canonical)?;
