@@ -58,7 +58,7 @@ use super::{
     PhaseOutcome, Proposal, Scope, SessionUsage, ShortIds, SlotRequest, Snapshot, Takeover, Target,
     Waited,
 };
-use super::{LaneTake, SupervisorRow};
+use super::{ClaimView, LaneTake, SupervisorRow};
 use crate::clock::Micros;
 use crate::error::{Error, Result};
 use crate::task::{NewTask, Task};
@@ -170,6 +170,15 @@ impl Authority for PgStore {
     }
     fn last_cell(&mut self, claimant: &str) -> Result<Option<Cell>> {
         tasks::last_cell(self, claimant)
+    }
+    fn claim_view(&mut self, claimant: &str, have: Option<i64>) -> Result<ClaimView> {
+        tasks::claim_view(self, claimant, have)
+    }
+    fn ranking_graph(&mut self) -> Result<(i64, Vec<Task>)> {
+        tasks::ranking_graph(self)
+    }
+    fn keep_ranking(&mut self, graph: i64, data: &[u8]) -> Result<bool> {
+        tasks::keep_ranking(self, graph, data)
     }
     fn claim(&mut self, input: &str, req: &ClaimRequest) -> Result<Claim> {
         claims::claim(self, input, req)
