@@ -1,6 +1,10 @@
-//! Allocation against the store: rank a snapshot, then claim optimistically.
+//! Allocation against the store: rank, then claim optimistically.
 //!
-//! Ranking runs outside the write lock (it reads one snapshot); the claim is one short
+//! A claim ranks outside the write lock, from the order kept for the graph's
+//! generation ([`order`]) and one read of what changes between claims (the claims, the
+//! clock, the claimant's last cell): the whole graph is read and measured only when it
+//! changed since the order was kept. `task next` without `--claim` ranks a full
+//! snapshot (it shows the figures and titles). The claim is one short
 //! `BEGIN IMMEDIATE` transaction that re-checks the readiness of the ranked candidates
 //! in order and takes the first still ready. A claimant that lost the race for the best
 //! moves on to the next within the same transaction, and when a whole ranking has been

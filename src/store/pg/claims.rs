@@ -3,9 +3,9 @@
 //! the locks, decides by the rules shared with SQLite ([`crate::store::claims`]'s
 //! `judge_holder`, `held`, `describe`), and writes under `WHERE fence = $f`.
 //!
-//! Next-claim locks one candidate at a time, the best ranked that no other claimer has
-//! locked: claimers ranking the same snapshot take the first, second, third … of it
-//! side by side. (Locking every ready candidate at once, as it first did, left each
+//! Next-claim is one statement that locks one candidate, the best ranked that is ready
+//! and that no other claimer has locked, and claims it: claimers ranking the same
+//! order take its first, second, third … side by side. (Locking every ready candidate at once, as it first did, left each
 //! other claimer nothing to lock until that transaction ended: they re-ranked from a
 //! fresh snapshot again and again, and gave up after `alloc::next`'s bound of rounds
 //! with work still ready.)
@@ -217,7 +217,10 @@ pub(super) fn claim(s: &mut PgStore, input: &str, req: &ClaimRequest) -> Result<
 }
 
 /// Next-claim in one statement (one round trip, its own transaction): the best
-/// ranked of `$1` (task ids, best first) that is ready, inside the filter (`$6`
+/// ranked of `$1` (task ids, best first; each looked up by its key, `OFFSET 0` keeping
+/// the lookup a nested loop: a plan scanning `tasks` for `id = ANY($1)` compared every
+/// task with every candidate, most of the server's time per claim at 1,000 tasks) that
+/// is ready, inside the filter (`$6`
 /// projects, `$7` phases; empty: any) and not locked by another claimer is locked
 /// (`LIMIT 1` under `FOR UPDATE … SKIP LOCKED` locks rows in the sorted order until
 /// one is had, so the others stay free for other claimers); then the server's clock
@@ -225,15 +228,18 @@ pub(super) fn claim(s: &mut PgStore, input: &str, req: &ClaimRequest) -> Result<
 /// back with a null fence when a claim on the task committed meanwhile (a lost race:
 /// the caller tries the rest), and no row comes back when none is ready.
 const CLAIM_NEXT: &str = "WITH pick AS (
-    SELECT t.id, t.project, t.phase, t.title FROM tasks t
-     WHERE t.id = ANY($1) AND t.status IN ('pending', 'waiting')
-       AND (t.wait IS NULL OR t.wait <= spice_now())
-       AND (cardinality($6::text[]) = 0 OR t.project = ANY($6))
-       AND (cardinality($7::text[]) = 0 OR t.phase = ANY($7))
-       AND NOT EXISTS (SELECT 1 FROM claims c WHERE c.task_id = t.id)
-       AND NOT EXISTS (SELECT 1 FROM deps d JOIN tasks u ON u.id = d.dep_id
-                       WHERE d.task_id = t.id AND u.status IN ('pending', 'waiting'))
-     ORDER BY array_position($1, t.id) LIMIT 1
+    SELECT t.id, t.project, t.phase, t.title
+      FROM unnest($1::text[]) WITH ORDINALITY AS w (id, pos),
+      LATERAL (SELECT t.id, t.project, t.phase, t.title FROM tasks t
+                WHERE t.id = w.id AND t.status IN ('pending', 'waiting')
+                  AND (t.wait IS NULL OR t.wait <= spice_now())
+                  AND (cardinality($6::text[]) = 0 OR t.project = ANY($6))
+                  AND (cardinality($7::text[]) = 0 OR t.phase = ANY($7))
+                  AND NOT EXISTS (SELECT 1 FROM claims c WHERE c.task_id = t.id)
+                  AND NOT EXISTS (SELECT 1 FROM deps d JOIN tasks u ON u.id = d.dep_id
+                                  WHERE d.task_id = t.id AND u.status IN ('pending', 'waiting'))
+               OFFSET 0) t
+     ORDER BY w.pos LIMIT 1
      FOR UPDATE OF t SKIP LOCKED),
   clock AS (SELECT spice_now() AS now FROM pick),
   c AS (
