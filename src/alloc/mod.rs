@@ -14,6 +14,7 @@
 
 pub mod graph;
 pub mod next;
+pub mod order;
 pub mod shape;
 pub mod urgency;
 

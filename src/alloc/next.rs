@@ -1,16 +1,22 @@
-//! Allocation against the store: rank a snapshot, then claim optimistically.
+//! Allocation against the store: rank, then claim optimistically.
 //!
-//! Ranking runs outside the write lock (it reads one snapshot); the claim is one short
+//! A claim ranks outside the write lock, from the order kept for the graph's
+//! generation ([`order`]) and one read of what changes between claims (the claims, the
+//! clock, the claimant's last cell): the whole graph is read and measured only when it
+//! changed since the order was kept. `task next` without `--claim` ranks a full
+//! snapshot (it shows the figures and titles). The claim is one short
 //! `BEGIN IMMEDIATE` transaction that re-checks the readiness of the ranked candidates
 //! in order and takes the first still ready. A claimant that lost the race for the best
 //! moves on to the next within the same transaction, and when a whole ranking has been
 //! lost it ranks afresh, so concurrent claimers never take the same task and never
 //! stop while ready work remains.
 
+use super::order::{self, Moment, Order};
 use super::{rank_top, Candidate, Cell, Filter, Input};
 use crate::error::Result;
 use crate::store::{Authority, Claim, ClaimRequest, Snapshot};
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 /// Bound on re-rankings, so a pathological churn of releases cannot spin forever.
 const MAX_ROUNDS: usize = 64;
@@ -87,20 +93,60 @@ pub fn ranked_top(
     Ok((snap, ranking))
 }
 
-/// The ids of [`ranked_top`]'s first `limit` for a claim, read from the lighter
-/// [`Authority::ranking_snapshot`] (a claim returns what its own transaction reads).
+/// The ids of [`ranked_top`]'s first `limit` for a claim, ranked from the order kept
+/// for the graph's generation ([`order`]): this process's, else the store's, else
+/// ranked afresh from the open graph and kept in both. What changes between claims
+/// (the claims, the clock, the claimant's last cell) is read each time.
 fn claim_candidates(
     store: &mut dyn Authority,
     claimant: &str,
     filter: &Filter,
     limit: usize,
 ) -> Result<Vec<String>> {
-    let last = store.last_cell(claimant)?;
-    let snap = store.ranking_snapshot()?;
-    let ranking = rank_top(&input(&snap, Some(claimant), last, filter.clone()), limit);
+    let key = store.describe();
+    let have = order::latest(&key);
+    let view = store.claim_view(claimant, have.as_ref().map(|h| h.0))?;
+    let ranking = match have.filter(|h| h.0 == view.graph) {
+        Some((_, o)) => o,
+        None => match view.kept.as_deref().and_then(Order::decode) {
+            Some(o) => {
+                let o = Arc::new(o);
+                order::keep(&key, view.graph, o.clone());
+                o
+            }
+            None => {
+                let (graph, tasks) = store.ranking_graph()?;
+                let o = Arc::new(Order::of(&tasks));
+                // A cache: a store that declines to keep it (busy) costs nothing.
+                let _ = store.keep_ranking(graph, &o.encode());
+                order::keep(&key, graph, o.clone());
+                o
+            }
+        },
+    };
+    let claimed: HashSet<&str> = view.claims.iter().map(|c| c.task_id.as_str()).collect();
+    let mut peers: HashMap<(Option<&str>, &str), usize> = HashMap::new();
+    for c in &view.claims {
+        if c.lease_until > view.now && c.claimant != claimant {
+            *peers
+                .entry((c.project.as_deref(), c.phase.as_str()))
+                .or_default() += 1;
+        }
+    }
+    let at = Moment {
+        claimed: &claimed,
+        peers: &peers,
+        last: view
+            .last_cell
+            .as_ref()
+            .map(|(p, ph)| (p.as_deref(), ph.as_str())),
+        filter,
+        now: view.now,
+    };
     Ok(ranking
-        .iter()
-        .map(|c| snap.tasks[c.index].id.clone())
+        .top(&at, limit)
+        .into_iter()
+        .map(str::to_string)
         .collect())
 }
 
@@ -212,6 +258,43 @@ mod tests {
         assert_eq!(ids, [b.as_str()]);
         assert_eq!(ranking[0].releases, 2);
         assert_eq!(ranking[0].inherited_priority, Some(Priority::H));
+    }
+
+    /// The ranking kept between claims (this process's and the store's) is the
+    /// graph's: a claim does not move the graph's generation, a change made through
+    /// another connection does, and the next claim ranks the new graph.
+    #[test]
+    fn a_kept_ranking_is_used_only_at_its_generation() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut here = open(dir.path());
+        let mut there = open(dir.path());
+        let a = add(&mut here, "a", None, &[]);
+        let b = add(&mut here, "b", None, &[]);
+        let c = add(&mut here, "c", None, &[]);
+        let first = claim_next(&mut here, &req("me"), &Filter::default())
+            .unwrap()
+            .unwrap();
+        assert_eq!(first.task_id, a, "the oldest of equals");
+        let view = here.claim_view("me", None).unwrap();
+        assert!(view.kept.is_some(), "the first claim kept its ranking");
+        let kept = view.graph;
+        assert_eq!(here.claim_view("me", Some(kept)).unwrap().kept, None);
+        // c now releases a high-priority task: it ranks first.
+        add(&mut there, "d", Some(Priority::H), std::slice::from_ref(&c));
+        assert_ne!(there.claim_view("me", None).unwrap().graph, kept);
+        let second = claim_next(&mut here, &req("me"), &Filter::default())
+            .unwrap()
+            .unwrap();
+        assert_eq!(second.task_id, c, "ranked from the old graph");
+        assert_eq!(
+            here.claim_view("me", None).unwrap().graph,
+            there.claim_view("you", None).unwrap().graph,
+            "a claim moved the graph's generation"
+        );
+        let third = claim_next(&mut there, &req("you"), &Filter::default())
+            .unwrap()
+            .unwrap();
+        assert_eq!(third.task_id, b);
     }
 
     /// A claim racing a graph change: the ranking was read before another connection

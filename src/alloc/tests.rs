@@ -314,3 +314,70 @@ proptest! {
         prop_assert_eq!(&top[..], &want[..top.len()]);
     }
 }
+
+proptest! {
+    /// The order kept between claims ranks as `rank_top` does, at any moment after it
+    /// was made, for any claims, peers, last cell, filter and limit; and it reads back
+    /// from its bytes unchanged.
+    #[test]
+    fn the_kept_order_ranks_as_rank_top(
+        tasks in arb_tasks(),
+        extra in proptest::collection::vec((0u8..4, 0u8..3, any::<bool>(), 0i64..30), 40),
+        claimed in proptest::collection::vec(0usize..40, 0..8),
+        peers in proptest::collection::vec((0u8..3, 0u8..2, 1usize..3), 0..3),
+        last in proptest::option::of((0u8..3, 0u8..2)),
+        projects in proptest::collection::vec(0u8..3, 0..2),
+        phases in proptest::collection::vec(0u8..2, 0..2),
+        later in 0i64..40,
+        limit in 1usize..12,
+    ) {
+        let day = 86_400_000_000i64;
+        let mut tasks = tasks;
+        for (t, (tags, notes, waits, age)) in tasks.iter_mut().zip(extra) {
+            t.tags = ["next", "a", "b"].iter().take(tags as usize).map(|s| s.to_string()).collect();
+            t.annotations = (0..notes)
+                .map(|i| crate::task::Annotation { entry: NOW, description: format!("n{i}") })
+                .collect();
+            if waits {
+                t.wait = Some(NOW + age * day / 2);
+            }
+            t.entry = NOW - age * 13 * day;
+        }
+        let kept = order::Order::of(&tasks);
+        let kept = order::Order::decode(&kept.encode()).expect("its own bytes");
+        prop_assert_eq!(&kept, &order::Order::of(&tasks));
+        let mut inp = input(&tasks);
+        inp.now = NOW + later * day / 3;
+        for c in &claimed {
+            if let Some(t) = tasks.get(*c) {
+                inp.claimed.insert(t.id.as_str());
+            }
+        }
+        let cell = |p: u8, ph: u8| (Some(format!("p{p}")), ["todo", "review"][ph as usize].to_string());
+        for (p, ph, n) in peers {
+            inp.peer_cells.insert(cell(p, ph), n);
+        }
+        inp.last_cell = last.map(|(p, ph)| cell(p, ph));
+        inp.filter = Filter {
+            projects: projects.iter().map(|p| format!("p{p}")).collect(),
+            phases: phases.iter().map(|p| ["todo", "review"][*p as usize].to_string()).collect(),
+        };
+        let want: Vec<&str> = rank_top(&inp, limit)
+            .iter()
+            .map(|c| tasks[c.index].id.as_str())
+            .collect();
+        let peers: HashMap<(Option<&str>, &str), usize> = inp
+            .peer_cells
+            .iter()
+            .map(|((p, ph), n)| ((p.as_deref(), ph.as_str()), *n))
+            .collect();
+        let at = order::Moment {
+            claimed: &inp.claimed,
+            peers: &peers,
+            last: inp.last_cell.as_ref().map(|(p, ph)| (p.as_deref(), ph.as_str())),
+            filter: &inp.filter,
+            now: inp.now,
+        };
+        prop_assert_eq!(kept.top(&at, limit), want);
+    }
+}

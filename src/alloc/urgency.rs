@@ -13,20 +13,52 @@ use crate::task::Task;
 const DAY: f64 = 86_400_000_000.0;
 
 pub fn urgency(task: &Task, now: Micros) -> f64 {
-    let mut u = 0.0;
-    if let Some(due) = task.due {
-        u += 12.0 * due_factor((now - due) as f64 / DAY);
+    Parts::of(task).at(now)
+}
+
+/// What urgency reads of a task, so a ranking kept between claims
+/// ([`super::order`]) computes it without the task, exactly as [`urgency`] does.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Parts {
+    pub due: Option<Micros>,
+    pub entry: Micros,
+    /// Tag and annotation counts, capped at 3 (nothing counts more).
+    pub tags: u8,
+    pub annotations: u8,
+    pub project: bool,
+    /// Tagged `next`.
+    pub next: bool,
+}
+
+impl Parts {
+    pub fn of(task: &Task) -> Parts {
+        Parts {
+            due: task.due,
+            entry: task.entry,
+            tags: task.tags.len().min(3) as u8,
+            annotations: task.annotations.len().min(3) as u8,
+            project: task.project.is_some(),
+            next: task.tags.iter().any(|t| t == "next"),
+        }
     }
-    u += 2.0 * ((now - task.entry) as f64 / DAY / 365.0).clamp(0.0, 1.0);
-    u += 1.0 * count_factor(task.tags.len());
-    if task.project.is_some() {
-        u += 1.0;
+
+    /// The urgency at `now`.
+    pub fn at(&self, now: Micros) -> f64 {
+        let mut u = 0.0;
+        if let Some(due) = self.due {
+            u += 12.0 * due_factor((now - due) as f64 / DAY);
+        }
+        u += 2.0 * ((now - self.entry) as f64 / DAY / 365.0).clamp(0.0, 1.0);
+        u += 1.0 * count_factor(self.tags.into());
+        if self.project {
+            u += 1.0;
+        }
+        u += 1.0 * count_factor(self.annotations.into());
+        if self.next {
+            u += 15.0;
+        }
+        (u * 10.0).round() / 10.0
     }
-    u += 1.0 * count_factor(task.annotations.len());
-    if task.tags.iter().any(|t| t == "next") {
-        u += 15.0;
-    }
-    (u * 10.0).round() / 10.0
 }
 
 /// Taskwarrior's due curve: 1.0 from a week overdue, 0.2 from two weeks ahead,

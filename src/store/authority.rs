@@ -20,9 +20,9 @@ use super::location::Location;
 use super::vocab::{Checkpoint, Directive, Filter};
 use super::{
     AckRecord, BedSlot, Budget, BudgetRow, BudgetScope, BudgetState, Claim, ClaimRequest,
-    ConscienceEntry, Generation, Holder, Item, LaneRow, LedgerEntry, Metered, NewStep, Outcome,
-    PhaseOutcome, Proposal, Scope, SessionUsage, ShortIds, SlotRequest, Snapshot, Store, Takeover,
-    Target, Waited,
+    ClaimView, ConscienceEntry, Generation, Holder, Item, LaneRow, LedgerEntry, Metered, NewStep,
+    Outcome, PhaseOutcome, Proposal, Scope, SessionUsage, ShortIds, SlotRequest, Snapshot, Store,
+    Takeover, Target, Waited,
 };
 use super::{LaneTake, SupervisorRow};
 use crate::clock::{Clock, Micros};
@@ -52,18 +52,22 @@ pub trait Authority: Send {
     fn short_ids(&mut self) -> Result<ShortIds>;
     /// Open tasks and every claim, from one consistent read, with its time.
     fn snapshot(&mut self) -> Result<Snapshot>;
-    /// [`Authority::snapshot`] for ranking only: a backend may leave each task's
-    /// uuid, title and body empty (nothing that ranks reads them). The full snapshot
-    /// unless a backend has a cheaper read.
-    fn ranking_snapshot(&mut self) -> Result<Snapshot> {
-        self.snapshot()
-    }
     /// The cell of the task `claimant` last came to hold, if any.
     fn last_cell(&mut self, claimant: &str) -> Result<Option<Cell>>;
     /// The newest `limit` completed tasks (by end, else last change, newest first) and
     /// how many there are; a backend may leave their tags, dependencies and
     /// annotations empty.
     fn done_tasks(&mut self, limit: usize) -> Result<(usize, Vec<Task>)>;
+    /// What a next-claim for `claimant` ranks from, read at one moment: the graph's
+    /// generation, every claim, the clock and the claimant's last cell, with the
+    /// ranking kept for that generation unless it is `have` (the caller holds it).
+    fn claim_view(&mut self, claimant: &str, have: Option<i64>) -> Result<ClaimView>;
+    /// The open tasks as a ranking reads them (uuid, title and body may be empty),
+    /// with the graph's generation they are at.
+    fn ranking_graph(&mut self) -> Result<(i64, Vec<Task>)>;
+    /// Keeps `data` as the ranking of the graph's generation `graph`, unless the graph
+    /// has moved on; a cache, so a backend may decline (busy): says whether it kept it.
+    fn keep_ranking(&mut self, graph: i64, data: &[u8]) -> Result<bool>;
 
     /// Claims a ready task; a conflict naming why when it is not ready.
     fn claim(&mut self, input: &str, req: &ClaimRequest) -> Result<Claim>;
@@ -350,9 +354,6 @@ impl Authority for Store {
     fn snapshot(&mut self) -> Result<Snapshot> {
         Store::snapshot(self)
     }
-    fn ranking_snapshot(&mut self) -> Result<Snapshot> {
-        Store::ranking_snapshot(self)
-    }
     fn last_cell(&mut self, claimant: &str) -> Result<Option<Cell>> {
         Store::last_cell(self, claimant)
     }
@@ -368,6 +369,15 @@ impl Authority for Store {
         done.sort_by_key(|t| std::cmp::Reverse(t.end.unwrap_or(t.modified)));
         done.truncate(limit);
         Ok((total, done))
+    }
+    fn claim_view(&mut self, claimant: &str, have: Option<i64>) -> Result<ClaimView> {
+        Store::claim_view(self, claimant, have)
+    }
+    fn ranking_graph(&mut self) -> Result<(i64, Vec<Task>)> {
+        Store::ranking_graph(self)
+    }
+    fn keep_ranking(&mut self, graph: i64, data: &[u8]) -> Result<bool> {
+        Store::keep_ranking(self, graph, data)
     }
     fn claim(&mut self, input: &str, req: &ClaimRequest) -> Result<Claim> {
         Store::claim(self, input, req)

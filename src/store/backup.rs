@@ -88,6 +88,9 @@ impl Store {
 /// synced, and a missing or unreadable record only means the check runs.
 pub(super) struct Verified;
 
+/// The length [`Verified::record`] pads a record to, so records overwrite each other.
+const RECORD_LEN: usize = 160;
+
 impl Verified {
     fn file(db: &Path) -> PathBuf {
         let mut name = db.as_os_str().to_owned();
@@ -119,15 +122,40 @@ impl Verified {
             Verified::state(db),
             std::fs::read_to_string(Verified::file(db)),
         ) {
-            (Some(now), Ok(recorded)) => now == recorded,
+            (Some(now), Ok(recorded)) => now == recorded.trim_end_matches(' '),
             _ => false,
         }
     }
 
-    /// Records the files as this verified connection left them.
+    /// Records the files as this verified connection left them: written over the old
+    /// record in place, padded to [`RECORD_LEN`], never truncated to nothing first. On
+    /// ext4 a file truncated to zero and written again is flushed to disk at its close
+    /// (`auto_da_alloc`), which cost a claim process 3 to 20 ms twice (after its
+    /// commit and at its close); a torn record from two writers at once only fails to
+    /// match, and the check runs.
     pub(super) fn record(db: &Path) {
-        if let Some(now) = Verified::state(db) {
-            let _ = std::fs::write(Verified::file(db), now);
+        use std::io::Write;
+        let Some(now) = Verified::state(db) else {
+            return;
+        };
+        let mut text = now.into_bytes();
+        if text.len() < RECORD_LEN {
+            text.resize(RECORD_LEN, b' ');
+        }
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(Verified::file(db))
+            .and_then(|mut f| {
+                f.write_all(&text)?;
+                if f.metadata()?.len() > text.len() as u64 {
+                    f.set_len(text.len() as u64)?;
+                }
+                Ok(())
+            });
+        if written.is_err() {
+            Verified::forget(db);
         }
     }
 

@@ -511,26 +511,32 @@ impl Store {
     /// The (project, phase) cell of the task `claimant` last came to hold (by claim,
     /// takeover or succession), if any.
     pub fn last_cell(&mut self, claimant: &str) -> Result<Option<(Option<String>, String)>> {
-        self.read("reading the ledger", |tx, _| {
-            let detail: Option<String> = tx
-                .prepare_cached(
-                    "SELECT detail FROM ledger WHERE actor = ?1
-                     AND kind IN ('claimed', 'takeover', 'successor')
-                     ORDER BY seq DESC LIMIT 1",
-                )?
-                .query_row([claimant], |r| r.get(0))
-                .optional()?;
-            Ok(detail.and_then(|d| {
-                let v: serde_json::Value = serde_json::from_str(&d).ok()?;
-                let phase = v.get("phase")?.as_str()?.to_string();
-                let project = v
-                    .get("project")
-                    .and_then(|p| p.as_str())
-                    .map(str::to_string);
-                Some((project, phase))
-            }))
-        })
+        self.read("reading the ledger", |tx, _| last_cell_in(tx, claimant))
     }
+}
+
+/// [`Store::last_cell`] inside a transaction.
+pub(super) fn last_cell_in(
+    tx: &Transaction<'_>,
+    claimant: &str,
+) -> Result<Option<(Option<String>, String)>> {
+    let detail: Option<String> = tx
+        .prepare_cached(
+            "SELECT detail FROM ledger WHERE actor = ?1
+             AND kind IN ('claimed', 'takeover', 'successor')
+             ORDER BY seq DESC LIMIT 1",
+        )?
+        .query_row([claimant], |r| r.get(0))
+        .optional()?;
+    Ok(detail.and_then(|d| {
+        let v: serde_json::Value = serde_json::from_str(&d).ok()?;
+        let phase = v.get("phase")?.as_str()?.to_string();
+        let project = v
+            .get("project")
+            .and_then(|p| p.as_str())
+            .map(str::to_string);
+        Some((project, phase))
+    }))
 }
 
 fn cell_of(tx: &Transaction<'_>, id: &str) -> Result<(Option<String>, String)> {

@@ -32,6 +32,7 @@ mod inbox;
 mod lanes;
 mod ledger;
 pub mod location;
+mod next;
 mod open;
 pub mod pg;
 mod phases;
@@ -57,6 +58,7 @@ pub use inbox::{AckRecord, Effect, Item, ItemState, Outcome, Scope, DEFAULT_TTL}
 pub use lanes::{LaneRow, LaneState};
 pub use ledger::LedgerEntry;
 pub use location::Location;
+pub use next::{ClaimView, LeanClaim};
 pub use resolve::ShortIds;
 pub use snapshot::Snapshot;
 pub use supervisors::{LaneTake, SupervisorRow};

@@ -300,6 +300,43 @@ const MIGRATIONS: &[&str] = &[
         taken INTEGER NOT NULL
     ) WITHOUT ROWID;
     "#,
+    // 12: the graph's own generation (`alloc::order`): moved by every write that can
+    // change how the open tasks rank (tasks, dependencies, tags, annotations), never by
+    // a claim; and the ranking kept for it, so a claim reads the order instead of
+    // ranking the whole graph again (`rankings`: one row, the generation it was made at).
+    r#"
+    INSERT INTO meta (key, value) VALUES ('graph', 0);
+    CREATE TABLE rankings (
+        one INTEGER PRIMARY KEY CHECK (one = 1),
+        graph INTEGER NOT NULL,
+        data BLOB NOT NULL
+    );
+    CREATE TRIGGER graph_tasks_insert AFTER INSERT ON tasks
+        BEGIN UPDATE meta SET value = value + 1 WHERE key = 'graph'; END;
+    CREATE TRIGGER graph_tasks_update
+        AFTER UPDATE OF id, project, phase, priority, due, wait, status, entry ON tasks
+        BEGIN UPDATE meta SET value = value + 1 WHERE key = 'graph'; END;
+    CREATE TRIGGER graph_tasks_delete AFTER DELETE ON tasks
+        BEGIN UPDATE meta SET value = value + 1 WHERE key = 'graph'; END;
+    CREATE TRIGGER graph_deps_insert AFTER INSERT ON deps
+        BEGIN UPDATE meta SET value = value + 1 WHERE key = 'graph'; END;
+    CREATE TRIGGER graph_deps_update AFTER UPDATE ON deps
+        BEGIN UPDATE meta SET value = value + 1 WHERE key = 'graph'; END;
+    CREATE TRIGGER graph_deps_delete AFTER DELETE ON deps
+        BEGIN UPDATE meta SET value = value + 1 WHERE key = 'graph'; END;
+    CREATE TRIGGER graph_tags_insert AFTER INSERT ON tags
+        BEGIN UPDATE meta SET value = value + 1 WHERE key = 'graph'; END;
+    CREATE TRIGGER graph_tags_update AFTER UPDATE ON tags
+        BEGIN UPDATE meta SET value = value + 1 WHERE key = 'graph'; END;
+    CREATE TRIGGER graph_tags_delete AFTER DELETE ON tags
+        BEGIN UPDATE meta SET value = value + 1 WHERE key = 'graph'; END;
+    CREATE TRIGGER graph_annotations_insert AFTER INSERT ON annotations
+        BEGIN UPDATE meta SET value = value + 1 WHERE key = 'graph'; END;
+    CREATE TRIGGER graph_annotations_update AFTER UPDATE OF task_id ON annotations
+        BEGIN UPDATE meta SET value = value + 1 WHERE key = 'graph'; END;
+    CREATE TRIGGER graph_annotations_delete AFTER DELETE ON annotations
+        BEGIN UPDATE meta SET value = value + 1 WHERE key = 'graph'; END;
+    "#,
 ];
 
 /// Reads the schema version and refuses a database from a newer spice or another

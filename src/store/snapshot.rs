@@ -1,11 +1,11 @@
 //! One consistent read of everything the allocator looks at.
 
 use super::claims::Claim;
-use super::tasks::{list_ranked_tasks, list_tasks, ListFilter};
+use super::tasks::{list_tasks, ListFilter};
 use super::Store;
 use crate::clock::Micros;
 use crate::error::Result;
-use crate::task::{Status, Task};
+use crate::task::Status;
 use rusqlite::Transaction;
 
 /// Open tasks and all claims, read in one transaction, with the time of the read.
@@ -25,23 +25,12 @@ impl Store {
             read(tx, now, list_tasks(tx, &filter)?)
         })
     }
-
-    /// [`Store::snapshot`] for a caller that only ranks and claims: each task comes
-    /// without its uuid, title, body, end and modification time (left empty), which no
-    /// ranking reads. A claim process reads the whole open graph once per claim, so
-    /// this read is most of a claim's cost; what a claim returns is read again inside
-    /// its transaction.
-    pub fn ranking_snapshot(&mut self) -> Result<Snapshot> {
-        self.read("reading the task graph", |tx, now| {
-            read(tx, now, list_ranked_tasks(tx, &OPEN)?)
-        })
-    }
 }
 
 /// The statuses of a snapshot's tasks.
-const OPEN: [Status; 2] = [Status::Pending, Status::Waiting];
+pub(super) const OPEN: [Status; 2] = [Status::Pending, Status::Waiting];
 
-fn read(tx: &Transaction<'_>, now: Micros, tasks: Vec<Task>) -> Result<Snapshot> {
+fn read(tx: &Transaction<'_>, now: Micros, tasks: Vec<crate::task::Task>) -> Result<Snapshot> {
     let claims = super::claims::all_claims(tx)?;
     Ok(Snapshot { tasks, claims, now })
 }
@@ -100,10 +89,10 @@ mod tests {
             .unwrap();
         }
         let full = s.snapshot().unwrap();
-        let lean = s.ranking_snapshot().unwrap();
+        let (_, lean) = s.ranking_graph().unwrap();
         assert_eq!(full.tasks.len(), 4);
-        assert_eq!(lean.tasks.len(), 4);
-        for (f, l) in full.tasks.iter().zip(&lean.tasks) {
+        assert_eq!(lean.len(), 4);
+        for (f, l) in full.tasks.iter().zip(&lean) {
             assert!(l.title.is_empty() && l.body.is_empty() && l.uuid.is_empty());
             assert!(!f.title.is_empty() && !f.uuid.is_empty());
             let mut f = f.clone();

@@ -402,7 +402,7 @@ pub(super) fn list_tasks(tx: &Transaction<'_>, filter: &ListFilter) -> Result<Ve
 }
 
 /// The open tasks (`statuses`), for ranking only: each task's uuid, title and body come
-/// back empty, its end and modification times unset (`Store::ranking_snapshot`). Each
+/// back empty, its end and modification times unset (`Store::ranking_graph`). Each
 /// status is read in the order of the `(status, id)` index, so SQLite sorts nothing
 /// (with the columns no longer read, a fifth of a claim's instructions at 1,500 tasks,
 /// by callgrind); the runs are merged

@@ -58,7 +58,7 @@ use super::{
     PhaseOutcome, Proposal, Scope, SessionUsage, ShortIds, SlotRequest, Snapshot, Takeover, Target,
     Waited,
 };
-use super::{LaneTake, SupervisorRow};
+use super::{ClaimView, LaneTake, SupervisorRow};
 use crate::clock::Micros;
 use crate::error::{Error, Result};
 use crate::task::{NewTask, Task};
@@ -252,7 +252,20 @@ impl Authority for PgStore {
         tasks::last_cell(self, claimant)
     }
     fn done_tasks(&mut self, limit: usize) -> Result<(usize, Vec<Task>)> {
+        self.live()?;
         tasks::done(self, limit)
+    }
+    fn claim_view(&mut self, claimant: &str, have: Option<i64>) -> Result<ClaimView> {
+        self.live()?;
+        tasks::claim_view(self, claimant, have)
+    }
+    fn ranking_graph(&mut self) -> Result<(i64, Vec<Task>)> {
+        self.live()?;
+        tasks::ranking_graph(self)
+    }
+    fn keep_ranking(&mut self, graph: i64, data: &[u8]) -> Result<bool> {
+        self.live()?;
+        tasks::keep_ranking(self, graph, data)
     }
     fn claim(&mut self, input: &str, req: &ClaimRequest) -> Result<Claim> {
         self.live()?;

@@ -249,6 +249,27 @@ const MIGRATIONS: &[&str] = &[
        theme text PRIMARY KEY,
        task_id text NOT NULL,
        at bigint NOT NULL);",
+    // The graph's own generation and the ranking kept for it (SQLite's 12,
+    // `alloc::order`): moved by every statement that writes tasks' ranked columns,
+    // dependencies or tags, never by a claim, so claims do not queue on its row.
+    "CREATE TABLE spice_graph (one boolean PRIMARY KEY DEFAULT true CHECK (one),
+       value bigint NOT NULL);
+     INSERT INTO spice_graph VALUES (true, 0);
+     CREATE TABLE spice_rankings (one boolean PRIMARY KEY DEFAULT true CHECK (one),
+       graph bigint NOT NULL,
+       data bytea NOT NULL);
+     CREATE FUNCTION spice_graph_move() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+       UPDATE spice_graph SET value = value + 1;
+       RETURN NULL; END $$;
+     CREATE TRIGGER graph_tasks AFTER INSERT OR DELETE OR TRUNCATE ON tasks
+       FOR EACH STATEMENT EXECUTE FUNCTION spice_graph_move();
+     CREATE TRIGGER graph_tasks_update
+       AFTER UPDATE OF id, project, phase, priority, due, wait, status, entry ON tasks
+       FOR EACH STATEMENT EXECUTE FUNCTION spice_graph_move();
+     CREATE TRIGGER graph_deps AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON deps
+       FOR EACH STATEMENT EXECUTE FUNCTION spice_graph_move();
+     CREATE TRIGGER graph_tags AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON tags
+       FOR EACH STATEMENT EXECUTE FUNCTION spice_graph_move();",
 ];
 
 /// The channel the schema's triggers notify on a change to steering, claims or the

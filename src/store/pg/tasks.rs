@@ -8,7 +8,7 @@ use crate::stamp;
 use crate::store::authority::Cell;
 use crate::store::resolve::{resolve_by, Lookup, PER_LOOKUP};
 use crate::store::tasks::check_title;
-use crate::store::{LedgerEntry, ShortIds, Snapshot};
+use crate::store::{ClaimView, LeanClaim, LedgerEntry, ShortIds, Snapshot};
 use crate::task::{check_name, NewTask, Priority, Status, Task, DEFAULT_FLOW};
 use postgres::{GenericClient, Row};
 
@@ -82,19 +82,6 @@ pub(super) fn resolve(c: &mut impl GenericClient, at: &str, input: &str) -> Resu
 /// The server's clock, in microseconds since the epoch.
 pub(super) fn server_now(c: &mut impl GenericClient, at: &str) -> Result<Micros> {
     Ok(c.query_one("SELECT spice_now()", &[])
-        .ctx("to read the server's clock", at)?
-        .get(0))
-}
-
-/// The server's clock through a statement prepared once per connection, for the
-/// claim path.
-pub(super) fn server_now_prepared(
-    c: &mut impl GenericClient,
-    prepared: &mut super::Prepared,
-    at: &str,
-) -> Result<Micros> {
-    let st = prepared.get(c, "SELECT spice_now()", at)?;
-    Ok(c.query_one(&st, &[])
         .ctx("to read the server's clock", at)?
         .get(0))
 }
@@ -327,26 +314,7 @@ pub(super) fn snapshot(s: &mut PgStore) -> Result<Snapshot> {
         .read_only(true)
         .start()
         .ctx("to read the task graph", at)?;
-    let st = prepared.get(&mut tx, OPEN_TASKS, at)?;
-    let rows = tx.query(&st, &[]).ctx("to list tasks", at)?;
-    let mut tasks: Vec<Task> = rows.iter().map(row_to_task).collect();
-    let index: std::collections::HashMap<String, usize> = tasks
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.id.clone(), i))
-        .collect();
-    let st = prepared.get(&mut tx, ALL_TAGS, at)?;
-    for r in tx.query(&st, &[]).ctx("to list tags", at)? {
-        if let Some(&i) = index.get(r.get::<_, &str>(0)) {
-            tasks[i].tags.push(r.get(1));
-        }
-    }
-    let st = prepared.get(&mut tx, ALL_DEPS, at)?;
-    for r in tx.query(&st, &[]).ctx("to list dependencies", at)? {
-        if let Some(&i) = index.get(r.get::<_, &str>(0)) {
-            tasks[i].depends.push(r.get(1));
-        }
-    }
+    let tasks = open_tasks(&mut tx, prepared, at)?;
     let st = prepared.get(&mut tx, CLAIMS_AND_NOW, at)?;
     let rows = tx.query(&st, &[]).ctx("to list claims", at)?;
     tx.commit().ctx("to read the task graph", at)?;
@@ -360,6 +328,136 @@ pub(super) fn snapshot(s: &mut PgStore) -> Result<Snapshot> {
         .map(super::claims::row_to_claim)
         .collect();
     Ok(Snapshot { tasks, claims, now })
+}
+
+/// The open tasks with their tags and dependencies, read in `tx`.
+fn open_tasks(
+    tx: &mut postgres::Transaction<'_>,
+    prepared: &mut super::Prepared,
+    at: &str,
+) -> Result<Vec<Task>> {
+    let st = prepared.get(tx, OPEN_TASKS, at)?;
+    let rows = tx.query(&st, &[]).ctx("to list tasks", at)?;
+    let mut tasks: Vec<Task> = rows.iter().map(row_to_task).collect();
+    let index: std::collections::HashMap<String, usize> = tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.id.clone(), i))
+        .collect();
+    let st = prepared.get(tx, ALL_TAGS, at)?;
+    for r in tx.query(&st, &[]).ctx("to list tags", at)? {
+        if let Some(&i) = index.get(r.get::<_, &str>(0)) {
+            tasks[i].tags.push(r.get(1));
+        }
+    }
+    let st = prepared.get(tx, ALL_DEPS, at)?;
+    for r in tx.query(&st, &[]).ctx("to list dependencies", at)? {
+        if let Some(&i) = index.get(r.get::<_, &str>(0)) {
+            tasks[i].depends.push(r.get(1));
+        }
+    }
+    Ok(tasks)
+}
+
+/// The open tasks and the graph's generation they are at, from one repeatable read.
+pub(super) fn ranking_graph(s: &mut PgStore) -> Result<(i64, Vec<Task>)> {
+    let PgStore {
+        client,
+        at,
+        prepared,
+        ..
+    } = s;
+    let at = at.as_str();
+    let mut tx = client
+        .build_transaction()
+        .isolation_level(postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .ctx("to read the task graph", at)?;
+    let graph: i64 = tx
+        .query_one("SELECT value FROM spice_graph", &[])
+        .ctx("to read the graph's generation", at)?
+        .get(0);
+    let tasks = open_tasks(&mut tx, prepared, at)?;
+    tx.commit().ctx("to read the task graph", at)?;
+    Ok((graph, tasks))
+}
+
+/// The graph's generation, the clock, the claimant's last cell and every claim, in
+/// one statement (one round trip): a row per claim, or one row of nulls after the
+/// first four columns when there is none.
+const CLAIM_VIEW: &str = "SELECT g.value, n.now, l.project, l.phase,
+    c.task_id, c.claimant, c.lease_until, t.project, t.phase
+  FROM spice_graph g
+  CROSS JOIN (SELECT spice_now() AS now) n
+  LEFT JOIN LATERAL (SELECT detail->>'project' AS project, detail->>'phase' AS phase
+      FROM ledger WHERE actor = $1 AND kind IN ('claimed', 'takeover', 'successor')
+      ORDER BY seq DESC LIMIT 1) l ON true
+  LEFT JOIN (claims c JOIN tasks t ON t.id = c.task_id) ON true";
+
+const KEPT_RANKING: &str = "SELECT data FROM spice_rankings WHERE graph = $1";
+
+pub(super) fn claim_view(s: &mut PgStore, claimant: &str, have: Option<i64>) -> Result<ClaimView> {
+    let PgStore {
+        client,
+        at,
+        prepared,
+        ..
+    } = s;
+    let at = at.as_str();
+    let st = prepared.get(client, CLAIM_VIEW, at)?;
+    let rows = client
+        .query(&st, &[&claimant])
+        .ctx("to read the claims", at)?;
+    let first = rows
+        .first()
+        .ok_or_else(|| Error::Other(format!("failed to read the graph's generation on {at}")))?;
+    let graph: i64 = first.get(0);
+    let now: Micros = first.get(1);
+    let last_cell = first
+        .get::<_, Option<String>>(3)
+        .map(|phase| (first.get(2), phase));
+    let claims = rows
+        .iter()
+        .filter(|r| r.get::<_, Option<&str>>(4).is_some())
+        .map(|r| LeanClaim {
+            task_id: r.get(4),
+            claimant: r.get(5),
+            lease_until: r.get(6),
+            project: r.get(7),
+            phase: r.get(8),
+        })
+        .collect();
+    let kept = if have == Some(graph) {
+        None
+    } else {
+        let st = prepared.get(client, KEPT_RANKING, at)?;
+        client
+            .query_opt(&st, &[&graph])
+            .ctx("to read the kept ranking", at)?
+            .map(|r| r.get(0))
+    };
+    Ok(ClaimView {
+        graph,
+        now,
+        claims,
+        last_cell,
+        kept,
+    })
+}
+
+/// Keeps the ranking of generation `graph` unless the graph moved on (one statement).
+pub(super) fn keep_ranking(s: &mut PgStore, graph: i64, data: &[u8]) -> Result<bool> {
+    let n = s
+        .client
+        .execute(
+            "INSERT INTO spice_rankings (one, graph, data)
+               SELECT true, $1, $2 FROM spice_graph WHERE value = $1
+             ON CONFLICT (one) DO UPDATE SET graph = excluded.graph, data = excluded.data",
+            &[&graph, &data],
+        )
+        .ctx("to keep a ranking", &s.at)?;
+    Ok(n > 0)
 }
 
 pub(super) fn dependents(s: &mut PgStore, input: &str) -> Result<Vec<String>> {
