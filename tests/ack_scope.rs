@@ -228,7 +228,9 @@ fn ack_scan_on_postgres_counts_across_hosts() {
     let t = b.dir.path().join("s1.jsonl");
     let text = format!("Done.\n\nACK {key}: kept them green");
     std::fs::write(&t, format!("{}\n", assistant(&b.repo, &text, 1))).unwrap();
-    let out = b.run(&["ack", "scan", t.to_str().unwrap(), "--json"]).json();
+    let out = b
+        .run(&["ack", "scan", t.to_str().unwrap(), "--json"])
+        .json();
     assert_eq!(out["counts_for"][0]["name"], "s1", "{out}");
     assert_eq!(item(&a, &key)["state"], "acked");
 }

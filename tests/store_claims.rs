@@ -308,8 +308,7 @@ fn parts_not_on_postgres_say_so_in_one_line() {
             "spice task modify",
         ),
         (vec!["task", "list"], "spice task list"),
-        (vec!["fleet", "status"], "spice fleet status"),
-        (vec!["ack", "scan", "t.jsonl"], "spice ack scan"),
+        (vec!["store", "check"], "spice store check"),
         (vec!["budget", "show"], "spice budget show"),
     ] {
         let e = f

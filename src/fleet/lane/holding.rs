@@ -43,12 +43,16 @@ impl Lane<'_> {
                 .store
                 .lane(&self.cfg.name)?
                 .is_none_or(|r| r.hold_until.is_none());
-            let renewal = if renewer.due(Instant::now()) {
+            let until = self.row.hold_until.unwrap_or(0);
+            // Before the hold ends (lifted, or its time passed) the claim is renewed
+            // once more, so a claim taken over meanwhile ends it as lost, never with a
+            // successor launched on a claim that is not ours.
+            let ending = lifted || self.now() >= until;
+            let renewal = if ending || renewer.due(Instant::now()) {
                 self.renew_claim(&work.claim.task_id, &holder)?
             } else {
                 None
             };
-            let until = self.row.hold_until.unwrap_or(0);
             match machine::hold(self.now(), until, lifted, renewal.as_ref()) {
                 HoldNext::Wait => std::thread::sleep(TICK),
                 HoldNext::Over => break,
