@@ -15,26 +15,12 @@
 
 mod common;
 use common::procs::processes_of;
-use common::{git, pg, wait_for, Supervisor, TestEnv};
+use common::{git, pg, slow_profile, wait_for, Supervisor, TestEnv};
 use spice::clock::SystemClock;
 use spice::store::{Authority, LaneRow, Location};
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
-
-/// A demo agent whose work commands take `secs` seconds each.
-fn slow_profile(secs: u32) -> String {
-    format!(
-        r#"command = ["{{spice}}", "demo-agent", "--session-id", "{{session_id}}", "--brief-file", "{{brief_file}}", "--interactive", "--command-seconds", "{secs}"]
-resume = ["{{spice}}", "demo-agent", "--resume", "{{session_id}}", "--interactive", "--command-seconds", "{secs}"]
-mode = "pty"
-[transcript]
-format = "claude"
-dir = "{{home}}/.claude/projects/{{cwd_slug}}"
-glob = "{{session_id}}.jsonl"
-"#
-    )
-}
 
 /// A host: the fleet's repository, a state directory of its own naming `db`.
 fn host(db: &pg::Database, repo: &Path) -> TestEnv {

@@ -5,23 +5,8 @@
 
 mod common;
 use common::procs::fleet_processes;
-use common::{git, wait_for, TestEnv};
+use common::{git, slow_profile, wait_for, TestEnv};
 use std::time::{Duration, Instant};
-
-/// A demo agent whose work commands take `secs` seconds each, so a test can act while
-/// it works.
-fn slow_profile(secs: u32) -> String {
-    format!(
-        r#"command = ["{{spice}}", "demo-agent", "--session-id", "{{session_id}}", "--brief-file", "{{brief_file}}", "--interactive", "--command-seconds", "{secs}"]
-resume = ["{{spice}}", "demo-agent", "--resume", "{{session_id}}", "--interactive", "--command-seconds", "{secs}"]
-mode = "pty"
-[transcript]
-format = "claude"
-dir = "{{home}}/.claude/projects/{{cwd_slug}}"
-glob = "{{session_id}}.jsonl"
-"#
-    )
-}
 
 /// A repository with `lanes` lanes (a, b, …) of `profile`, whose file is `profile_text`.
 fn setup(lanes: usize, lane_extra: &str, profile_text: &str) -> TestEnv {

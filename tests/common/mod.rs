@@ -283,3 +283,19 @@ impl TestEnv {
 pub fn finished(sup: Supervisor) -> Run {
     sup.finished()
 }
+
+/// A profile of the scripted demo agent (interactive, in a PTY, its transcript in
+/// Claude Code's format) whose work commands take `secs` seconds each, so a test can
+/// act while it works.
+pub fn slow_profile(secs: u32) -> String {
+    format!(
+        r#"command = ["{{spice}}", "demo-agent", "--session-id", "{{session_id}}", "--brief-file", "{{brief_file}}", "--interactive", "--command-seconds", "{secs}"]
+resume = ["{{spice}}", "demo-agent", "--resume", "{{session_id}}", "--interactive", "--command-seconds", "{secs}"]
+mode = "pty"
+[transcript]
+format = "claude"
+dir = "{{home}}/.claude/projects/{{cwd_slug}}"
+glob = "{{session_id}}.jsonl"
+"#
+    )
+}
