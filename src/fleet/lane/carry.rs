@@ -13,7 +13,13 @@
 //!   what its transcript calls it, as Codex names its own threads), so a resume never
 //!   names spice's own session id for a conversation the agent calls otherwise.
 
-use crate::store::LedgerEntry;
+use super::Lane;
+use crate::config::profile::Placeholder;
+use crate::error::Result;
+use crate::fleet::launch;
+use crate::store::{Claim, LedgerEntry};
+use serde_json::json;
+use std::path::Path;
 
 /// What a successor of `claimant` continues.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -85,6 +91,42 @@ pub fn carried(ledger: &[LedgerEntry], claimant: &str) -> Carried {
         }
     }
     carried
+}
+
+impl Lane<'_> {
+    /// A claim whose sessions' transcript was never found (its supervisor was
+    /// killed before the first search): the newest transcript an earlier session
+    /// wrote in the worktree is the conversation to resume, under the id it gives.
+    pub(super) fn recover_conversation(&mut self, claim: &Claim, worktree: &Path) -> Result<()> {
+        let value = |p: Placeholder| -> Option<String> {
+            match p {
+                Placeholder::Home => launch::home(&launch::environment(
+                    self.cfg,
+                    self.opts,
+                    &self.base,
+                    "",
+                    &claim.task_id,
+                )),
+                Placeholder::Worktree => Some(worktree.display().to_string()),
+                _ => None,
+            }
+        };
+        let (_, Some(search)) = crate::fleet::follow::transcript_place(self.cfg, &value) else {
+            return Ok(());
+        };
+        if let Some((path, id)) = crate::fleet::follow::recover(&search, worktree) {
+            let path = path.display().to_string();
+            self.store.note(
+                &claim.task_id,
+                "conversation",
+                &claim.claimant,
+                json!({ "conversation": id, "transcript": path, "recovered": true }),
+            )?;
+            self.row.conversation = Some(id);
+            self.row.transcript = Some(path);
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -43,6 +43,7 @@ mod machine;
 mod pool;
 mod prepare;
 mod publish;
+mod runner;
 mod session;
 mod stages;
 
@@ -56,11 +57,10 @@ use super::{launch, FleetOptions, LaneReport};
 use crate::agent::inflight;
 use crate::alloc::{next, Filter};
 use crate::config::fleet::LaneConfig;
-use crate::config::profile::{Mode, Placeholder};
+use crate::config::profile::Mode;
 use crate::error::{Error, Result};
 use crate::stage::config::Stage;
 use crate::store::{Authority, Claim, ClaimRequest, Holder, LaneRow, LaneState};
-use serde_json::json;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -275,70 +275,15 @@ impl Lane<'_> {
         self.halted || self.stop.load(Ordering::SeqCst)
     }
 
-    /// Waits, saying so once, until the store answers again or the supervisor stops.
-    fn outage_wait(&mut self, e: &Error) {
-        eprintln!(
-            "spice: lane {}: {e}; waiting for the store, then going on",
-            self.cfg.name
-        );
-        while !self.stopping() {
-            self.sleep(OUTAGE_RETRY);
-            if self.store.now().is_ok() {
-                eprintln!("spice: lane {}: the store is back", self.cfg.name);
-                return;
-            }
-        }
-    }
-
-    /// `r`, or `None` when the store was out of reach: a running agent goes on, and what
-    /// failed is tried again on a later tick. Said once per outage.
-    fn through_outage<T>(&mut self, r: Result<T>) -> Result<Option<T>> {
-        match r {
-            Ok(v) => {
-                if self.outage {
-                    self.outage = false;
-                    eprintln!("spice: lane {}: the store is back", self.cfg.name);
-                }
-                Ok(Some(v))
-            }
-            Err(e) if e.is_unreachable() => {
-                if !self.outage {
-                    self.outage = true;
-                    eprintln!(
-                        "spice: lane {}: {e}; the agent goes on, the lane tries again",
-                        self.cfg.name
-                    );
-                }
-                Ok(None)
-            }
-            Err(e) => Err(e),
-        }
-    }
-
     fn run(&mut self) -> Result<()> {
-        // The host that ran the lane last: its agent can be reaped here only if it
-        // ran on this host.
-        let before = self.store.lane(&self.cfg.name)?.and_then(|r| r.host);
-        if let Some(id) = self.opts.supervisor {
-            let (halted, stop) = (self.halted, self.stop);
-            let stopping = move || halted || stop.load(Ordering::SeqCst);
-            let hosts = &self.cfg.lane.hosts;
-            let wait = !self.opts.until_idle;
-            match super::hosts::take(&mut *self.store, &self.cfg.name, id, hosts, wait, &stopping)?
-            {
-                super::hosts::Take::Run { .. } => self.owned = true,
-                super::hosts::Take::Not(why) => {
-                    self.report.error = Some(why);
-                    return Ok(());
-                }
-                super::hosts::Take::Stopping => return Ok(()),
-            }
-        }
+        // Only once this supervisor runs the lane (see `runner`).
+        let Some(here) = self.take_here()? else {
+            return Ok(());
+        };
         // A previous supervisor's lane: its agent must be gone before anything else
         // starts, and what it reported carries over. Read before this supervisor's
         // first write replaces it.
         let previous = self.store.lane(&self.cfg.name)?;
-        let here = before.is_none() || before.as_deref() == Some(self.opts.host.as_str());
         if let Some(prev) = &previous {
             self.row.restarts = prev.restarts;
             if here {
@@ -499,40 +444,6 @@ impl Lane<'_> {
                 let pause = self.backoff.failed();
                 self.sleep(pause);
             }
-        }
-        Ok(())
-    }
-
-    /// A claim whose sessions' transcript was never found (its supervisor was
-    /// killed before the first search): the newest transcript an earlier session
-    /// wrote in the worktree is the conversation to resume, under the id it gives.
-    fn recover_conversation(&mut self, claim: &Claim, worktree: &Path) -> Result<()> {
-        let value = |p: Placeholder| -> Option<String> {
-            match p {
-                Placeholder::Home => launch::home(&launch::environment(
-                    self.cfg,
-                    self.opts,
-                    &self.base,
-                    "",
-                    &claim.task_id,
-                )),
-                Placeholder::Worktree => Some(worktree.display().to_string()),
-                _ => None,
-            }
-        };
-        let (_, Some(search)) = super::follow::transcript_place(self.cfg, &value) else {
-            return Ok(());
-        };
-        if let Some((path, id)) = super::follow::recover(&search, worktree) {
-            let path = path.display().to_string();
-            self.store.note(
-                &claim.task_id,
-                "conversation",
-                &claim.claimant,
-                json!({ "conversation": id, "transcript": path, "recovered": true }),
-            )?;
-            self.row.conversation = Some(id);
-            self.row.transcript = Some(path);
         }
         Ok(())
     }
