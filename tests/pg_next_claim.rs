@@ -151,3 +151,57 @@ fn the_snapshot_ranks_a_graph_as_sqlite_does() {
     assert!(on_sqlite.len() >= 4, "a ranking to compare: {on_sqlite:?}");
     assert_eq!(on_pg, on_sqlite);
 }
+
+/// spice's sessions run with the JIT off, whatever the server's default: compiling
+/// its short statements cost 50-100 ms a claim once a graph of a few thousand tasks
+/// pushed the planner's estimates past `jit_above_cost` (53 claims/s at 2,000 tasks
+/// with 64 claimers). A trigger records the setting of the session that inserts a
+/// task and of the one that claims it; the database's default says JIT on, always.
+#[test]
+#[ignore = "needs PostgreSQL (SPICE_TEST_POSTGRES)"]
+fn sessions_run_without_the_jit() {
+    let Some((env, db)) = on_postgres("sessions_run_without_the_jit") else {
+        return;
+    };
+    env.add(&["first"]);
+    let mut c = db.client();
+    let name: String = c
+        .query_one("SELECT current_database()", &[])
+        .unwrap()
+        .get(0);
+    c.batch_execute(&format!(
+        "ALTER DATABASE {name} SET jit = on;
+         ALTER DATABASE {name} SET jit_above_cost = 0;
+         CREATE TABLE seen (what text, jit text);
+         CREATE FUNCTION record_jit() RETURNS trigger LANGUAGE plpgsql AS $$
+           BEGIN
+             INSERT INTO seen VALUES (TG_TABLE_NAME, current_setting('jit'));
+             RETURN NEW;
+           END $$;
+         CREATE TRIGGER record_task BEFORE INSERT ON tasks
+           FOR EACH ROW EXECUTE FUNCTION record_jit();
+         CREATE TRIGGER record_claim BEFORE INSERT ON claims
+           FOR EACH ROW EXECUTE FUNCTION record_jit();"
+    ))
+    .unwrap();
+    // The database's default reaches a new session that says nothing.
+    let mut other = db.client();
+    let default: String = other.query_one("SHOW jit", &[]).unwrap().get(0);
+    assert_eq!(default, "on", "the test's premise: JIT on by default");
+    env.add(&["second"]);
+    let claim = next_claim(&env, "a");
+    assert!(!claim.is_null(), "a ready task was not claimed: {claim}");
+    let rows: Vec<(String, String)> = c
+        .query("SELECT what, jit FROM seen ORDER BY what", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            ("claims".to_string(), "off".to_string()),
+            ("tasks".to_string(), "off".to_string())
+        ]
+    );
+}
