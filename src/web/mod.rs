@@ -314,8 +314,9 @@ struct Watch {
     store: Box<dyn Authority>,
     /// The change token as last read (only this connection's tokens compare).
     token: i64,
-    /// The lane rows as last read, and when.
+    /// The lane rows and the store's generation as last read, and when.
     lanes: Vec<LaneRow>,
+    generation: u64,
     lanes_read: Instant,
 }
 
@@ -324,10 +325,12 @@ impl Watch {
         let mut store = crate::store::connect(location, clock.clone())?;
         let token = store.change_token()?;
         let lanes = store.lanes()?;
+        let generation = store.generation()?.number() as u64;
         Ok(Watch {
             store,
             token,
             lanes,
+            generation,
             lanes_read: Instant::now(),
         })
     }
@@ -340,9 +343,10 @@ impl Watch {
     /// Waits up to `poll` for another writer's commit (the store's change
     /// notification: `LISTEN` on PostgreSQL, `data_version` on SQLite); whether
     /// anything the console shows may have changed. The lane rows are read after each
-    /// commit and at least every [`LANES_EVERY`], since PostgreSQL notifies on
-    /// steering, claims and the graph but not on a lane's report, and a host is found
-    /// lost by the clock, not by a commit.
+    /// commit and at least every [`LANES_EVERY`], with the generation, since
+    /// PostgreSQL notifies on steering, the graph and claims released or passed on but
+    /// not on a lane's report or a claim taken, and a host is found lost by the clock,
+    /// not by a commit.
     fn look(&mut self, poll: Duration) -> Result<bool> {
         let token = self.store.wait_change(self.token, poll)?;
         let committed = token != self.token;
@@ -351,9 +355,11 @@ impl Watch {
             return Ok(false);
         }
         let lanes = self.store.lanes()?;
+        let generation = self.graph_number()?;
         self.lanes_read = Instant::now();
-        let moved = lanes != self.lanes;
+        let moved = lanes != self.lanes || generation != self.generation;
         self.lanes = lanes;
+        self.generation = generation;
         Ok(committed || moved)
     }
 }

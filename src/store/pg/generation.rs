@@ -1,12 +1,14 @@
 //! The generation of the graph and its claims on PostgreSQL (the SQLite store's
 //! contract: [`crate::store::generation`]): the sum of `spice_generation`'s stripes,
-//! moved by the schema's triggers on the same writes as SQLite's, each of which also
-//! notifies `spice_changes` ([`super::schema`]).
+//! moved by the schema's triggers on the same writes as SQLite's, each of which but a
+//! claim taken also notifies `spice_changes` ([`super::schema`]: a notifying commit
+//! waits for every other one's WAL flush).
 //!
 //! Waiting blocks on `LISTEN` ([`super::notify`]): a generation moved by a writer on
 //! any host wakes the waiter at its commit. The waiter listens before it first reads
 //! the generation, so a commit between the read and the wait is not missed. Other
-//! notifications on the channel (steering, renewals never) cost one read of the sum.
+//! notifications on the channel (steering, renewals never) cost one read of the sum,
+//! and the sum is read again every [`QUIET`] without one (a claim taken).
 //! `until` is judged by the server's clock (`spice_now()`), like every lease; no wait
 //! on the socket lasts longer than [`LOOK_EVERY`], so `give_up` is asked that often.
 
@@ -19,6 +21,10 @@ use crate::store::{Generation, Waited};
 use std::time::Duration;
 
 const SUM: &str = "SELECT sum(value)::bigint FROM spice_generation";
+
+/// How long a wait goes without reading the generation when nothing was notified: a
+/// claim taken moves it without a notification.
+const QUIET: Duration = Duration::from_secs(1);
 
 pub(super) fn generation(s: &mut PgStore) -> Result<Generation> {
     let PgStore {
@@ -60,7 +66,11 @@ pub(super) fn wait_for_change(
         if now != seen {
             return Ok(Waited::Changed(now));
         }
+        let read = std::time::Instant::now();
         loop {
+            if read.elapsed() >= QUIET {
+                break;
+            }
             let mut step = LOOK_EVERY;
             if let Some(u) = until {
                 let clock = server_now(&mut s.client, &s.at)?;
