@@ -270,6 +270,18 @@ const MIGRATIONS: &[&str] = &[
        FOR EACH STATEMENT EXECUTE FUNCTION spice_graph_move();
      CREATE TRIGGER graph_tags AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON tags
        FOR EACH STATEMENT EXECUTE FUNCTION spice_graph_move();",
+    // 7: annotations (SQLite's schema 1), kept in the order they were written (`seq`,
+    // as SQLite's rowid) among those of one moment; urgency counts them, so they move
+    // the graph's generation as on SQLite (never the generation claims wait on).
+    "CREATE TABLE annotations (
+       seq bigserial PRIMARY KEY,
+       task_id text NOT NULL REFERENCES tasks (id),
+       entry bigint NOT NULL,
+       description text NOT NULL);
+     CREATE INDEX annotations_by_task ON annotations (task_id, entry, seq);
+     CREATE TRIGGER graph_annotations
+       AFTER INSERT OR UPDATE OF task_id OR DELETE OR TRUNCATE ON annotations
+       FOR EACH STATEMENT EXECUTE FUNCTION spice_graph_move();",
 ];
 
 /// The channel the schema's triggers notify on a change to steering, claims or the
