@@ -1,6 +1,7 @@
 //! The store's narrow interface, [`Authority`]: what a caller above the store may ask
 //! of whichever backend holds the fleet's state (claim, next-claim, renew, takeover,
-//! release, phase, steer, show, ack, checkpoint, ledger, lanes, change notification).
+//! release, phase, steer, show, ack, checkpoint, ledger, lanes, change notification,
+//! and the operator's edits: list, modify, annotate, dependencies, done, delete, import).
 //!
 //! Two backends implement it: [`Store`] (SQLite, embedded, the default; by delegation,
 //! in `embedded.rs`) and
