@@ -581,3 +581,29 @@ fn long_listings_cross_batches(f: &Fleet) -> Vec<String> {
     );
     r.lines
 }
+
+both!(two_edits_never_close_a_cycle_between_them);
+
+/// Two `task dep` at once, each closing half of a cycle (a on b, b on a): one wins,
+/// the other is refused naming the cycle, never both (SQLite's one writer; on
+/// PostgreSQL the lock dependency edits take on `deps`).
+fn two_edits_never_close_a_cycle_between_them(f: &Fleet) {
+    for round in 0..6 {
+        let a = f.env.add(&[&format!("a{round}")]);
+        let b = f.env.add(&[&format!("b{round}")]);
+        let runs: Vec<common::Run> = std::thread::scope(|s| {
+            let one = s.spawn(|| f.env.run(&["task", "dep", &a, "--on", &b]));
+            let two = s.spawn(|| f.env.run(&["task", "dep", &b, "--on", &a]));
+            vec![one.join().unwrap(), two.join().unwrap()]
+        });
+        let won = runs.iter().filter(|r| r.code == 0).count();
+        assert_eq!(won, 1, "round {round}: exactly one edge stands");
+        for r in runs.iter().filter(|r| r.code != 0) {
+            r.fails(2, "dependency cycle");
+        }
+        let deps = |id: &str| f.env.run(&["task", "show", id, "--json"]).json()["depends"].clone();
+        let edges = [deps(&a), deps(&b)];
+        let n: usize = edges.iter().map(|d| d.as_array().unwrap().len()).sum();
+        assert_eq!(n, 1, "round {round}: {edges:?}");
+    }
+}
