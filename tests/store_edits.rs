@@ -607,3 +607,28 @@ fn two_edits_never_close_a_cycle_between_them(f: &Fleet) {
         assert_eq!(n, 1, "round {round}: {edges:?}");
     }
 }
+
+both!(a_commit_hooks_gate_run_is_in_the_tasks_ledger);
+
+/// The pre-commit hook of a task's worktree records its gate run in the task's
+/// ledger, wherever the store is.
+fn a_commit_hooks_gate_run_is_in_the_tasks_ledger(f: &Fleet) {
+    let e = &f.env;
+    let task = e.add(&["gated"]);
+    std::fs::write(e.repo.join("spice.toml"), "[gate]\njitter = 0.0\n").unwrap();
+    std::fs::write(e.repo.join("a.txt"), "a\n").unwrap();
+    common::git(&e.repo, &["add", "a.txt"]);
+    let run = common::to_run(
+        e.cmd(&["gate", "hook", "pre-commit"])
+            .env("SPICE_TASK", &task)
+            .env("SPICE_SESSION", "s-1")
+            .output()
+            .unwrap(),
+    );
+    run.ok();
+    assert!(!run.stderr.contains("not recorded"), "{}", run.stderr);
+    let runs = e.ledger_of(&task, "gate_run");
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0]["actor"], "s-1");
+    assert_eq!(runs[0]["detail"]["clean"], true);
+}
