@@ -4,7 +4,8 @@
 //! and never take a task that waits on another; a stale fence is refused; a lapsed
 //! lease (by the store's clock) is not free work and is taken over only explicitly.
 //! PostgreSQL-only: a newer schema is refused untouched, parts not on it yet say so
-//! (steering is on it: `tests/store_steering.rs`).
+//! (steering is on it: `tests/store_steering.rs`; the operator's edits:
+//! `tests/store_edits.rs`).
 
 mod common;
 use common::{pg, TestEnv};
@@ -301,20 +302,22 @@ fn parts_not_on_postgres_say_so_in_one_line() {
     let Some(f) = postgres("parts_not_on_postgres_say_so_in_one_line") else {
         return;
     };
-    let id = f.env.add(&["t"]);
-    for (args, what) in [
+    f.env.add(&["t"]);
+    for (args, says) in [
         (
-            vec!["task", "modify", &id, "--priority", "H"],
-            "spice task modify",
+            vec!["task", "flow", "plan,todo,review"],
+            "spice task flow is not on PostgreSQL yet",
         ),
-        (vec!["task", "list"], "spice task list"),
-        (vec!["store", "check"], "spice store check"),
-        (vec!["budget", "show"], "spice budget show"),
+        (
+            vec!["store", "check"],
+            "spice store check works on a SQLite file",
+        ),
+        (
+            vec!["store", "restore", "--list"],
+            "spice store restore works on a SQLite file",
+        ),
     ] {
-        let e = f
-            .env
-            .run(&args)
-            .fails(2, &format!("{what} is not on PostgreSQL yet"));
+        let e = f.env.run(&args).fails(2, says);
         assert!(e.contains("postgresql:///"), "names the store: {e}");
     }
     assert!(

@@ -249,12 +249,12 @@ pub fn run(cmd: BedCmd, env: &Env) -> Result<()> {
     }
 }
 
-/// The bed slots of task worktrees, when the state directory has a store.
+/// The bed slots of task worktrees, when there is a store (a SQLite file not made
+/// yet holds none, and is not made to say so).
 fn slots(env: &Env) -> Result<Vec<crate::store::BedSlot>> {
-    if env.state_dir.join(crate::store::DB_FILE).is_file() {
-        env.open()?.bed_slots()
-    } else {
-        Ok(Vec::new())
+    match &env.location {
+        crate::store::Location::Sqlite(path) if !path.is_file() => Ok(Vec::new()),
+        _ => env.authority()?.bed_slots(),
     }
 }
 

@@ -5,7 +5,7 @@
 use super::{render, Env};
 use crate::conscience::{self, maxim, propose, Book, Conscience, Scope};
 use crate::error::{Error, Result};
-use crate::store::{ItemState, Store};
+use crate::store::{Authority, ItemState};
 use crate::task::NewTask;
 use clap::Subcommand;
 use serde_json::json;
@@ -79,7 +79,7 @@ pub fn run(cmd: ConscienceCmd, env: &Env) -> Result<()> {
             Ok(())
         }
         ConscienceCmd::Log { lane, limit, json } => {
-            let log = env.open()?.conscience_log(lane.as_deref(), limit)?;
+            let log = env.authority()?.conscience_log(lane.as_deref(), limit)?;
             if json {
                 render::print_json(&log);
             } else {
@@ -126,12 +126,12 @@ pub fn run(cmd: ConscienceCmd, env: &Env) -> Result<()> {
                 project,
                 phase,
             };
-            let mut store = env.open()?;
-            let before = last_seq(&mut store)?;
+            let mut store = env.authority()?;
+            let before = last_seq(&mut *store)?;
             let cwd = env.repo_top.clone().unwrap_or_else(|| PathBuf::from("."));
             let mut reports = Vec::new();
             for p in &paths {
-                reports.push(conscience::scan::scan(&mut store, &c, &scope, p, &cwd)?);
+                reports.push(conscience::scan::scan(&mut *store, &c, &scope, p, &cwd)?);
             }
             let steps: Vec<_> = store
                 .conscience_log(Some(&scope.lane), usize::MAX >> 1)?
@@ -178,13 +178,13 @@ fn book(env: &Env) -> Result<Book> {
     })
 }
 
-fn last_seq(store: &mut Store) -> Result<i64> {
+fn last_seq(store: &mut dyn Authority) -> Result<i64> {
     Ok(store.conscience_log(None, 1)?.last().map_or(0, |e| e.seq))
 }
 
 fn propose_cmd(env: &Env, min: usize, json: bool) -> Result<()> {
     let book = book(env)?;
-    let mut store = env.open()?;
+    let mut store = env.authority()?;
     let mut items = Vec::new();
     for item in store.inbox(&[], true)? {
         if item.state != ItemState::Acked || item.text.starts_with("[MAXIM ") {

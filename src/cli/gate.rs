@@ -336,23 +336,19 @@ fn record(repo: &scan::Repo, hook: &str, detail: &serde_json::Value) {
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .unwrap_or_else(|| repo.common_dir.join("spice"));
-    if !state_dir.join(crate::store::DB_FILE).is_file() {
+    let url = std::env::var(crate::config::state::URL_VAR).ok();
+    let location = crate::config::state::location(&state_dir, url.as_deref());
+    // No store made yet: no fleet, so no task to record the run for.
+    if matches!(&location, Ok(crate::store::Location::Sqlite(p)) if !p.is_file()) {
         return;
     }
     let mut detail = detail.clone();
     detail["hook"] = hook.into();
     detail["lane"] = env("SPICE_LANE").into();
     let actor = env("SPICE_SESSION").unwrap_or_else(|| "gate".into());
-    let url = std::env::var(crate::config::state::URL_VAR).ok();
-    let written = crate::config::state::location(&state_dir, url.as_deref())
-        .and_then(|l| l.require_sqlite("recording a gate run"))
-        .and_then(|_| {
-            crate::store::Store::open_dir(
-                &state_dir,
-                std::sync::Arc::new(crate::clock::SystemClock),
-            )
-        })
-        .and_then(|mut s| s.note(&task, "gate_run", &actor, detail));
+    let written = location
+        .and_then(|l| crate::store::connect(&l, std::sync::Arc::new(crate::clock::SystemClock)))
+        .and_then(|mut a| a.note(&task, "gate_run", &actor, detail));
     if let Err(e) = written {
         eprintln!("spice gate: this run was not recorded in task {task}'s ledger: {e}");
     }

@@ -222,16 +222,16 @@ fn run(command: Command) -> Result<()> {
         Command::Demo(args) => demo::run(args),
         Command::Session(cmd) => watch::session(cmd),
         Command::Usage(args) => usage::usage(args),
-        Command::Budget(cmd) => usage::budget(cmd, &Env::from_process()?),
+        Command::Budget(cmd) => usage::budget(cmd, &Env::from_process_any()?),
         Command::Exec(_) | Command::AgentShim { .. } | Command::Gate(_) => {
             unreachable!("handled in main")
         }
         Command::Fleet(cmd) => fleet::run(cmd, &Env::from_process_any()?),
         Command::Serve(args) => serve::serve(args, Env::from_process_any()?),
-        Command::Store(cmd) => store::run(cmd, &Env::from_process()?),
-        Command::Archive(cmd) => archive::run(cmd, &Env::from_process()?),
-        Command::Bed(cmd) => bed::run(cmd, &Env::from_process()?),
-        Command::Conscience(cmd) => conscience::run(cmd, &Env::from_process()?),
+        Command::Store(cmd) => store::run(cmd, &Env::from_process_any()?),
+        Command::Archive(cmd) => archive::run(cmd, &Env::from_process_any()?),
+        Command::Bed(cmd) => bed::run(cmd, &Env::from_process_any()?),
+        Command::Conscience(cmd) => conscience::run(cmd, &Env::from_process_any()?),
     }
 }
 
@@ -293,16 +293,9 @@ pub(crate) fn command_name() -> String {
 }
 
 impl Env {
-    /// The environment of a command that works only on the embedded store: refused, in
-    /// one line naming it, when the store is on PostgreSQL (never a silent fall back).
-    fn from_process() -> Result<Env> {
-        let env = Env::from_process_any()?;
-        env.location.require_sqlite(&command_name())?;
-        Ok(env)
-    }
-
-    /// The environment of a command that talks to the store through
-    /// [`crate::store::Authority`], whichever backend it is.
+    /// The environment of a command: where state lives, and where the store is (a
+    /// command reaches the store through [`crate::store::Authority`], whichever backend
+    /// it is).
     fn from_process_any() -> Result<Env> {
         let home = std::env::var_os("SPICE_HOME").filter(|v| !v.is_empty());
         let (repo_top, common) = git_dirs(home.is_some());

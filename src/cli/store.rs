@@ -1,4 +1,7 @@
 //! `spice store`: where the database is, whether it is sound, and restoring a backup.
+//! On PostgreSQL only `path` applies (the URL, without its password): checking and
+//! restoring are about the SQLite file and its backups, and are refused there in one
+//! line naming the server's tools that do that job.
 
 use super::render::print_json;
 use super::Env;
@@ -40,10 +43,28 @@ pub enum StoreCmd {
 pub fn run(cmd: StoreCmd, env: &Env) -> Result<()> {
     match cmd {
         StoreCmd::Path => {
-            println!("{}", env.state_dir.join(DB_FILE).display());
+            match &env.location {
+                store::Location::Sqlite(_) => {
+                    println!("{}", env.state_dir.join(DB_FILE).display())
+                }
+                other => println!("{}", other.describe()),
+            }
             Ok(())
         }
-        StoreCmd::Check { json } => check(env, json),
+        StoreCmd::Check { json } => {
+            env.location.require_file(
+                "spice store check",
+                "the server's own tools check it: pg_amcheck",
+            )?;
+            check(env, json)
+        }
+        StoreCmd::Restore { .. } if env.location.backend() == "postgres" => {
+            env.location.require_file(
+                "spice store restore",
+                "the server's backups restore it: pg_dump and pg_restore, or its own",
+            )?;
+            Ok(())
+        }
         StoreCmd::Restore {
             list: true, json, ..
         } => list(env, json),

@@ -274,7 +274,8 @@ impl LeaseArgs {
 }
 
 /// The embedded store behind `a`, for the commands whose parts are not behind the
-/// narrow interface yet; refused in one line naming `what` on any other backend.
+/// narrow interface yet (`task flow`); refused in one line naming `what` on any other
+/// backend.
 fn full<'a>(a: &'a mut dyn Authority, what: &str) -> Result<&'a mut Store> {
     let at = a.describe();
     a.full_store()
@@ -321,7 +322,6 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
             all,
             json,
         } => {
-            let s = full(a, "spice task list")?;
             let statuses = if all {
                 vec![]
             } else if status.is_empty() {
@@ -335,20 +335,20 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
                 phase,
                 tag,
             };
-            let short = s.short_ids()?;
+            let short = a.short_ids()?;
             if json {
                 // Streamed: one task's document at a time, never the whole list.
                 let mut out = render::JsonArray::stdout();
-                s.each_task(&filter, |t| {
+                a.each_task(&filter, &mut |t| {
                     let mut v = render::task_json(&t);
                     v["short"] = short.id(&t.id).into();
                     out.push(&v)
                 })?;
                 out.finish()?;
             } else {
-                let tasks = s.list(&filter)?;
-                let claims = s.claims()?;
-                render::task_table(&tasks, &claims, Store::now(s), &short);
+                let tasks = all_tasks(a, &filter)?;
+                let claims = a.claims()?;
+                render::task_table(&tasks, &claims, a.now()?, &short);
             }
         }
         TaskCmd::Show { id, json } => {
@@ -382,7 +382,6 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
             budget_tokens,
             json,
         } => {
-            let s = full(a, "spice task modify")?;
             let up = TaskUpdate {
                 title,
                 body,
@@ -392,9 +391,9 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
                 add_tags: tags,
                 remove_tags: untags,
             };
-            let task = s.modify(&id, &up)?;
+            let task = a.modify(&id, &up)?;
             if let Some(n) = budget_tokens {
-                s.budget_set(&crate::store::BudgetScope::Task(task.id.clone()), n)?;
+                a.budget_set(&crate::store::BudgetScope::Task(task.id.clone()), n)?;
             }
             if json {
                 render::print_json(&render::task_json(&task));
@@ -403,16 +402,14 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
             }
         }
         TaskCmd::Annotate { id, text } => {
-            let s = full(a, "spice task annotate")?;
             if text.is_empty() {
                 return Err(Error::input("annotate needs some text"));
             }
-            let task = s.annotate(&id, &text.join(" "))?;
+            let task = a.annotate(&id, &text.join(" "))?;
             println!("{}", task.handle());
         }
         TaskCmd::Dep { id, on, remove } => {
-            let s = full(a, "spice task dep")?;
-            s.change_deps(&id, &on, &remove)?;
+            a.change_deps(&id, &on, &remove)?;
         }
         TaskCmd::Flow {
             project,
@@ -477,21 +474,18 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
                     }
                 }
             } else {
-                let s = full(a, "spice task phase (to a named phase)")?;
                 let phase = phase.expect("clap requires a phase without --done");
-                s.set_phase(&id, &phase, holder.holder().as_ref())?;
+                a.set_phase(&id, &phase, holder.holder().as_ref())?;
                 println!("{phase}");
             }
         }
         TaskCmd::Done { id, holder } => {
-            let s = full(a, "spice task done")?;
-            let id = s.done(&id, holder.holder().as_ref())?;
-            println!("{}", s.task(&id)?.handle());
+            let id = a.done(&id, holder.holder().as_ref())?;
+            println!("{}", a.task(&id)?.handle());
         }
         TaskCmd::Delete { id, holder } => {
-            let s = full(a, "spice task delete")?;
-            let id = s.delete(&id, holder.holder().as_ref())?;
-            println!("{}", s.task(&id)?.handle());
+            let id = a.delete(&id, holder.holder().as_ref())?;
+            println!("{}", a.task(&id)?.handle());
         }
         TaskCmd::Next(args) => super::next::run(a, env, args)?,
         TaskCmd::Claim { id, lease, json } => {
@@ -574,10 +568,9 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
             taskwarrior: file,
             json,
         } => {
-            let s = full(a, "spice task import")?;
             let (text, source) = read_input(&file)?;
             let tasks = taskwarrior::parse_export(&text, &source)?;
-            let report = s.import(&tasks, &source)?;
+            let report = a.import(&tasks, &source)?;
             if json {
                 render::print_json(&report);
             } else {
@@ -591,8 +584,7 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
             }
         }
         TaskCmd::Export { .. } => {
-            let s = full(a, "spice task export")?;
-            let tasks = s.list(&ListFilter::default())?;
+            let tasks = all_tasks(a, &ListFilter::default())?;
             let uuid_of = tasks
                 .iter()
                 .map(|t| (t.id.clone(), t.uuid.clone()))
@@ -601,6 +593,16 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Every task matching `filter`, oldest first.
+fn all_tasks(a: &mut dyn Authority, filter: &ListFilter) -> Result<Vec<crate::task::Task>> {
+    let mut tasks = Vec::new();
+    a.each_task(filter, &mut |t| {
+        tasks.push(t);
+        Ok(())
+    })?;
+    Ok(tasks)
 }
 
 /// Git boundary 2, through the library: the CLI only supplies what the library may

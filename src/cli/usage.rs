@@ -74,8 +74,8 @@ pub fn usage(args: UsageArgs) -> Result<()> {
     // Archived copies decompressed for this run, kept readable until it ends.
     let mut _opened = Vec::new();
     let (sources, missing, state_prices) = if args.paths.is_empty() {
-        let env = Env::from_process()?;
-        let mut store = env.open()?;
+        let env = Env::from_process_any()?;
+        let mut store = env.authority()?;
         let mut ledger = store
             .ledger_recent_of_kinds(&["launched", "conversation", "archived"], usize::MAX >> 1)?;
         ledger.reverse();
@@ -195,22 +195,24 @@ fn table(r: &Report) {
 }
 
 pub fn budget(cmd: BudgetCmd, env: &Env) -> Result<()> {
-    let mut store = env.open()?;
-    let scope =
-        |store: &mut crate::store::Store, target: &str, task: bool| -> Result<BudgetScope> {
-            Ok(if task {
-                BudgetScope::Task(store.task(target)?.id)
-            } else {
-                BudgetScope::Lane(target.to_string())
-            })
-        };
+    let mut store = env.authority()?;
+    let scope = |store: &mut dyn crate::store::Authority,
+                 target: &str,
+                 task: bool|
+     -> Result<BudgetScope> {
+        Ok(if task {
+            BudgetScope::Task(store.task(target)?.id)
+        } else {
+            BudgetScope::Lane(target.to_string())
+        })
+    };
     match cmd {
         BudgetCmd::Raise {
             target,
             tokens,
             task,
         } => {
-            let scope = scope(&mut store, &target, task)?;
+            let scope = scope(&mut *store, &target, task)?;
             let floor = lane_floor(env, &scope);
             let now = match &scope {
                 BudgetScope::Lane(l) => store.budget_state(l, None, floor)?.lane,
@@ -229,7 +231,7 @@ pub fn budget(cmd: BudgetCmd, env: &Env) -> Result<()> {
             );
         }
         BudgetCmd::Stop { target, task } => {
-            let scope = scope(&mut store, &target, task)?;
+            let scope = scope(&mut *store, &target, task)?;
             store.budget_stop(&scope)?;
             println!("stop asked for {target}: its lane ends the session (claim kept)");
         }

@@ -293,7 +293,7 @@ impl Found {
 /// The state directory, if this process has one (`SPICE_HOME`, else the
 /// repository's): only to read its archive.
 fn state_dir() -> Option<PathBuf> {
-    super::Env::from_process().ok().map(|e| e.state_dir)
+    super::Env::from_process_any().ok().map(|e| e.state_dir)
 }
 
 /// The archived copy of the transcript that was at `what` (a path), else of the one

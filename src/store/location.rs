@@ -56,12 +56,25 @@ impl Location {
             Location::Postgres(_) => Err(not_on_postgres(what, &self.describe())),
         }
     }
+
+    /// Refuses, in one line naming `what`, a command about the SQLite file itself
+    /// (its soundness, its backups), which a PostgreSQL store does not have: `instead`
+    /// says what does that job there.
+    pub fn require_file(&self, what: &str, instead: &str) -> Result<PathBuf> {
+        match self {
+            Location::Sqlite(p) => Ok(p.clone()),
+            Location::Postgres(_) => Err(Error::Input(format!(
+                "{what} works on a SQLite file, and the store is {} (on PostgreSQL, {instead})",
+                self.describe()
+            ))),
+        }
+    }
 }
 
 /// The error for a part of the store that is not on PostgreSQL yet.
 pub fn not_on_postgres(what: &str, at: &str) -> Error {
     Error::Input(format!(
-        "{what} is not on PostgreSQL yet (the store is {at}); tasks, claims, steering, the fleet and the console are"
+        "{what} is not on PostgreSQL yet (the store is {at}); the rest of spice's commands are"
     ))
 }
 

@@ -77,14 +77,12 @@ impl Store {
                 tx.query_row("SELECT project FROM tasks WHERE id = ?1", [&id], |r| {
                     r.get(0)
                 })?;
-            let flow = flow_of(tx, project.as_deref())?;
-            if !flow.iter().any(|p| p == phase) {
-                return Err(Error::input(format!(
-                    "phase '{phase}' is not in the flow of {} ({})",
-                    handle(project.as_deref(), &id),
-                    flow.join(" → ")
-                )));
-            }
+            check_phase_in(
+                &id,
+                project.as_deref(),
+                phase,
+                &flow_of(tx, project.as_deref())?,
+            )?;
             tx.execute(
                 "UPDATE tasks SET phase = ?2, modified = ?3 WHERE id = ?1",
                 params![id, phase, now],
@@ -170,28 +168,17 @@ impl Store {
         let claimant = holder.map(|h| h.claimant.as_str());
         self.write("finishing a task", |tx, now| {
             let id = resolve(tx, input)?;
-            let verb = if to == Status::Completed {
-                "complete"
-            } else {
-                "delete"
-            };
+            let (verb, kind) = finish_words(to);
             let fence = check_holder(tx, &id, holder, now, verb)?;
             let status: String =
                 tx.query_row("SELECT status FROM tasks WHERE id = ?1", [&id], |r| {
                     r.get(0)
                 })?;
-            if !Status::parse(&status).map(Status::is_open).unwrap_or(false) {
-                return Err(Error::conflict(format!("task {id} is already {status}")));
-            }
+            check_finishable(&id, &status)?;
             tx.execute(
                 "UPDATE tasks SET status = ?2, end_at = ?3, modified = ?3 WHERE id = ?1",
                 params![id, to.as_str(), now],
             )?;
-            let kind = if to == Status::Completed {
-                "done"
-            } else {
-                "deleted"
-            };
             append(tx, &id, now, kind, claimant, fence, serde_json::json!({}))?;
             if fence.is_some() {
                 drop_claim(tx, &id, now, "released", claimant)?;
@@ -199,6 +186,41 @@ impl Store {
             Ok(id)
         })
     }
+}
+
+/// Refuses a phase not in `flow`, the flow of task `id` (of `project`).
+pub(super) fn check_phase_in(
+    id: &str,
+    project: Option<&str>,
+    phase: &str,
+    flow: &[String],
+) -> Result<()> {
+    if flow.iter().any(|p| p == phase) {
+        return Ok(());
+    }
+    Err(Error::input(format!(
+        "phase '{phase}' is not in the flow of {} ({})",
+        handle(project, id),
+        flow.join(" → ")
+    )))
+}
+
+/// The verb refusals use and the ledger's kind for finishing a task as `to`
+/// (completed or deleted).
+pub(super) fn finish_words(to: Status) -> (&'static str, &'static str) {
+    if to == Status::Completed {
+        ("complete", "done")
+    } else {
+        ("delete", "deleted")
+    }
+}
+
+/// Refuses to finish a task that is not open (`status` as stored).
+pub(super) fn check_finishable(id: &str, status: &str) -> Result<()> {
+    if Status::parse(status).is_ok_and(Status::is_open) {
+        return Ok(());
+    }
+    Err(Error::conflict(format!("task {id} is already {status}")))
 }
 
 pub(super) fn flow_of(tx: &Transaction<'_>, project: Option<&str>) -> Result<Vec<String>> {

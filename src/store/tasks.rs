@@ -14,7 +14,6 @@ use crate::error::{Error, Result, SqlContext};
 use crate::stamp;
 use crate::task::{check_name, handle, Annotation, NewTask, Priority, Status, Task};
 use rusqlite::{params, OptionalExtension, Transaction};
-use std::collections::{HashMap, HashSet, VecDeque};
 
 /// Which tasks `list` returns. Empty fields do not filter.
 #[derive(Debug, Clone, Default)]
@@ -135,31 +134,24 @@ impl Store {
         })
     }
 
+    /// Changes a task's descriptive fields (the operator's: no claim is consulted).
     pub fn modify(&mut self, input: &str, up: &TaskUpdate) -> Result<Task> {
         let id = self.write("modifying a task", |tx, now| {
             let id = resolve(tx, input)?;
+            let phase: String =
+                tx.query_row("SELECT phase FROM tasks WHERE id = ?1", [&id], |r| r.get(0))?;
+            check_update(up, &phase, |p| flow_of(tx, p))?;
             if let Some(t) = &up.title {
-                check_title(t)?;
                 tx.execute("UPDATE tasks SET title = ?2 WHERE id = ?1", params![id, t])?;
             }
             if let Some(b) = &up.body {
                 tx.execute("UPDATE tasks SET body = ?2 WHERE id = ?1", params![id, b])?;
             }
             if let Some(p) = &up.project {
-                if let Some(name) = p {
-                    check_name("project", name).map_err(Error::input)?;
-                }
-                let phase: String =
-                    tx.query_row("SELECT phase FROM tasks WHERE id = ?1", [&id], |r| r.get(0))?;
-                let flow = flow_of(tx, p.as_deref())?;
-                if !flow.contains(&phase) {
-                    return Err(Error::input(format!(
-                        "cannot move task to project '{}': its phase '{phase}' is not in that project's flow ({})",
-                        p.as_deref().unwrap_or(""),
-                        flow.join(" → ")
-                    )));
-                }
-                tx.execute("UPDATE tasks SET project = ?2 WHERE id = ?1", params![id, p])?;
+                tx.execute(
+                    "UPDATE tasks SET project = ?2 WHERE id = ?1",
+                    params![id, p],
+                )?;
             }
             if let Some(p) = up.priority {
                 tx.execute(
@@ -171,16 +163,21 @@ impl Store {
                 tx.execute("UPDATE tasks SET due = ?2 WHERE id = ?1", params![id, d])?;
             }
             for t in &up.add_tags {
-                check_name("tag", t).map_err(Error::input)?;
                 tx.execute(
                     "INSERT OR IGNORE INTO tags (task_id, tag) VALUES (?1, ?2)",
                     params![id, t],
                 )?;
             }
             for t in &up.remove_tags {
-                tx.execute("DELETE FROM tags WHERE task_id = ?1 AND tag = ?2", params![id, t])?;
+                tx.execute(
+                    "DELETE FROM tags WHERE task_id = ?1 AND tag = ?2",
+                    params![id, t],
+                )?;
             }
-            tx.execute("UPDATE tasks SET modified = ?2 WHERE id = ?1", params![id, now])?;
+            tx.execute(
+                "UPDATE tasks SET modified = ?2 WHERE id = ?1",
+                params![id, now],
+            )?;
             append(tx, &id, now, "modified", None, None, serde_json::json!({}))?;
             Ok(id)
         })?;
@@ -202,80 +199,11 @@ impl Store {
         })?;
         self.task(&id)
     }
-
-    /// Makes `task` wait on each of `add` and stop waiting on each of `remove`, all in
-    /// one transaction: an edge that would close a cycle refuses the whole change and
-    /// the message names the cycle.
-    pub fn change_deps(&mut self, task: &str, add: &[String], remove: &[String]) -> Result<()> {
-        self.write("changing dependencies", |tx, now| {
-            let id = resolve(tx, task)?;
-            for on in remove {
-                let dep = resolve(tx, on)?;
-                let n = tx.execute(
-                    "DELETE FROM deps WHERE task_id = ?1 AND dep_id = ?2",
-                    params![id, dep],
-                )?;
-                if n == 0 {
-                    return Err(Error::input(format!("task {id} does not depend on {dep}")));
-                }
-                append(
-                    tx,
-                    &id,
-                    now,
-                    "dep_removed",
-                    None,
-                    None,
-                    serde_json::json!({ "on": dep }),
-                )?;
-            }
-            for on in add {
-                let dep = resolve(tx, on)?;
-                if let Some(path) = path_between(tx, &dep, &id)? {
-                    // path runs dep → … → id along "waits on" edges; id → dep closes it.
-                    let mut cycle = vec![id.clone()];
-                    cycle.extend(path);
-                    return Err(Error::input(format!(
-                        "dependency cycle: {} (each waits on the next)",
-                        handles(tx, &cycle)?.join(" → ")
-                    )));
-                }
-                insert_dep(tx, &id, &dep)?;
-                append(
-                    tx,
-                    &id,
-                    now,
-                    "dep_added",
-                    None,
-                    None,
-                    serde_json::json!({ "on": dep }),
-                )?;
-            }
-            Ok(())
-        })
-    }
 }
 
 /// Inserts one task row (with tags and annotations) under a fresh stamp id.
 pub(super) fn insert_task(tx: &Transaction<'_>, new: &NewTask, now: Micros) -> Result<String> {
-    check_title(&new.title)?;
-    if let Some(p) = &new.project {
-        check_name("project", p).map_err(Error::input)?;
-    }
-    for t in &new.tags {
-        check_name("tag", t).map_err(Error::input)?;
-    }
-    let flow = flow_of(tx, new.project.as_deref())?;
-    let phase = match &new.phase {
-        Some(p) if flow.contains(p) => p.clone(),
-        Some(p) => {
-            return Err(Error::input(format!(
-                "phase '{p}' is not in the flow of project '{}' ({})",
-                new.project.as_deref().unwrap_or(""),
-                flow.join(" → ")
-            )))
-        }
-        None => flow[0].clone(),
-    };
+    let phase = new_task_phase(new, &flow_of(tx, new.project.as_deref())?)?;
     let id = fresh_id(tx, now)?;
     let uuid = match &new.uuid {
         Some(u) => u.to_ascii_lowercase(),
@@ -323,11 +251,7 @@ pub(super) fn insert_task(tx: &Transaction<'_>, new: &NewTask, now: Micros) -> R
 }
 
 pub(super) fn insert_dep(tx: &Transaction<'_>, id: &str, dep: &str) -> Result<()> {
-    if id == dep {
-        return Err(Error::input(format!(
-            "dependency cycle: {id} → {id} (a task cannot wait on itself)"
-        )));
-    }
+    super::edits::check_not_self(id, dep)?;
     tx.prepare_cached("INSERT OR IGNORE INTO deps (task_id, dep_id) VALUES (?1, ?2)")?
         .execute(params![id, dep])?;
     Ok(())
@@ -348,6 +272,56 @@ fn fresh_id(tx: &Transaction<'_>, now: Micros) -> Result<String> {
         }
     }
     unreachable!("suffixes are unbounded")
+}
+
+/// A new task's phase (the one asked for, else its flow's first), once its title,
+/// project and tags are checked: the rules of `add` on every backend.
+pub(super) fn new_task_phase(new: &NewTask, flow: &[String]) -> Result<String> {
+    check_title(&new.title)?;
+    if let Some(p) = &new.project {
+        check_name("project", p).map_err(Error::input)?;
+    }
+    for t in &new.tags {
+        check_name("tag", t).map_err(Error::input)?;
+    }
+    match &new.phase {
+        Some(p) if flow.contains(p) => Ok(p.clone()),
+        Some(p) => Err(Error::input(format!(
+            "phase '{p}' is not in the flow of project '{}' ({})",
+            new.project.as_deref().unwrap_or(""),
+            flow.join(" → ")
+        ))),
+        None => Ok(flow[0].clone()),
+    }
+}
+
+/// Checks a change to a task now in `phase` before anything is written: the title,
+/// the new project's name and that its flow (`flow_of`) has the phase, the new tags.
+pub(super) fn check_update(
+    up: &TaskUpdate,
+    phase: &str,
+    flow_of: impl FnOnce(Option<&str>) -> Result<Vec<String>>,
+) -> Result<()> {
+    if let Some(t) = &up.title {
+        check_title(t)?;
+    }
+    if let Some(p) = &up.project {
+        if let Some(name) = p {
+            check_name("project", name).map_err(Error::input)?;
+        }
+        let flow = flow_of(p.as_deref())?;
+        if !flow.iter().any(|f| f == phase) {
+            return Err(Error::input(format!(
+                "cannot move task to project '{}': its phase '{phase}' is not in that project's flow ({})",
+                p.as_deref().unwrap_or(""),
+                flow.join(" → ")
+            )));
+        }
+    }
+    for t in &up.add_tags {
+        check_name("tag", t).map_err(Error::input)?;
+    }
+    Ok(())
 }
 
 pub(super) fn check_title(title: &str) -> Result<()> {
@@ -541,37 +515,6 @@ impl<'s, T> Side<'s, T> {
             }
         }
     }
-}
-
-/// A path `from → … → to` along "waits on" edges, if there is one (breadth-first, so
-/// the cycle reported is a shortest one).
-fn path_between(tx: &Transaction<'_>, from: &str, to: &str) -> Result<Option<Vec<String>>> {
-    let mut stmt = tx.prepare_cached("SELECT dep_id FROM deps WHERE task_id = ?1")?;
-    let mut parent: HashMap<String, String> = HashMap::new();
-    let mut queue = VecDeque::from([from.to_string()]);
-    let mut seen = HashSet::from([from.to_string()]);
-    while let Some(cur) = queue.pop_front() {
-        if cur == to {
-            let mut path = vec![cur.clone()];
-            let mut at = cur;
-            while let Some(p) = parent.get(&at) {
-                path.push(p.clone());
-                at = p.clone();
-            }
-            path.reverse();
-            return Ok(Some(path));
-        }
-        let next: Vec<String> = stmt
-            .query_map([&cur], |r| r.get(0))?
-            .collect::<std::result::Result<_, _>>()?;
-        for n in next {
-            if seen.insert(n.clone()) {
-                parent.insert(n.clone(), cur.clone());
-                queue.push_back(n);
-            }
-        }
-    }
-    Ok(None)
 }
 
 /// The handles of `ids`, for messages.

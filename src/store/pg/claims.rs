@@ -18,8 +18,8 @@ use crate::store::claims::{
     check_claimant, describe, held, judge_holder, lease_end, may_take_over,
 };
 use crate::store::vocab::Filter;
-use crate::store::{Claim, ClaimRequest, Holder, PhaseOutcome, Takeover};
-use crate::task::{handle, Status, DEFAULT_FLOW};
+use crate::store::{Claim, ClaimRequest, Holder, Takeover};
+use crate::task::handle;
 use postgres::{GenericClient, Row, Transaction};
 use std::time::Duration;
 
@@ -457,7 +457,7 @@ pub(super) fn takeover(s: &mut PgStore, input: &str, t: &Takeover) -> Result<Cla
 }
 
 /// Deletes the claim under its fence, with the ledger entry `kind`.
-fn drop_claim(
+pub(super) fn drop_claim(
     tx: &mut Transaction<'_>,
     at: &str,
     id: &str,
@@ -498,67 +498,4 @@ pub(super) fn release(s: &mut PgStore, input: &str, holder: &Holder) -> Result<S
     )?;
     tx.commit().ctx("to commit a release", at)?;
     Ok(id)
-}
-
-/// Completes the task's phase in the default flow (the only one on PostgreSQL yet),
-/// releasing its claim under the holder's fence.
-pub(super) fn complete_phase(
-    s: &mut PgStore,
-    input: &str,
-    holder: Option<&Holder>,
-) -> Result<PhaseOutcome> {
-    let at = s.at.as_str();
-    let mut tx = s.client.transaction().ctx("to complete a phase", at)?;
-    let id = resolve(&mut tx, at, input)?;
-    let r = tx
-        .query_one(
-            "SELECT phase, status FROM tasks WHERE id = $1 FOR UPDATE",
-            &[&id],
-        )
-        .ctx("to lock a task", at)?;
-    let (phase, status): (String, String) = (r.get(0), r.get(1));
-    let claim = locked_claim(&mut tx, at, &id)?;
-    let now = server_now(&mut tx, at)?;
-    let fence = judge_holder(&id, claim.as_ref(), holder, now, "complete the phase of")?;
-    if !Status::parse(&status).is_ok_and(Status::is_open) {
-        return Err(Error::conflict(format!("task {id} is {status}, not open")));
-    }
-    let pos = DEFAULT_FLOW
-        .iter()
-        .position(|p| *p == phase)
-        .ok_or_else(|| {
-            Error::input(format!(
-                "task {id} is in phase '{phase}', which is not in its flow ({})",
-                DEFAULT_FLOW.join(" → ")
-            ))
-        })?;
-    let next = DEFAULT_FLOW.get(pos + 1).map(|p| p.to_string());
-    match &next {
-        Some(to) => tx.execute(
-            "UPDATE tasks SET phase = $2, modified = $3 WHERE id = $1",
-            &[&id, to, &now],
-        ),
-        None => tx.execute(
-            "UPDATE tasks SET status = 'completed', end_at = $2, modified = $2 WHERE id = $1",
-            &[&id, &now],
-        ),
-    }
-    .ctx("to complete a phase", at)?;
-    let claimant = holder.map(|h| h.claimant.as_str());
-    append(
-        &mut tx,
-        at,
-        (&id, now, "phase_completed"),
-        claimant,
-        fence,
-        serde_json::json!({ "from": phase, "to": next }),
-    )?;
-    if let Some(f) = fence {
-        drop_claim(&mut tx, at, &id, f, now, ("released", claimant))?;
-    }
-    tx.commit().ctx("to commit a phase", at)?;
-    Ok(PhaseOutcome {
-        from: phase,
-        to: next,
-    })
 }

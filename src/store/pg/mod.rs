@@ -29,18 +29,27 @@
 //!   can still precede, so a watcher's `seq` cursor never skips a row ([`ledger`]);
 //!   the conscience publishes a reminder once per maxim per epoch ([`conscience`]).
 //!
-//! Not on PostgreSQL yet (each says so in one line): flows other than the
-//! default, annotations, imports and the supervisor's other tables.
+//! - The operator's edits (modify, annotate, dependencies, a named phase, done,
+//!   delete, import) follow the SQLite store's rules, the shared ones written once
+//!   ([`crate::store::edits`], [`edits`], [`phases`]); a listing streams through
+//!   portals ([`listing`]).
+//!
+//! Not on PostgreSQL yet (each says so in one line): flows other than the default
+//! (`spice task flow`). What belongs to a SQLite file (`spice store check`, `store
+//! restore`) has no PostgreSQL side: the server's own tools do that there.
 
 mod beds;
 mod claims;
 mod conscience;
+mod edits;
 mod generation;
 mod holds;
 mod inbox;
 mod lanes;
 mod ledger;
+mod listing;
 mod notify;
+mod phases;
 pub mod schema;
 mod supervisors;
 mod tasks;
@@ -54,14 +63,15 @@ use super::location::Location;
 use super::vocab::{Checkpoint, Directive, Filter};
 use super::{
     AckRecord, BedSlot, Budget, BudgetRow, BudgetScope, BudgetState, Claim, ClaimRequest,
-    ConscienceEntry, Generation, Holder, Item, LaneRow, LedgerEntry, Metered, NewStep, Outcome,
-    PhaseOutcome, Proposal, Scope, SessionUsage, ShortIds, SlotRequest, Snapshot, Takeover, Target,
-    Waited,
+    ConscienceEntry, Generation, Holder, ImportReport, Item, LaneRow, LedgerEntry, ListFilter,
+    Metered, NewStep, Outcome, PhaseOutcome, Proposal, Scope, SessionUsage, ShortIds, SlotRequest,
+    Snapshot, Takeover, Target, TaskUpdate, Waited,
 };
 use super::{ClaimView, LaneTake, SupervisorRow};
 use crate::clock::Micros;
 use crate::error::{Error, Result};
-use crate::task::{NewTask, Task};
+use crate::task::taskwarrior::TwTask;
+use crate::task::{NewTask, Status, Task};
 use postgres::{Client, GenericClient, Statement};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -300,7 +310,7 @@ impl Authority for PgStore {
     }
     fn complete_phase(&mut self, input: &str, holder: Option<&Holder>) -> Result<PhaseOutcome> {
         self.live()?;
-        claims::complete_phase(self, input, holder)
+        phases::complete_phase(self, input, holder)
     }
     fn claims(&mut self) -> Result<Vec<Claim>> {
         self.live()?;
@@ -589,6 +599,42 @@ impl Authority for PgStore {
     fn record_proposal(&mut self, theme: &str, task_id: &str) -> Result<bool> {
         self.live()?;
         conscience::record_proposal(self, theme, task_id)
+    }
+    fn each_task(
+        &mut self,
+        filter: &ListFilter,
+        f: &mut dyn FnMut(Task) -> Result<()>,
+    ) -> Result<()> {
+        self.live()?;
+        listing::each_task(self, filter, f)
+    }
+    fn modify(&mut self, input: &str, up: &TaskUpdate) -> Result<Task> {
+        self.live()?;
+        edits::modify(self, input, up)
+    }
+    fn annotate(&mut self, input: &str, text: &str) -> Result<Task> {
+        self.live()?;
+        edits::annotate(self, input, text)
+    }
+    fn change_deps(&mut self, input: &str, add: &[String], remove: &[String]) -> Result<()> {
+        self.live()?;
+        edits::change_deps(self, input, add, remove)
+    }
+    fn set_phase(&mut self, input: &str, phase: &str, holder: Option<&Holder>) -> Result<()> {
+        self.live()?;
+        phases::set_phase(self, input, phase, holder)
+    }
+    fn done(&mut self, input: &str, holder: Option<&Holder>) -> Result<String> {
+        self.live()?;
+        phases::finish(self, input, holder, Status::Completed)
+    }
+    fn delete(&mut self, input: &str, holder: Option<&Holder>) -> Result<String> {
+        self.live()?;
+        phases::finish(self, input, holder, Status::Deleted)
+    }
+    fn import(&mut self, tasks: &[TwTask], source: &str) -> Result<ImportReport> {
+        self.live()?;
+        edits::import(self, tasks, source)
     }
     fn full_store(&mut self) -> Option<&mut super::Store> {
         None

@@ -270,7 +270,19 @@ const MIGRATIONS: &[&str] = &[
        FOR EACH STATEMENT EXECUTE FUNCTION spice_graph_move();
      CREATE TRIGGER graph_tags AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON tags
        FOR EACH STATEMENT EXECUTE FUNCTION spice_graph_move();",
-    // A claim taken notifies no one. PostgreSQL serialises every notifying
+    // 7: annotations (SQLite's schema 1), kept in the order they were written (`seq`,
+    // as SQLite's rowid) among those of one moment; urgency counts them, so they move
+    // the graph's generation as on SQLite (never the generation claims wait on).
+    "CREATE TABLE annotations (
+       seq bigserial PRIMARY KEY,
+       task_id text NOT NULL REFERENCES tasks (id),
+       entry bigint NOT NULL,
+       description text NOT NULL);
+     CREATE INDEX annotations_by_task ON annotations (task_id, entry, seq);
+     CREATE TRIGGER graph_annotations
+       AFTER INSERT OR UPDATE OF task_id OR DELETE OR TRUNCATE ON annotations
+       FOR EACH STATEMENT EXECUTE FUNCTION spice_graph_move();",
+    // 8: a claim taken notifies no one. PostgreSQL serialises every notifying
     // transaction's commit, its WAL flush included, under one lock on the cluster
     // (so that notifications queue in commit order): with a notification per claim,
     // claims committed one flush at a time (about 300-450 a second here at any number

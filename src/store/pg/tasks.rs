@@ -6,16 +6,17 @@ use crate::clock::Micros;
 use crate::error::{Error, Result};
 use crate::stamp;
 use crate::store::authority::Cell;
+use crate::store::edits::check_not_self;
 use crate::store::resolve::{resolve_by, Lookup, PER_LOOKUP};
-use crate::store::tasks::check_title;
+use crate::store::tasks::new_task_phase;
 use crate::store::{ClaimView, LeanClaim, LedgerEntry, ShortIds, Snapshot};
-use crate::task::{check_name, NewTask, Priority, Status, Task, DEFAULT_FLOW};
+use crate::task::{handle, Annotation, NewTask, Priority, Status, Task, DEFAULT_FLOW};
 use postgres::{GenericClient, Row};
 
-const TASK_COLUMNS: &str =
+pub(super) const TASK_COLUMNS: &str =
     "id, uuid, title, body, project, phase, priority, due, wait, status, entry, end_at, modified";
 
-fn row_to_task(r: &Row) -> Task {
+pub(super) fn row_to_task(r: &Row) -> Task {
     let priority: Option<String> = r.get(6);
     let status: String = r.get(9);
     Task {
@@ -113,24 +114,15 @@ pub(super) fn cell_of(c: &mut impl GenericClient, at: &str, id: &str) -> Result<
     Ok((r.get(0), r.get(1)))
 }
 
+/// The flow of every project on PostgreSQL, which has no flows of its own yet: the
+/// default one. Refusals name it as SQLite's store names a project's flow, so the
+/// same bad input reads the same on both backends (`spice task flow` says that other
+/// flows are not here yet).
+pub(super) fn flow() -> Vec<String> {
+    DEFAULT_FLOW.iter().map(|p| p.to_string()).collect()
+}
+
 pub(super) fn add(s: &mut PgStore, new: NewTask, depends: &[String]) -> Result<Task> {
-    check_title(&new.title)?;
-    if let Some(p) = &new.project {
-        check_name("project", p).map_err(Error::input)?;
-    }
-    for t in &new.tags {
-        check_name("tag", t).map_err(Error::input)?;
-    }
-    let phase = match &new.phase {
-        Some(p) if DEFAULT_FLOW.contains(&p.as_str()) => p.clone(),
-        Some(p) => {
-            return Err(Error::input(format!(
-            "phase '{p}' is not in the default flow ({}); other flows are not on PostgreSQL yet",
-            DEFAULT_FLOW.join(" → ")
-        )))
-        }
-        None => DEFAULT_FLOW[0].to_string(),
-    };
     let at = s.at.as_str();
     let mut tx = s.client.transaction().ctx("to add a task", at)?;
     let deps = depends
@@ -138,6 +130,32 @@ pub(super) fn add(s: &mut PgStore, new: NewTask, depends: &[String]) -> Result<T
         .map(|d| resolve(&mut tx, at, d))
         .collect::<Result<Vec<_>>>()?;
     let now = server_now(&mut tx, at)?;
+    let id = insert_task(&mut tx, at, &new, now)?;
+    for dep in &deps {
+        check_not_self(&id, dep)?;
+        insert_dep(&mut tx, at, &id, dep)?;
+    }
+    append(
+        &mut tx,
+        at,
+        (&id, now, "added"),
+        None,
+        None,
+        serde_json::json!({}),
+    )?;
+    tx.commit().ctx("to commit a new task", at)?;
+    one(s, &id)
+}
+
+/// Inserts one task (with its tags and annotations) under a fresh stamp id, checked
+/// by the rules of SQLite's store.
+pub(super) fn insert_task(
+    tx: &mut impl GenericClient,
+    at: &str,
+    new: &NewTask,
+    now: Micros,
+) -> Result<String> {
+    let phase = new_task_phase(new, &flow())?;
     let uuid = match &new.uuid {
         Some(u) => u.to_ascii_lowercase(),
         None => uuid::Uuid::new_v4().to_string(),
@@ -186,37 +204,51 @@ pub(super) fn add(s: &mut PgStore, new: NewTask, depends: &[String]) -> Result<T
         id = stamp::with_suffix(&base, n);
     }
     for t in &new.tags {
-        tx.execute(
-            "INSERT INTO tags (task_id, tag) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-            &[&id, t],
-        )
-        .ctx("to tag a task", at)?;
+        tag_row(tx, at, &id, t)?;
     }
-    for dep in &deps {
-        if *dep == id {
-            return Err(Error::input(format!(
-                "dependency cycle: {id} → {id} (a task cannot wait on itself)"
-            )));
-        }
-        tx.execute(
-            "INSERT INTO deps (task_id, dep_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-            &[&id, dep],
-        )
-        .ctx("to add a dependency", at)?;
+    for a in &new.annotations {
+        annotate_row(tx, at, &id, a.entry, &a.description)?;
     }
-    append(
-        &mut tx,
-        at,
-        (&id, now, "added"),
-        None,
-        None,
-        serde_json::json!({}),
-    )?;
-    tx.commit().ctx("to commit a new task", at)?;
-    one(s, &id)
+    Ok(id)
 }
 
-/// One task, with its tags and dependencies.
+/// Makes `id` wait on `dep` (already waiting: nothing changes).
+pub(super) fn insert_dep(c: &mut impl GenericClient, at: &str, id: &str, dep: &str) -> Result<()> {
+    c.execute(
+        "INSERT INTO deps (task_id, dep_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+        &[&id, &dep],
+    )
+    .ctx("to add a dependency", at)?;
+    Ok(())
+}
+
+/// Tags a task (already tagged so: nothing changes).
+pub(super) fn tag_row(c: &mut impl GenericClient, at: &str, id: &str, tag: &str) -> Result<()> {
+    c.execute(
+        "INSERT INTO tags (task_id, tag) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+        &[&id, &tag],
+    )
+    .ctx("to tag a task", at)?;
+    Ok(())
+}
+
+/// Adds one annotation row.
+pub(super) fn annotate_row(
+    c: &mut impl GenericClient,
+    at: &str,
+    id: &str,
+    entry: Micros,
+    text: &str,
+) -> Result<()> {
+    c.execute(
+        "INSERT INTO annotations (task_id, entry, description) VALUES ($1, $2, $3)",
+        &[&id, &entry, &text],
+    )
+    .ctx("to annotate a task", at)?;
+    Ok(())
+}
+
+/// One task, with its tags, dependencies and annotations.
 pub(super) fn one(s: &mut PgStore, input: &str) -> Result<Task> {
     let at = s.at.as_str();
     let c = &mut s.client;
@@ -228,24 +260,34 @@ pub(super) fn one(s: &mut PgStore, input: &str) -> Result<Task> {
         )
         .ctx("to read a task", at)?;
     let mut task = row_to_task(&row);
-    task.tags = c
-        .query(
-            "SELECT tag FROM tags WHERE task_id = $1 ORDER BY tag",
-            &[&id],
-        )
-        .ctx("to read a task's tags", at)?
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    task.depends = c
-        .query(
-            "SELECT dep_id FROM deps WHERE task_id = $1 ORDER BY dep_id COLLATE \"C\"",
-            &[&id],
-        )
-        .ctx("to read a task's dependencies", at)?
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let mut of_task = |sql: &str, what: &str| {
+        c.query(sql, &[&id])
+            .ctx(&format!("to read a task's {what}"), at)
+    };
+    task.tags = of_task(
+        "SELECT tag FROM tags WHERE task_id = $1 ORDER BY tag COLLATE \"C\"",
+        "tags",
+    )?
+    .iter()
+    .map(|r| r.get(0))
+    .collect();
+    task.depends = of_task(
+        "SELECT dep_id FROM deps WHERE task_id = $1 ORDER BY dep_id COLLATE \"C\"",
+        "dependencies",
+    )?
+    .iter()
+    .map(|r| r.get(0))
+    .collect();
+    task.annotations = of_task(
+        "SELECT entry, description FROM annotations WHERE task_id = $1 ORDER BY entry, seq",
+        "annotations",
+    )?
+    .iter()
+    .map(|r| Annotation {
+        entry: r.get(0),
+        description: r.get(1),
+    })
+    .collect();
     Ok(task)
 }
 
@@ -288,6 +330,8 @@ const OPEN_TASKS: &str = "SELECT id, uuid, title, body, project, phase, priority
 /// two round trips it saves (`EXPLAIN ANALYZE` on 10,000 tasks: about twice the time).
 const ALL_TAGS: &str = "SELECT task_id, tag FROM tags ORDER BY tag";
 const ALL_DEPS: &str = "SELECT task_id, dep_id FROM deps ORDER BY dep_id COLLATE \"C\"";
+/// Annotations count towards urgency, so a ranking reads them as SQLite's does.
+const ALL_NOTES: &str = "SELECT task_id, entry, description FROM annotations ORDER BY entry, seq";
 
 /// Every claim, oldest first, each row ending with the server's clock; a row of nulls
 /// and the clock when there is no claim, so the time of the read costs no query.
@@ -297,8 +341,8 @@ const CLAIMS_AND_NOW: &str = "SELECT c.task_id, t.project, t.title, c.claimant, 
   LEFT JOIN (claims c JOIN tasks t ON t.id = c.task_id) ON true
   ORDER BY c.claimed_at, c.fence";
 
-/// Open tasks and every claim from one repeatable-read transaction: six round trips
-/// (begin, tasks, tags, dependencies, claims with the clock, commit), each statement
+/// Open tasks and every claim from one repeatable-read transaction: seven round trips
+/// (begin, tasks, tags, dependencies, annotations, claims with the clock, commit), each statement
 /// prepared once per connection.
 pub(super) fn snapshot(s: &mut PgStore) -> Result<Snapshot> {
     let PgStore {
@@ -354,6 +398,15 @@ fn open_tasks(
     for r in tx.query(&st, &[]).ctx("to list dependencies", at)? {
         if let Some(&i) = index.get(r.get::<_, &str>(0)) {
             tasks[i].depends.push(r.get(1));
+        }
+    }
+    let st = prepared.get(tx, ALL_NOTES, at)?;
+    for r in tx.query(&st, &[]).ctx("to list annotations", at)? {
+        if let Some(&i) = index.get(r.get::<_, &str>(0)) {
+            tasks[i].annotations.push(Annotation {
+                entry: r.get(1),
+                description: r.get(2),
+            });
         }
     }
     Ok(tasks)
@@ -525,4 +578,17 @@ pub(super) fn ledger(s: &mut PgStore, input: &str) -> Result<Vec<LedgerEntry>> {
             detail: serde_json::from_str(r.get::<_, &str>(6)).unwrap_or_default(),
         })
         .collect())
+}
+
+/// The handles of `ids`, for messages.
+pub(super) fn handles(c: &mut impl GenericClient, at: &str, ids: &[String]) -> Result<Vec<String>> {
+    ids.iter()
+        .map(|id| {
+            let project: Option<String> = c
+                .query_opt("SELECT project FROM tasks WHERE id = $1", &[id])
+                .ctx("to read a task", at)?
+                .and_then(|r| r.get(0));
+            Ok(handle(project.as_deref(), id))
+        })
+        .collect()
 }
