@@ -23,22 +23,33 @@ use crate::task::{Priority, Task};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-/// One open task with no open prerequisite, as the order keeps it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Entry {
-    pub id: String,
-    pub project: Option<String>,
-    pub phase: String,
-    pub wait: Option<Micros>,
-    pub inherited: Option<Priority>,
-    pub releases: u32,
-    pub urgency: Parts,
+/// One open task with no open prerequisite, as the order keeps it: its strings are
+/// spans of the order's text, so reading a kept order allocates nothing per task.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Entry {
+    id: Span,
+    project: Option<Span>,
+    phase: Span,
+    wait: Option<Micros>,
+    inherited: Option<Priority>,
+    releases: u32,
+    urgency: Parts,
+}
+
+/// Where a string lies in [`Order`]'s text.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Span {
+    at: u32,
+    len: u32,
 }
 
 /// The open tasks with no open prerequisite, by inherited priority and downstream
-/// release (best first), then id.
-#[derive(Debug, Clone, PartialEq, Default)]
+/// release (best first), then id; kept as [`Order::encode`]'s bytes, with the
+/// entries' strings gathered in one text.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Order {
+    bytes: Vec<u8>,
+    text: String,
     entries: Vec<Entry>,
 }
 
@@ -54,6 +65,17 @@ pub struct Moment<'a> {
     pub now: Micros,
 }
 
+/// An entry of [`Order::of`] before it is encoded, borrowing the task's strings.
+struct Row<'t> {
+    id: &'t str,
+    project: Option<&'t str>,
+    phase: &'t str,
+    wait: Option<Micros>,
+    inherited: Option<Priority>,
+    releases: u32,
+    urgency: Parts,
+}
+
 impl Order {
     /// The order of `tasks` (a snapshot's open tasks).
     pub fn of(tasks: &[Task]) -> Order {
@@ -63,15 +85,15 @@ impl Order {
             .filter(|&i| tasks[i].status.is_open() && g.waits_on[i].is_empty())
             .collect();
         let releases = m.releases(&ready);
-        let mut entries: Vec<Entry> = ready
+        let mut rows: Vec<Row<'_>> = ready
             .iter()
             .zip(releases)
             .map(|(&i, releases)| {
                 let t = &tasks[i];
-                Entry {
-                    id: t.id.clone(),
-                    project: t.project.clone(),
-                    phase: t.phase.clone(),
+                Row {
+                    id: &t.id,
+                    project: t.project.as_deref(),
+                    phase: &t.phase,
                     wait: t.wait,
                     inherited: m.inherited[i],
                     releases: releases.min(u32::MAX as usize) as u32,
@@ -79,13 +101,13 @@ impl Order {
                 }
             })
             .collect();
-        entries.sort_by(|a, b| {
+        rows.sort_by(|a, b| {
             b.inherited
                 .cmp(&a.inherited)
                 .then(b.releases.cmp(&a.releases))
-                .then_with(|| a.id.cmp(&b.id))
+                .then_with(|| a.id.cmp(b.id))
         });
-        Order { entries }
+        Order::from_bytes(encode(&rows)).expect("an order reads its own bytes")
     }
 
     pub fn len(&self) -> usize {
@@ -96,8 +118,16 @@ impl Order {
         self.entries.is_empty()
     }
 
+    fn str(&self, span: Span) -> &str {
+        &self.text[span.at as usize..(span.at + span.len) as usize]
+    }
+
     /// The ids of the first `limit` ready tasks in `rank_top`'s order at `at`.
     pub fn top<'s>(&'s self, at: &Moment<'_>, limit: usize) -> Vec<&'s str> {
+        // Few cells hold claims: comparing with each is cheaper than hashing each
+        // candidate's cell.
+        let peers: Vec<(&(Option<&str>, &str), usize)> =
+            at.peers.iter().map(|(cell, n)| (cell, *n)).collect();
         let mut out: Vec<&str> = Vec::new();
         let mut start = 0;
         while start < self.entries.len() && out.len() < limit {
@@ -108,24 +138,29 @@ impl Order {
                 .unwrap_or(self.entries.len() - start);
             let group = &self.entries[start..start + len];
             start += len;
-            let mut placed: Vec<(f64, usize, bool, &Entry)> = group
+            let mut placed: Vec<(f64, usize, bool, &str)> = group
                 .iter()
-                .filter(|e| {
-                    e.wait.is_none_or(|w| w <= at.now)
-                        && !at.claimed.contains(e.id.as_str())
-                        && at.filter.admits_cell(e.project.as_deref(), &e.phase)
-                })
+                .filter(|e| e.wait.is_none_or(|w| w <= at.now))
                 .map(|e| {
-                    let cell = (e.project.as_deref(), e.phase.as_str());
-                    let peers = at.peers.get(&cell).copied().unwrap_or(0);
-                    (e.urgency.at(at.now), peers, at.last == Some(cell), e)
+                    let cell = (e.project.map(|p| self.str(p)), self.str(e.phase));
+                    (e, self.str(e.id), cell)
+                })
+                .filter(|(_, id, (project, phase))| {
+                    !at.claimed.contains(id) && at.filter.admits_cell(*project, phase)
+                })
+                .map(|(e, id, cell)| {
+                    let peers = peers
+                        .iter()
+                        .find(|(c, _)| **c == cell)
+                        .map_or(0, |(_, n)| *n);
+                    (e.urgency.at(at.now), peers, at.last == Some(cell), id)
                 })
                 .collect();
-            let order = |a: &(f64, usize, bool, &Entry), b: &(f64, usize, bool, &Entry)| {
+            let order = |a: &(f64, usize, bool, &str), b: &(f64, usize, bool, &str)| {
                 b.0.total_cmp(&a.0)
                     .then(a.1.cmp(&b.1))
                     .then(b.2.cmp(&a.2))
-                    .then_with(|| a.3.id.cmp(&b.3.id))
+                    .then_with(|| a.3.cmp(b.3))
             };
             let wanted = limit - out.len();
             if placed.len() > wanted {
@@ -133,48 +168,28 @@ impl Order {
                 placed.truncate(wanted);
             }
             placed.sort_by(order);
-            out.extend(placed.iter().map(|p| p.3.id.as_str()));
+            out.extend(placed.iter().map(|p| p.3));
         }
         out
     }
 
     /// The order as bytes, for the store to keep ([`Order::decode`] reads them back).
     pub fn encode(&self) -> Vec<u8> {
-        let mut b = Vec::with_capacity(16 + self.entries.len() * 48);
-        b.push(FORMAT);
-        b.extend_from_slice(&(self.entries.len() as u32).to_le_bytes());
-        for e in &self.entries {
-            put_str(&mut b, &e.id);
-            match &e.project {
-                Some(p) => {
-                    b.push(1);
-                    put_str(&mut b, p);
-                }
-                None => b.push(0),
-            }
-            put_str(&mut b, &e.phase);
-            put_opt(&mut b, e.wait);
-            b.push(match e.inherited {
-                None => 0,
-                Some(Priority::L) => 1,
-                Some(Priority::M) => 2,
-                Some(Priority::H) => 3,
-            });
-            b.extend_from_slice(&e.releases.to_le_bytes());
-            let u = &e.urgency;
-            put_opt(&mut b, u.due);
-            b.extend_from_slice(&u.entry.to_le_bytes());
-            b.push(u.tags);
-            b.push(u.annotations);
-            b.push(u8::from(u.project) | (u8::from(u.next) << 1));
-        }
-        b
+        self.bytes.clone()
     }
 
     /// Reads [`Order::encode`]'s bytes; `None` for anything else (a store written by
     /// another format is ranked afresh).
     pub fn decode(bytes: &[u8]) -> Option<Order> {
-        let mut r = Reader(bytes);
+        Order::from_bytes(bytes.to_vec())
+    }
+
+    fn from_bytes(bytes: Vec<u8>) -> Option<Order> {
+        let mut r = Reader {
+            bytes: &bytes,
+            at: 0,
+            text: String::with_capacity(bytes.len()),
+        };
         if r.u8()? != FORMAT {
             return None;
         }
@@ -216,12 +231,49 @@ impl Order {
                 },
             });
         }
-        r.0.is_empty().then_some(Order { entries })
+        let (at, text) = (r.at, r.text);
+        (at == bytes.len()).then_some(Order {
+            bytes,
+            text,
+            entries,
+        })
     }
 }
 
 /// The version of [`Order::encode`]'s bytes.
 const FORMAT: u8 = 1;
+
+fn encode(rows: &[Row<'_>]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(16 + rows.len() * 48);
+    b.push(FORMAT);
+    b.extend_from_slice(&(rows.len() as u32).to_le_bytes());
+    for e in rows {
+        put_str(&mut b, e.id);
+        match e.project {
+            Some(p) => {
+                b.push(1);
+                put_str(&mut b, p);
+            }
+            None => b.push(0),
+        }
+        put_str(&mut b, e.phase);
+        put_opt(&mut b, e.wait);
+        b.push(match e.inherited {
+            None => 0,
+            Some(Priority::L) => 1,
+            Some(Priority::M) => 2,
+            Some(Priority::H) => 3,
+        });
+        b.extend_from_slice(&e.releases.to_le_bytes());
+        let u = &e.urgency;
+        put_opt(&mut b, u.due);
+        b.extend_from_slice(&u.entry.to_le_bytes());
+        b.push(u.tags);
+        b.push(u.annotations);
+        b.push(u8::from(u.project) | (u8::from(u.next) << 1));
+    }
+    b
+}
 
 fn put_str(b: &mut Vec<u8>, s: &str) {
     b.extend_from_slice(&(s.len() as u32).to_le_bytes());
@@ -238,15 +290,18 @@ fn put_opt(b: &mut Vec<u8>, v: Option<i64>) {
     }
 }
 
-struct Reader<'a>(&'a [u8]);
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    /// The strings read so far, one after another.
+    text: String,
+}
 
-impl Reader<'_> {
-    fn take(&mut self, n: usize) -> Option<&[u8]> {
-        if self.0.len() < n {
-            return None;
-        }
-        let (head, rest) = self.0.split_at(n);
-        self.0 = rest;
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len())?;
+        let head = &self.bytes[self.at..end];
+        self.at = end;
         Some(head)
     }
     fn u8(&mut self) -> Option<u8> {
@@ -264,9 +319,13 @@ impl Reader<'_> {
             _ => self.i64().map(Some),
         }
     }
-    fn str(&mut self) -> Option<String> {
-        let n = self.u32()? as usize;
-        String::from_utf8(self.take(n)?.to_vec()).ok()
+    /// The next string, added to the text; its span there.
+    fn str(&mut self) -> Option<Span> {
+        let n = self.u32()?;
+        let s = std::str::from_utf8(self.take(n as usize)?).ok()?;
+        let at = u32::try_from(self.text.len()).ok()?;
+        self.text.push_str(s);
+        Some(Span { at, len: n })
     }
 }
 

@@ -105,6 +105,8 @@ impl Drop for Store {
         if self.next_guard == Micros::MIN || self.read_only.is_some() {
             return;
         }
+        // Held across the close's checkpoint and the record, as a write holds it.
+        let held = backup::Verified::hold(&self.path);
         if !backup::Verified::matches(&self.path) {
             return;
         }
@@ -113,7 +115,7 @@ impl Drop for Store {
         };
         let conn = std::mem::replace(&mut self.conn, spare);
         if conn.close().is_ok() {
-            backup::Verified::record(&self.path);
+            backup::Verified::record(&self.path, held);
         }
     }
 }
@@ -186,13 +188,18 @@ impl Store {
             // After the lock: a writer that waited for it must not stamp the past.
             let now = self.clock.now();
             let out = f(&tx, now)?;
+            // From before the commit until its record: see `backup::Verified`.
+            let held = backup::Verified::hold(path);
             tx.commit().ctx(|| format!("failed to commit {what}"))?;
-            Ok(out)
+            #[cfg(test)]
+            backup::probe::after_commit(path);
+            Ok((out, held))
         })()
         .map_err(|e| open::explain(path, read_only, e));
-        if written.is_ok() {
-            backup::Verified::record(&self.path);
-        }
+        let written = written.map(|(out, held)| {
+            backup::Verified::record(&self.path, held);
+            out
+        });
         match written {
             Ok(out) if backup_due => {
                 self.take_backup(self.clock.now());
