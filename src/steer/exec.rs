@@ -29,13 +29,12 @@ use crate::store::{Authority, Item, Location, Store, Target};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{killpg, SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::Write;
 use std::os::fd::AsFd;
-use std::os::unix::process::CommandExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -151,13 +150,37 @@ pub fn run(cfg: ExecConfig, clock: Arc<dyn Clock>) -> Result<i32> {
         .map_err(|e| Error::Other(format!("failed to open a signalfd: {e}")))?;
 
     let take_tty = foreground_tty();
-    let spawned = if take_tty {
-        spawn_forked(&cfg.argv)
-    } else {
-        spawn_direct(&cfg.argv)
-    };
-    let pgid = match spawned {
-        Ok(pid) => pid,
+    let mut cmd = std::process::Command::new(&cfg.argv[0]);
+    cmd.args(&cfg.argv[1..])
+        .env("SPICE_EXEC_ACTIVE", "1")
+        .process_group(0);
+    // Always through fork with this pre-exec step, never std's posix_spawn path: with
+    // posix_spawn, the command a killed agent left running under this wrapper (the
+    // wrapper, its shell and the command) outlived the agent's shim, every time
+    // (`tests/agents_e2e.rs`, the real CLIs killed mid-command); the cause was not
+    // pinned down.
+    // SAFETY: only async-signal-safe calls (sigaction, tcsetpgrp, sigprocmask)
+    // between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if take_tty {
+                // Become the terminal's foreground group so the command can read it;
+                // ignoring SIGTTOU for the call is what shells do.
+                let ign = nix::sys::signal::SigAction::new(
+                    nix::sys::signal::SigHandler::SigIgn,
+                    nix::sys::signal::SaFlags::empty(),
+                    SigSet::empty(),
+                );
+                let old = nix::sys::signal::sigaction(Signal::SIGTTOU, &ign)?;
+                let _ = nix::unistd::tcsetpgrp(std::io::stdin(), nix::unistd::getpid());
+                nix::sys::signal::sigaction(Signal::SIGTTOU, &old)?;
+            }
+            SigSet::empty().thread_set_mask()?;
+            Ok(())
+        });
+    }
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
         Err(e) => {
             let _ = SigSet::all().thread_unblock();
             let name = cfg.argv[0].to_string_lossy();
@@ -168,6 +191,7 @@ pub fn run(cfg: ExecConfig, clock: Arc<dyn Clock>) -> Result<i32> {
             });
         }
     };
+    let pgid = Pid::from_raw(child.id() as i32);
     let _ = nix::unistd::setpgid(pgid, pgid); // also from the parent: no race either way
 
     // The change notification is set up only once the command has run WATCH_AFTER:
@@ -201,12 +225,12 @@ pub fn run(cfg: ExecConfig, clock: Arc<dyn Clock>) -> Result<i32> {
     // writes WAL frames, then publishes the commit through shared memory, which makes
     // no event), so every burst of events is followed by one settled re-check.
     let mut recheck: Option<Instant> = None;
-    let code = loop {
-        match waitpid(pgid, Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::Exited(_, code)) => break code,
-            Ok(WaitStatus::Signaled(_, sig, _)) => break 128 + sig as i32,
-            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-            Err(e) => return Err(Error::Other(format!("wait failed: {e}"))),
+    let status = loop {
+        if let Some(st) = child
+            .try_wait()
+            .map_err(|e| Error::Other(format!("wait failed: {e}")))?
+        {
+            break st;
         }
         if watch_at.is_some_and(|at| at <= Instant::now()) {
             watch_at = None;
@@ -267,123 +291,11 @@ pub fn run(cfg: ExecConfig, clock: Arc<dyn Clock>) -> Result<i32> {
     }
     let _ = SigSet::all().thread_unblock();
     shower.show(Moment::After);
-    Ok(code)
-}
-
-/// Starts the command without copying the wrapper (`posix_spawnp`: the kernel's vfork,
-/// then exec): in a process group of its own, with an empty signal mask (the wrapper
-/// blocks the signals it forwards, and a mask survives exec), SIGPIPE at its default
-/// (Rust's runtime ignores it, and an ignored signal survives exec too), and
-/// `SPICE_EXEC_ACTIVE=1`. Forking copied the wrapper's page tables and made it fault on
-/// every page it wrote afterwards, on each of an agent's commands. std's own
-/// posix_spawn path is not used: it keeps the wrapper's signal mask, and a command
-/// under it outlived its agent's shim (the signals that stop it were blocked).
-fn spawn_direct(argv: &[OsString]) -> std::io::Result<Pid> {
-    use std::ffi::CString;
-    use std::os::unix::ffi::OsStrExt;
-    let c_string = |bytes: Vec<u8>| {
-        CString::new(bytes).map_err(|_| {
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                "a NUL byte in an argument",
-            )
-        })
-    };
-    let args = argv
-        .iter()
-        .map(|a| c_string(a.as_bytes().to_vec()))
-        .collect::<std::io::Result<Vec<_>>>()?;
-    let mut env = Vec::new();
-    for (k, v) in std::env::vars_os() {
-        if k != "SPICE_EXEC_ACTIVE" {
-            let mut kv = k.as_bytes().to_vec();
-            kv.push(b'=');
-            kv.extend_from_slice(v.as_bytes());
-            env.push(c_string(kv)?);
-        }
-    }
-    env.push(c_string(b"SPICE_EXEC_ACTIVE=1".to_vec())?);
-    let pointers = |v: &[CString]| -> Vec<*mut libc::c_char> {
-        v.iter()
-            .map(|s| s.as_ptr().cast_mut())
-            .chain(std::iter::once(std::ptr::null_mut()))
-            .collect()
-    };
-    let (argp, envp) = (pointers(&args), pointers(&env));
-    let flags =
-        libc::POSIX_SPAWN_SETPGROUP | libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF;
-    let mut pid: libc::pid_t = 0;
-    // SAFETY: the attributes are initialised before use and destroyed after; every
-    // pointer passed lives until posix_spawnp returns (argp and envp end in NULL).
-    let rc = unsafe {
-        let mut attr = std::mem::MaybeUninit::<libc::posix_spawnattr_t>::uninit();
-        let rc = libc::posix_spawnattr_init(attr.as_mut_ptr());
-        if rc != 0 {
-            return Err(std::io::Error::from_raw_os_error(rc));
-        }
-        let mut attr = attr.assume_init();
-        let mut none = std::mem::zeroed::<libc::sigset_t>();
-        let mut default = std::mem::zeroed::<libc::sigset_t>();
-        libc::sigemptyset(&mut none);
-        libc::sigemptyset(&mut default);
-        libc::sigaddset(&mut default, libc::SIGPIPE);
-        let mut rc = libc::posix_spawnattr_setsigmask(&mut attr, &none);
-        if rc == 0 {
-            rc = libc::posix_spawnattr_setsigdefault(&mut attr, &default);
-        }
-        if rc == 0 {
-            rc = libc::posix_spawnattr_setpgroup(&mut attr, 0);
-        }
-        if rc == 0 {
-            rc = libc::posix_spawnattr_setflags(&mut attr, flags as libc::c_short);
-        }
-        if rc == 0 {
-            rc = libc::posix_spawnp(
-                &mut pid,
-                argp[0],
-                std::ptr::null(),
-                &attr,
-                argp.as_ptr(),
-                envp.as_ptr(),
-            );
-        }
-        libc::posix_spawnattr_destroy(&mut attr);
-        rc
-    };
-    if rc != 0 {
-        return Err(std::io::Error::from_raw_os_error(rc));
-    }
-    Ok(Pid::from_raw(pid))
-}
-
-/// Starts the command by fork, for a command that takes the terminal: between fork and
-/// exec it becomes the terminal's foreground group (what `posix_spawnp` cannot do
-/// portably), then empties its signal mask as [`spawn_direct`] does.
-fn spawn_forked(argv: &[OsString]) -> std::io::Result<Pid> {
-    let mut cmd = std::process::Command::new(&argv[0]);
-    cmd.args(&argv[1..])
-        .env("SPICE_EXEC_ACTIVE", "1")
-        .process_group(0);
-    // SAFETY: only async-signal-safe calls (sigaction, tcsetpgrp, sigprocmask)
-    // between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            // Become the terminal's foreground group so the command can read it;
-            // ignoring SIGTTOU for the call is what shells do.
-            let ign = nix::sys::signal::SigAction::new(
-                nix::sys::signal::SigHandler::SigIgn,
-                nix::sys::signal::SaFlags::empty(),
-                SigSet::empty(),
-            );
-            let old = nix::sys::signal::sigaction(Signal::SIGTTOU, &ign)?;
-            let _ = nix::unistd::tcsetpgrp(std::io::stdin(), nix::unistd::getpid());
-            nix::sys::signal::sigaction(Signal::SIGTTOU, &old)?;
-            SigSet::empty().thread_set_mask()?;
-            Ok(())
-        });
-    }
-    // The child is reaped by pid (`waitpid`), not through std's handle.
-    Ok(Pid::from_raw(cmd.spawn()?.id() as i32))
+    Ok(match (status.code(), status.signal()) {
+        (Some(code), _) => code,
+        (None, Some(sig)) => 128 + sig,
+        _ => 1,
+    })
 }
 
 #[derive(Clone, Copy, PartialEq)]
