@@ -161,6 +161,36 @@ fn sigterm_and_sigint_reach_the_whole_process_group() {
     }
 }
 
+/// The command starts with no signal blocked and SIGPIPE at its default, whatever the
+/// wrapper blocks (the signals it forwards) or ignores (Rust's runtime ignores
+/// SIGPIPE). std's posix_spawn keeps the parent's mask (rust-lang/rust#101077), so a
+/// command started through it could not be stopped by its group's SIGTERM.
+#[test]
+fn the_command_starts_with_no_signal_blocked_and_sigpipe_at_its_default() {
+    let env = TestEnv::new();
+    env.run(&["task", "list"]).ok();
+    let out = env
+        .cmd(&["exec", "--", "cat", "/proc/self/status"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let status = String::from_utf8_lossy(&out.stdout);
+    let mask = |name: &str| {
+        let line = status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} in {status}"));
+        u64::from_str_radix(line[name.len()..].trim(), 16).unwrap()
+    };
+    assert_eq!(mask("SigBlk:"), 0, "blocked signals in the command");
+    let sigpipe = 1u64 << (13 - 1);
+    assert_eq!(
+        mask("SigIgn:") & sigpipe,
+        0,
+        "SIGPIPE ignored in the command"
+    );
+}
+
 mod libc_sig {
     pub const TERM: i32 = 15;
     pub const INT: i32 = 2;
