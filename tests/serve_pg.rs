@@ -178,6 +178,42 @@ fn the_console_on_host_a_shows_and_steers_the_lanes_of_host_b() {
     let inbox = srv.get("/api/lanes/b1/inbox").expect(200);
     assert_eq!(inbox["items"][0]["text"], "use the fixture", "{inbox}");
 
+    // B's CLI claims a task outside any lane. A claim taken notifies no one on
+    // PostgreSQL (its commit would wait for every other notifying commit's flush), so
+    // A's watcher sees it by the generation it reads with the lane rows every second.
+    let spare = add("Claimed from a shell");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !srv
+        .get("/api/tasks")
+        .expect(200)
+        .to_string()
+        .contains(&spare)
+    {
+        let left = deadline.saturating_duration_since(Instant::now());
+        live.next("change", left)
+            .expect("a change event for the task added");
+    }
+    run_as(
+        &b,
+        "b",
+        &["task", "claim", &spare, "--claimant", "shell-claimer"],
+    )
+    .ok();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        live.next("change", left)
+            .expect("a change event after host b's claim, with no notification");
+        if srv
+            .get("/api/tasks")
+            .expect(200)
+            .to_string()
+            .contains("shell-claimer")
+        {
+            break;
+        }
+    }
+
     // A's console steers B's lane, which no lane file on A defines: the store knows it.
     let item = srv
         .post(
