@@ -122,6 +122,7 @@ both!(the_next_awakening_is_the_earliest_wait_date_ahead_of_an_open_task);
 both!(a_wait_ends_at_its_time_or_when_given_up);
 both!(a_wait_ends_on_another_connections_graph_change_only);
 both!(a_wait_wakes_promptly_on_another_connections_new_task);
+both!(a_wait_ends_on_another_connections_claim);
 both!(two_hosts_share_a_lane_and_a_lost_host_is_shown_and_taken_over);
 both!(a_supervisor_ends_and_its_host_registers_again);
 both!(concurrent_supervisors_never_run_one_lane_twice);
@@ -493,6 +494,23 @@ fn a_wait_ends_on_another_connections_graph_change_only(f: &Fleet) {
         matches!(added, Waited::Changed(g) if g != seen),
         "{added:?}"
     );
+}
+
+/// A claim taken by another connection moves the generation and ends a wait. On
+/// PostgreSQL a claim taken sends no notification (a notifying commit waits for every
+/// other one's flush), so the waiter finds it by reading the generation every second.
+fn a_wait_ends_on_another_connections_claim(f: &Fleet) {
+    let mut waiter = f.authority();
+    let a = add(&mut *waiter, "a", None, None);
+    let seen = waiter.generation().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let woke = std::thread::scope(|scope| {
+        scope.spawn(|| f.authority().claim(&a, &req("other", HOUR)).unwrap());
+        waiter
+            .wait_for_change(seen, None, &|| std::time::Instant::now() > deadline)
+            .unwrap()
+    });
+    assert!(matches!(woke, Waited::Changed(g) if g != seen), "{woke:?}");
 }
 
 /// The waiter blocks first; the writer adds a task once it does. On PostgreSQL the
