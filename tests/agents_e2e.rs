@@ -557,6 +557,10 @@ fn full_loop(agent: Agent, mode: Mode) {
     }
     f.wait_command("sleep", 30);
     let turns_before = f.mock.turns().len();
+    // The successor's launch is the first one recorded after the kill; a headless
+    // agent's later turns are launches too, and one may already follow by the time
+    // this test reads the ledger, so `last()` would not be the successor's.
+    let launches_before = f.env.ledger_of(&task, "launched").len();
     let pid = f.agent_pid();
     let killed = Instant::now();
     nix::sys::signal::kill(
@@ -593,7 +597,9 @@ fn full_loop(agent: Agent, mode: Mode) {
         f.env.ledger_of(&task, "launched")
     );
     let launched = f.env.ledger_of(&task, "launched");
-    let last = &launched.last().unwrap()["detail"];
+    let last = &launched
+        .get(launches_before)
+        .unwrap_or_else(|| panic!("no launch after the kill: {launched:?}"))["detail"];
     assert_eq!(last["interrupted"], serde_json::json!([quoted]), "{last}");
     eprintln!(
         "E2E {} the interrupted call in the resumed history: {}; the brief names {} (from the {})",
