@@ -155,12 +155,14 @@ fn the_snapshot_ranks_a_graph_as_sqlite_does() {
 /// spice's sessions run with the JIT off, whatever the server's default: compiling
 /// its short statements cost 50-100 ms a claim once a graph of a few thousand tasks
 /// pushed the planner's estimates past `jit_above_cost` (53 claims/s at 2,000 tasks
-/// with 64 claimers). A trigger records the setting of the session that inserts a
-/// task and of the one that claims it; the database's default says JIT on, always.
+/// with 64 claimers). And with generic plans for their prepared statements (the
+/// server re-planned the next-claim read on every call). A trigger records the
+/// settings of the session that inserts a task and of the one that claims it; the
+/// database's defaults say JIT on, always, and custom plans.
 #[test]
 #[ignore = "needs PostgreSQL (SPICE_TEST_POSTGRES)"]
-fn sessions_run_without_the_jit() {
-    let Some((env, db)) = on_postgres("sessions_run_without_the_jit") else {
+fn sessions_run_without_the_jit_and_with_generic_plans() {
+    let Some((env, db)) = on_postgres("sessions_run_without_the_jit_and_with_generic_plans") else {
         return;
     };
     env.add(&["first"]);
@@ -172,10 +174,12 @@ fn sessions_run_without_the_jit() {
     c.batch_execute(&format!(
         "ALTER DATABASE {name} SET jit = on;
          ALTER DATABASE {name} SET jit_above_cost = 0;
-         CREATE TABLE seen (what text, jit text);
+         ALTER DATABASE {name} SET plan_cache_mode = force_custom_plan;
+         CREATE TABLE seen (what text, jit text, plans text);
          CREATE FUNCTION record_jit() RETURNS trigger LANGUAGE plpgsql AS $$
            BEGIN
-             INSERT INTO seen VALUES (TG_TABLE_NAME, current_setting('jit'));
+             INSERT INTO seen VALUES (TG_TABLE_NAME, current_setting('jit'),
+                                      current_setting('plan_cache_mode'));
              RETURN NEW;
            END $$;
          CREATE TRIGGER record_task BEFORE INSERT ON tasks
@@ -191,17 +195,18 @@ fn sessions_run_without_the_jit() {
     env.add(&["second"]);
     let claim = next_claim(&env, "a");
     assert!(!claim.is_null(), "a ready task was not claimed: {claim}");
-    let rows: Vec<(String, String)> = c
-        .query("SELECT what, jit FROM seen ORDER BY what", &[])
+    let rows: Vec<(String, String, String)> = c
+        .query("SELECT what, jit, plans FROM seen ORDER BY what", &[])
         .unwrap()
         .iter()
-        .map(|r| (r.get(0), r.get(1)))
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
         .collect();
+    let generic = "force_generic_plan".to_string();
     assert_eq!(
         rows,
         vec![
-            ("claims".to_string(), "off".to_string()),
-            ("tasks".to_string(), "off".to_string())
+            ("claims".to_string(), "off".to_string(), generic.clone()),
+            ("tasks".to_string(), "off".to_string(), generic)
         ]
     );
 }

@@ -88,6 +88,8 @@ pub struct PgStore {
     listening: bool,
     /// Change notifications received since then: the change token.
     changes: i64,
+    /// The claims last read for a next-claim, to read only what changed next time.
+    seen: Option<tasks::SeenClaims>,
 }
 
 /// Statements prepared on this connection, by their text: a long-lived connection (a
@@ -128,6 +130,7 @@ impl PgStore {
             prepared: Prepared::default(),
             listening: false,
             changes: 0,
+            seen: None,
         })
     }
 
@@ -148,6 +151,7 @@ impl PgStore {
         self.prepared = Prepared::default();
         self.listening = false;
         self.changes += 1;
+        self.seen = None;
         Ok(())
     }
 }

@@ -302,6 +302,35 @@ const MIGRATIONS: &[&str] = &[
        FOR EACH ROW EXECUTE FUNCTION spice_generation_move();
      CREATE TRIGGER generation_claims_made AFTER INSERT ON claims
        FOR EACH ROW EXECUTE FUNCTION spice_generation_bump();",
+    // 9: what a claimer reads of the claims between two claims is what changed
+    // ([`super::tasks::claim_view`]), not every claim: each claim row records the
+    // transaction that last wrote it (`changed`, set on insert and on every update), so
+    // a reader that saw every claim at a snapshot whose horizon was X reads next only
+    // the rows written by transactions at or above X (every transaction below it had
+    // ended, and what it wrote was seen). A claim that goes (released, done, deleted)
+    // leaves no row to read, so it moves a count of its own (16 stripes, as the
+    // generation, so deletes do not queue on one row); a reader that sees the count
+    // move reads every claim again. The kept ranking's row is made here (at no
+    // generation), so keeping one is an update that can skip a locked row.
+    "ALTER TABLE claims ADD COLUMN changed xid8 NOT NULL DEFAULT '0';
+     ALTER TABLE claims ALTER COLUMN changed SET DEFAULT pg_current_xact_id();
+     CREATE INDEX claims_by_change ON claims (changed);
+     CREATE TABLE spice_claims_gone (stripe integer PRIMARY KEY, value bigint NOT NULL);
+     INSERT INTO spice_claims_gone SELECT s, 0 FROM generate_series(0, 15) s;
+     CREATE FUNCTION spice_claims_gone_move() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+       UPDATE spice_claims_gone SET value = value + 1 WHERE stripe = pg_backend_pid() % 16;
+       RETURN NULL; END $$;
+     CREATE FUNCTION spice_claim_rewritten() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+       NEW.changed := pg_current_xact_id();
+       IF NEW.task_id IS DISTINCT FROM OLD.task_id THEN
+         UPDATE spice_claims_gone SET value = value + 1 WHERE stripe = pg_backend_pid() % 16;
+       END IF;
+       RETURN NEW; END $$;
+     CREATE TRIGGER claims_rewritten BEFORE UPDATE ON claims
+       FOR EACH ROW EXECUTE FUNCTION spice_claim_rewritten();
+     CREATE TRIGGER claims_gone_count AFTER DELETE OR TRUNCATE ON claims
+       FOR EACH STATEMENT EXECUTE FUNCTION spice_claims_gone_move();
+     INSERT INTO spice_rankings VALUES (true, -1, '') ON CONFLICT (one) DO NOTHING;",
 ];
 
 /// The channel the schema's triggers notify on a change to steering, claims or the
