@@ -98,8 +98,11 @@ fn seen(a: &mut dyn Authority) -> Seen {
         .claim_view("viewer", None)
         .unwrap()
         .claims
-        .into_iter()
-        .map(|c| (c.task_id, c.claimant, c.lease_until, c.project, c.phase))
+        .iter()
+        .map(|c| {
+            let c = c.clone();
+            (c.task_id, c.claimant, c.lease_until, c.project, c.phase)
+        })
         .collect();
     v.sort();
     v

@@ -124,17 +124,19 @@ fn claim_candidates(
             }
         },
     };
-    let claimed: HashSet<&str> = view.claims.iter().map(|c| c.task_id.as_str()).collect();
-    let mut peers: HashMap<(Option<&str>, &str), usize> = HashMap::new();
-    for c in &view.claims {
+    // Few cells hold claims: a list searched in place, no hashing per claim.
+    let mut peers: Vec<((Option<&str>, &str), usize)> = Vec::new();
+    for c in view.claims.iter() {
         if c.lease_until > view.now && c.claimant != claimant {
-            *peers
-                .entry((c.project.as_deref(), c.phase.as_str()))
-                .or_default() += 1;
+            let cell = (c.project.as_deref(), c.phase.as_str());
+            match peers.iter_mut().find(|(k, _)| *k == cell) {
+                Some((_, n)) => *n += 1,
+                None => peers.push((cell, 1)),
+            }
         }
     }
     let at = Moment {
-        claimed: &claimed,
+        claimed: view.claims.as_ref(),
         peers: &peers,
         last: view
             .last_cell

@@ -19,8 +19,9 @@
 use super::urgency::Parts;
 use super::Filter;
 use crate::clock::Micros;
+use crate::store::ClaimSet;
 use crate::task::{Priority, Task};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 /// One open task with no open prerequisite, as the order keeps it: its strings are
@@ -55,14 +56,32 @@ pub struct Order {
 
 /// What a claim ranks by besides the order: read afresh for each claim.
 pub struct Moment<'a> {
-    /// Ids of tasks under any claim, live or lapsed.
-    pub claimed: &'a HashSet<&'a str>,
-    /// Live claims held by claimants other than the caller, per (project, phase).
-    pub peers: &'a HashMap<(Option<&'a str>, &'a str), usize>,
+    /// Tasks under any claim, live or lapsed.
+    pub claimed: &'a dyn Claimed,
+    /// Live claims held by claimants other than the caller, per (project, phase)
+    /// (few cells hold claims: a list, each cell once).
+    pub peers: &'a [((Option<&'a str>, &'a str), usize)],
     /// The cell of the caller's last claimed task.
     pub last: Option<(Option<&'a str>, &'a str)>,
     pub filter: &'a Filter,
     pub now: Micros,
+}
+
+/// The tasks under a claim, as [`Order::top`] asks of them.
+pub trait Claimed {
+    fn has(&self, id: &str) -> bool;
+}
+
+impl Claimed for HashSet<&str> {
+    fn has(&self, id: &str) -> bool {
+        self.contains(id)
+    }
+}
+
+impl Claimed for ClaimSet {
+    fn has(&self, id: &str) -> bool {
+        self.contains(id)
+    }
 }
 
 /// An entry of [`Order::of`] before it is encoded, borrowing the task's strings.
@@ -126,8 +145,7 @@ impl Order {
     pub fn top<'s>(&'s self, at: &Moment<'_>, limit: usize) -> Vec<&'s str> {
         // Few cells hold claims: comparing with each is cheaper than hashing each
         // candidate's cell.
-        let peers: Vec<(&(Option<&str>, &str), usize)> =
-            at.peers.iter().map(|(cell, n)| (cell, *n)).collect();
+        let peers = at.peers;
         let mut out: Vec<&str> = Vec::new();
         let mut start = 0;
         while start < self.entries.len() && out.len() < limit {
@@ -146,12 +164,12 @@ impl Order {
                     (e, self.str(e.id), cell)
                 })
                 .filter(|(_, id, (project, phase))| {
-                    !at.claimed.contains(id) && at.filter.admits_cell(*project, phase)
+                    !at.claimed.has(id) && at.filter.admits_cell(*project, phase)
                 })
                 .map(|(e, id, cell)| {
                     let peers = peers
                         .iter()
-                        .find(|(c, _)| **c == cell)
+                        .find(|(c, _)| *c == cell)
                         .map_or(0, |(_, n)| *n);
                     (e.urgency.at(at.now), peers, at.last == Some(cell), id)
                 })

@@ -366,7 +366,7 @@ proptest! {
             .iter()
             .map(|c| tasks[c.index].id.as_str())
             .collect();
-        let peers: HashMap<(Option<&str>, &str), usize> = inp
+        let peers: Vec<((Option<&str>, &str), usize)> = inp
             .peer_cells
             .iter()
             .map(|((p, ph), n)| ((p.as_deref(), ph.as_str()), *n))

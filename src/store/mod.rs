@@ -60,7 +60,7 @@ pub use inbox::{AckRecord, Effect, Item, ItemState, Outcome, Scope, DEFAULT_TTL}
 pub use lanes::{LaneRow, LaneState};
 pub use ledger::LedgerEntry;
 pub use location::Location;
-pub use next::{ClaimView, LeanClaim};
+pub use next::{ClaimSet, ClaimView, LeanClaim};
 pub use resolve::ShortIds;
 pub use snapshot::Snapshot;
 pub use supervisors::{LaneTake, SupervisorRow};

@@ -16,6 +16,8 @@ use crate::clock::Micros;
 use crate::error::Result;
 use crate::task::Task;
 use rusqlite::OptionalExtension;
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A claim on a task, with only what a ranking reads of it.
@@ -28,6 +30,53 @@ pub struct LeanClaim {
     pub phase: String,
 }
 
+/// Every claim, live or lapsed, by task id: what a next-claim ranks around. Shared
+/// (`Arc`) between a store that keeps it up to date between claims (PostgreSQL reads
+/// only what changed) and the ranking that reads it, so neither copies it per claim.
+#[derive(Debug, Clone, Default)]
+pub struct ClaimSet {
+    by_task: HashMap<String, LeanClaim, xxhash_rust::xxh3::Xxh3Builder>,
+}
+
+impl ClaimSet {
+    /// Adds `claim`, or replaces the claim on its task.
+    pub fn insert(&mut self, claim: LeanClaim) {
+        match self.by_task.get_mut(&claim.task_id) {
+            Some(had) => *had = claim,
+            None => {
+                self.by_task.insert(claim.task_id.clone(), claim);
+            }
+        }
+    }
+
+    /// Whether the task with id `id` is claimed.
+    pub fn contains(&self, id: &str) -> bool {
+        self.by_task.contains_key(id)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &LeanClaim> {
+        self.by_task.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_task.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_task.is_empty()
+    }
+}
+
+impl FromIterator<LeanClaim> for ClaimSet {
+    fn from_iter<I: IntoIterator<Item = LeanClaim>>(iter: I) -> ClaimSet {
+        let mut set = ClaimSet::default();
+        for c in iter {
+            set.insert(c);
+        }
+        set
+    }
+}
+
 /// What a next-claim ranks from, read at one moment.
 #[derive(Debug, Clone)]
 pub struct ClaimView {
@@ -35,7 +84,7 @@ pub struct ClaimView {
     pub graph: i64,
     pub now: Micros,
     /// Every claim, live or lapsed.
-    pub claims: Vec<LeanClaim>,
+    pub claims: Arc<ClaimSet>,
     /// The cell of the task the claimant last came to hold.
     pub last_cell: Option<(Option<String>, String)>,
     /// The ranking kept for `graph`, if the store has one and the caller does not
@@ -76,7 +125,8 @@ impl Store {
                         phase: r.get(4)?,
                     })
                 })?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
+                .collect::<rusqlite::Result<ClaimSet>>()?;
+            let claims = Arc::new(claims);
             let last_cell = super::claims::last_cell_in(tx, claimant)?;
             Ok(ClaimView {
                 graph,

@@ -9,7 +9,7 @@ use crate::store::authority::Cell;
 use crate::store::edits::check_not_self;
 use crate::store::resolve::{resolve_by, Lookup, PER_LOOKUP};
 use crate::store::tasks::new_task_phase;
-use crate::store::{ClaimView, LeanClaim, LedgerEntry, ShortIds, Snapshot};
+use crate::store::{ClaimSet, ClaimView, LeanClaim, LedgerEntry, ShortIds, Snapshot};
 use crate::task::{handle, Annotation, NewTask, Priority, Status, Task, DEFAULT_FLOW};
 use postgres::{GenericClient, Row};
 
@@ -468,7 +468,7 @@ pub(super) struct SeenClaims {
     graph: i64,
     gone: i64,
     horizon: i64,
-    claims: std::collections::HashMap<String, LeanClaim>,
+    claims: std::sync::Arc<ClaimSet>,
 }
 
 pub(super) fn claim_view(s: &mut PgStore, claimant: &str, have: Option<i64>) -> Result<ClaimView> {
@@ -515,7 +515,8 @@ pub(super) fn claim_view(s: &mut PgStore, claimant: &str, have: Option<i64>) -> 
                 project: r.get(9),
                 phase: r.get(10),
             };
-            now_seen.claims.insert(claim.task_id.clone(), claim);
+            // The ranking let go of the last view's set before asking again: no copy.
+            std::sync::Arc::make_mut(&mut now_seen.claims).insert(claim);
         }
         *seen = Some(now_seen);
         let last_cell = first
@@ -523,10 +524,7 @@ pub(super) fn claim_view(s: &mut PgStore, claimant: &str, have: Option<i64>) -> 
             .map(|phase| (first.get(2), phase));
         break (graph, first.get::<_, Micros>(1), last_cell);
     };
-    let claims = seen
-        .as_ref()
-        .map(|s| s.claims.values().cloned().collect())
-        .unwrap_or_default();
+    let claims = seen.as_ref().map(|s| s.claims.clone()).unwrap_or_default();
     let kept = if have == Some(graph) {
         None
     } else {
