@@ -440,7 +440,11 @@ pub(super) fn ranking_graph(s: &mut PgStore) -> Result<(i64, Vec<Task>)> {
 /// gone, the reading snapshot's horizon, and the claims written by transactions at or
 /// above `$2` (a horizon as a number; 0 for every claim), in one statement (one round
 /// trip): a row per claim, or one row of nulls after the first six columns when none
-/// changed.
+/// changed. The range on `changed` has an upper bound no transaction reaches (2^62)
+/// so that the generic plan, which cannot know `$2`, prices it as a narrow range and
+/// reads the few changed claims by `claims_by_change` and their tasks by key; priced
+/// as an open inequality (a third of the table) it scanned every claim and hashed
+/// every task.
 const CLAIM_VIEW: &str = "SELECT g.value, n.now, l.project, l.phase, gone.value,
     pg_snapshot_xmin(pg_current_snapshot())::text::bigint,
     c.task_id, c.claimant, c.lease_until, t.project, t.phase
@@ -451,7 +455,8 @@ const CLAIM_VIEW: &str = "SELECT g.value, n.now, l.project, l.phase, gone.value,
       FROM ledger WHERE actor = $1 AND kind IN ('claimed', 'takeover', 'successor')
       ORDER BY seq DESC LIMIT 1) l ON true
   LEFT JOIN (claims c JOIN tasks t ON t.id = c.task_id)
-    ON c.changed >= $2::bigint::text::xid8";
+    ON c.changed >= $2::bigint::text::xid8
+   AND c.changed < ($2::bigint + 4611686018427387904)::text::xid8";
 
 const KEPT_RANKING: &str = "SELECT data FROM spice_rankings WHERE graph = $1";
 
