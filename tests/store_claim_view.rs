@@ -7,86 +7,12 @@
 //! committed late by a transaction that began before others that committed first.
 
 mod common;
-use common::pg;
+use common::clocked::{both, postgres, Fleet, HOUR};
 use spice::alloc::Filter;
-use spice::clock::{Clock, ManualClock, Micros, SystemClock};
-use spice::store::{Authority, ClaimRequest, Holder, Location, Takeover, TaskUpdate};
+use spice::clock::Micros;
+use spice::store::{Authority, ClaimRequest, Holder, Takeover, TaskUpdate};
 use spice::task::NewTask;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-const T0: Micros = 1_790_000_000_000_000;
-const HOUR: Duration = Duration::from_secs(3600);
-
-/// A store on one backend: SQLite on a manual clock, or a PostgreSQL database.
-struct Fleet {
-    dir: tempfile::TempDir,
-    db: Option<pg::Database>,
-    clock: ManualClock,
-}
-
-fn sqlite() -> Fleet {
-    Fleet {
-        dir: tempfile::tempdir().unwrap(),
-        db: None,
-        clock: ManualClock::new(T0),
-    }
-}
-
-fn postgres(test: &str) -> Option<Fleet> {
-    Some(Fleet {
-        dir: tempfile::tempdir().unwrap(),
-        db: Some(pg::Database::new(test)?),
-        clock: ManualClock::new(T0),
-    })
-}
-
-impl Fleet {
-    fn authority(&self) -> Box<dyn Authority> {
-        match &self.db {
-            Some(db) => {
-                spice::store::connect(&Location::Postgres(db.url.clone()), Arc::new(SystemClock))
-            }
-            None => spice::store::connect(
-                &Location::Sqlite(self.dir.path().join("spice.db")),
-                Arc::new(self.clock.clone()),
-            ),
-        }
-        .unwrap()
-    }
-
-    /// Lets the authority's clock pass `until`: the manual clock is set there; the
-    /// server's is waited for.
-    fn pass(&self, a: &mut dyn Authority, until: Micros) {
-        if self.db.is_some() {
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while a.now().unwrap() <= until {
-                assert!(Instant::now() < deadline, "the server's clock stands still");
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        } else if self.clock.now() <= until {
-            self.clock.set(until + 1);
-        }
-    }
-}
-
-macro_rules! both {
-    ($body:ident) => {
-        mod $body {
-            #[test]
-            fn sqlite() {
-                super::$body(&super::sqlite());
-            }
-            #[test]
-            #[ignore = "needs PostgreSQL (SPICE_TEST_POSTGRES)"]
-            fn postgres() {
-                if let Some(f) = super::postgres(stringify!($body)) {
-                    super::$body(&f);
-                }
-            }
-        }
-    };
-}
+use std::time::Duration;
 
 both!(a_long_lived_view_sees_every_change_to_the_claims);
 
@@ -125,23 +51,23 @@ fn req(who: &str, lease: Duration) -> ClaimRequest {
     }
 }
 
+/// `n` ready tasks; their ids.
+fn add(a: &mut dyn Authority, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            let t = NewTask {
+                title: format!("t{i}"),
+                ..Default::default()
+            };
+            a.add_task(t, &[]).unwrap().id
+        })
+        .collect()
+}
+
 fn a_long_lived_view_sees_every_change_to_the_claims(f: &Fleet) {
     let mut long = f.authority();
     let mut other = f.authority();
-    let ids: Vec<String> = (0..6)
-        .map(|i| {
-            other
-                .add_task(
-                    NewTask {
-                        title: format!("t{i}"),
-                        ..Default::default()
-                    },
-                    &[],
-                )
-                .unwrap()
-                .id
-        })
-        .collect();
+    let ids = add(other.as_mut(), 6);
     assert!(same(f, long.as_mut(), "nothing claimed").is_empty());
 
     let a = other.claim(&ids[0], &req("one", HOUR)).unwrap();
@@ -232,20 +158,7 @@ fn a_claim_committed_late_is_still_seen() {
     };
     let mut long = f.authority();
     let mut other = f.authority();
-    let ids: Vec<String> = (0..3)
-        .map(|i| {
-            other
-                .add_task(
-                    NewTask {
-                        title: format!("t{i}"),
-                        ..Default::default()
-                    },
-                    &[],
-                )
-                .unwrap()
-                .id
-        })
-        .collect();
+    let ids = add(other.as_mut(), 3);
     assert!(seen(long.as_mut()).is_empty());
     let mut slow = f.db.as_ref().unwrap().client();
     let mut tx = slow.transaction().unwrap();

@@ -7,111 +7,15 @@
 //! sharing one store's lanes, a lapsed host shown lost and its lane taken over.
 
 mod common;
-use common::pg;
-use spice::clock::{Clock, ManualClock, Micros, SystemClock};
+use common::clocked::{both, Fleet, HOUR, T0};
+use spice::clock::Micros;
 use spice::store::{
-    Authority, ClaimRequest, Holder, LaneRow, LaneState, LaneTake, Location, Takeover, Target,
-    TargetKind, Waited,
+    Authority, ClaimRequest, Holder, LaneRow, LaneState, LaneTake, Takeover, Target, TargetKind,
+    Waited,
 };
 use spice::task::NewTask;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-const T0: Micros = 1_790_000_000_000_000;
-const HOUR: Duration = Duration::from_secs(3600);
-
-/// A store on one backend: SQLite on a manual clock, or a PostgreSQL database.
-struct Fleet {
-    dir: tempfile::TempDir,
-    db: Option<pg::Database>,
-    clock: ManualClock,
-}
-
-fn sqlite() -> Fleet {
-    Fleet {
-        dir: tempfile::tempdir().unwrap(),
-        db: None,
-        clock: ManualClock::new(T0),
-    }
-}
-
-fn postgres(test: &str) -> Option<Fleet> {
-    Some(Fleet {
-        dir: tempfile::tempdir().unwrap(),
-        db: Some(pg::Database::new(test)?),
-        clock: ManualClock::new(T0),
-    })
-}
-
-impl Fleet {
-    /// A new connection to the store.
-    fn authority(&self) -> Box<dyn Authority> {
-        match &self.db {
-            Some(db) => {
-                spice::store::connect(&Location::Postgres(db.url.clone()), Arc::new(SystemClock))
-            }
-            None => spice::store::connect(
-                &Location::Sqlite(self.dir.path().join("spice.db")),
-                Arc::new(self.clock.clone()),
-            ),
-        }
-        .unwrap()
-    }
-
-    fn is_pg(&self) -> bool {
-        self.db.is_some()
-    }
-
-    /// Lets the authority's clock pass `until`: the manual clock is set there; the
-    /// server's is waited for.
-    fn pass(&self, a: &mut dyn Authority, until: Micros) {
-        if self.is_pg() {
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while a.now().unwrap() <= until {
-                assert!(Instant::now() < deadline, "the server's clock stands still");
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        } else if self.clock.now() <= until {
-            self.clock.set(until + 1);
-        }
-    }
-
-    /// Moves the manual clock a little (the server's moves by itself).
-    fn tick(&self) {
-        self.clock.advance(Duration::from_millis(100));
-    }
-
-    /// Raw SQL, for writes the interface has no verb for.
-    fn sql(&self, sql: &str) {
-        match &self.db {
-            Some(db) => db.client().batch_execute(sql).unwrap(),
-            None => rusqlite::Connection::open(self.dir.path().join("spice.db"))
-                .unwrap()
-                .execute_batch(sql)
-                .unwrap(),
-        }
-    }
-}
-
-/// `$body` as two tests: `sqlite` and `postgres` (the latter ignored unless asked).
-macro_rules! both {
-    ($body:ident) => {
-        mod $body {
-            #[test]
-            fn sqlite() {
-                super::$body(&super::sqlite());
-            }
-            #[test]
-            #[ignore = "needs PostgreSQL (SPICE_TEST_POSTGRES)"]
-            fn postgres() {
-                if let Some(f) = super::postgres(stringify!($body)) {
-                    super::$body(&f);
-                }
-            }
-        }
-    };
-}
 
 both!(a_lane_row_round_trips);
 both!(only_a_held_lane_can_be_lifted);

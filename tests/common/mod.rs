@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod backend;
+pub mod clocked;
 pub mod loopfs;
 pub mod pg;
 pub mod procs;
