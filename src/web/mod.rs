@@ -43,6 +43,7 @@ pub mod conscience;
 pub mod docs;
 pub mod gate;
 pub mod guard;
+mod lane_transcript;
 mod routes;
 pub mod server;
 pub mod token;

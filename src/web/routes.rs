@@ -4,6 +4,7 @@
 //! and body limits are turned into the same shape by [`recover`].
 
 use super::guard::{Denied, Kind, Seen, CUSTOM_HEADER};
+use super::lane_transcript::{tail, transcript_page, PageQuery, TailQuery};
 use super::writes::{parse, steer, takeover, Empty};
 use super::{docs, App};
 use crate::error::{Error, Result};
@@ -14,15 +15,12 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
 use warp::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use warp::reply::Response;
 use warp::{Filter, Rejection};
 
 /// The largest request body accepted (steering text is the only large field).
 pub const BODY_LIMIT: u64 = 64 * 1024;
-/// How often an open transcript stream looks for appended lines.
-const TAIL_EVERY: Duration = Duration::from_millis(250);
 
 const INDEX_HTML: &str = include_str!("assets/index.html");
 const APP_JS: &str = include_str!("assets/app.js");
@@ -350,7 +348,7 @@ pub(super) fn reply(r: Result<Value>) -> Response {
     }
 }
 
-fn no_lane() -> Error {
+pub(super) fn no_lane() -> Error {
     Error::input("no such lane: the supervisor has not reported on it")
 }
 
@@ -521,100 +519,7 @@ struct InboxQuery {
     all: Option<bool>,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PageQuery {
-    before: Option<u64>,
-    limit: Option<usize>,
-}
-
-/// A transcript that lives on another host: the supervisor running the lane reads and
-/// archives it there, and this console never reads a path on a host it does not
-/// run on (the same path here may be another file, or none).
-#[derive(Debug)]
-struct Elsewhere {
-    lane: String,
-    host: String,
-    path: String,
-}
-
-impl Elsewhere {
-    fn message(&self) -> String {
-        format!(
-            "the transcript of lane {} is on host {}: {} (run spice serve there to read it)",
-            self.lane, self.host, self.path
-        )
-    }
-
-    /// 404 (not here), with where it is.
-    fn response(&self) -> Response {
-        json_value(
-            StatusCode::NOT_FOUND,
-            &json!({"error": self.message(), "lane": self.lane, "host": self.host,
-                    "path": self.path}),
-        )
-    }
-}
-
-/// The lane's current transcript path, from its row; [`Elsewhere`] when the lane is
-/// run by another host's supervisor (`here`: this console's host).
-fn transcript_of(
-    s: &mut dyn crate::store::Authority,
-    lane: &str,
-    here: &str,
-) -> Result<std::result::Result<Option<String>, Elsewhere>> {
-    let row = s.lane(lane)?.ok_or_else(no_lane)?;
-    Ok(match (row.host, row.transcript) {
-        (Some(host), Some(path)) if host != here => Err(Elsewhere {
-            lane: lane.to_string(),
-            host,
-            path,
-        }),
-        (_, path) => Ok(path),
-    })
-}
-
-async fn transcript_page(lane: String, q: PageQuery, app: Arc<App>) -> Response {
-    let limit = q.limit.unwrap_or(200).clamp(1, 2000);
-    let looked = app
-        .store(move |s, app| {
-            let path = match transcript_of(s, &lane, &app.cfg.host)? {
-                Ok(path) => path,
-                Err(elsewhere) => return Ok(Err(elsewhere)),
-            };
-            let mut doc = match &path {
-                Some(p) => {
-                    let d = app.transcripts.get(std::path::Path::new(p));
-                    let page = d
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .page(q.before, limit);
-                    page
-                }
-                None => json!({"events": [], "more": false, "last_line": 0, "epoch": 0,
-                               "problem": "the lane has no transcript yet"}),
-            };
-            doc["lane"] = json!(lane);
-            doc["path"] = json!(path);
-            Ok(Ok(doc))
-        })
-        .await;
-    match looked {
-        Ok(Err(elsewhere)) => elsewhere.response(),
-        Ok(Ok(doc)) => reply(Ok(doc)),
-        Err(e) => error(&e),
-    }
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TailQuery {
-    after: Option<u64>,
-    path: Option<String>,
-    epoch: Option<u64>,
-}
-
-type SseItem = std::result::Result<warp::sse::Event, Infallible>;
+pub(super) type SseItem = std::result::Result<warp::sse::Event, Infallible>;
 
 /// `/api/live`: a `change` event with the store generation now and after each commit
 /// by anyone; ends when the server stops.
@@ -629,78 +534,6 @@ fn changes(app: Arc<App>) -> impl Stream<Item = SseItem> + Send + 'static {
             .event("change")
             .data(g.to_string());
         Some((Ok(ev), (rx, false)))
-    })
-}
-
-struct Tail {
-    app: Arc<App>,
-    lane: String,
-    path: Option<String>,
-    epoch: u64,
-    after: u64,
-    rx: tokio::sync::watch::Receiver<u64>,
-}
-
-/// `/api/lanes/L/transcript/live`: `events` with what was appended after `after`,
-/// `reset` when the lane moved to another transcript or the file was rewritten (the
-/// page then reloads the history). Ends when the server stops.
-fn tail(app: Arc<App>, lane: String, q: TailQuery) -> impl Stream<Item = SseItem> + Send + 'static {
-    let rx = app.live.clone();
-    let st = Tail {
-        app,
-        lane,
-        path: q.path,
-        epoch: q.epoch.unwrap_or(0),
-        after: q.after.unwrap_or(0),
-        rx,
-    };
-    stream::unfold(Some(st), |st| async move {
-        let mut st = st?;
-        loop {
-            tokio::select! {
-                _ = tokio::time::sleep(TAIL_EVERY) => {}
-                r = st.rx.changed() => if r.is_err() { return None; },
-            }
-            let (lane, after) = (st.lane.clone(), st.after);
-            let looked = st
-                .app
-                .store(move |s, app| {
-                    let path = transcript_of(s, &lane, &app.cfg.host)?
-                        .map_err(|elsewhere| Error::input(elsewhere.message()))?;
-                    let Some(p) = &path else {
-                        return Ok((path, 0, Vec::new()));
-                    };
-                    let d = app.transcripts.get(std::path::Path::new(p));
-                    let d = d.lock().unwrap_or_else(|p| p.into_inner());
-                    Ok((path.clone(), d.epoch(), d.after(after, 500)))
-                })
-                .await;
-            let (path, epoch, fresh) = match looked {
-                Ok(x) => x,
-                Err(e) => {
-                    let ev = warp::sse::Event::default()
-                        .event("problem")
-                        .data(e.to_string());
-                    return Some((Ok(ev), None));
-                }
-            };
-            if path != st.path || epoch != st.epoch {
-                let ev = warp::sse::Event::default()
-                    .event("reset")
-                    .data(json!({"path": path, "epoch": epoch}).to_string());
-                st.path = path;
-                st.epoch = epoch;
-                st.after = 0;
-                return Some((Ok(ev), Some(st)));
-            }
-            if let Some(last) = fresh.last() {
-                st.after = last.line;
-                let ev = warp::sse::Event::default()
-                    .event("events")
-                    .data(serde_json::to_string(&fresh).expect("events serialise"));
-                return Some((Ok(ev), Some(st)));
-            }
-        }
     })
 }
 
