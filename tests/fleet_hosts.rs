@@ -298,3 +298,84 @@ fn a_supervisor_superseded_on_its_host_stops_its_lanes() {
     assert!(kinds(&mut *store, &task).contains(&"successor".to_string()));
     assert_eq!(lane(&mut *store, "x").unwrap().host.as_deref(), Some("a"));
 }
+
+/// A host that froze (its supervisor stopped by SIGSTOP: a paused VM, a suspended
+/// laptop) loses its lane to the other host once its heartbeat lapsed. Woken again, it
+/// learns it was superseded and stops its lanes, without writing over the row of the
+/// host that runs the lane now: that row still shows host b's agent working.
+#[test]
+#[ignore = "needs PostgreSQL (SPICE_TEST_POSTGRES)"]
+fn a_frozen_host_woken_after_losing_its_lane_leaves_the_new_runner_s_row_alone() {
+    let Some(db) = pg::Database::new("a_frozen_host_woken") else {
+        return;
+    };
+    let fleet = repo(&[("any", "lease = \"6s\"\n")], 120);
+    let (a, b) = (host(&db, &fleet.repo), host(&db, &fleet.repo));
+    let task = a.add(&["Task", "--project", "demo"]);
+    let mut store = authority(&db);
+    let sup_a = up(&a, "a", &[]);
+    // Frozen at work, not mid-way through preparing its worktree (holding the
+    // repository's worktree lock, which both hosts share here).
+    let (_, claimant_a, _, _) = wait_for("host a working", 60, || {
+        let row = lane(&mut *store, "any")?;
+        (row.state == spice::store::LaneState::Working && row.transcript.is_some())
+            .then(|| claim_of(&mut *store, "any"))
+            .flatten()
+    });
+    let mut sup_b = up(&b, "b", &[]);
+
+    let signal = |sig: &str, pid: u32| {
+        let st = std::process::Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success(), "kill {sig} {pid}");
+    };
+    signal("-STOP", sup_a.id());
+    // Host b's successor launched, its row written: what host a must leave alone.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    let row_b = loop {
+        let row = lane(&mut *store, "any");
+        let claim = claim_of(&mut *store, "any");
+        if let (Some(row), Some((t, claimant, _, live))) = (row, claim) {
+            if row.host.as_deref() == Some("b")
+                && row.pid.is_some()
+                && row.session.as_deref() == Some(claimant.as_str())
+                && t == task
+                && claimant != claimant_a
+                && live
+            {
+                break row;
+            }
+        }
+        if std::time::Instant::now() > deadline {
+            signal("-CONT", sup_a.id());
+            let lane = lane(&mut *store, "any");
+            let _ = sup_b.kill();
+            let err = String::from_utf8_lossy(&sup_b.wait_with_output().stderr).to_string();
+            panic!("host b did not run lane any: {lane:?}\nhost b said:\n{err}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+
+    signal("-CONT", sup_a.id());
+    let out = sup_a.wait_with_output();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("superseded by supervisor"), "{err}");
+    let row = lane(&mut *store, "any").unwrap();
+    assert_eq!(
+        (row.host.as_deref(), row.pid, row.session.as_deref()),
+        (Some("b"), row_b.pid, row_b.session.as_deref()),
+        "host a wrote over host b's row: {row:?}"
+    );
+    assert_ne!(row.state, spice::store::LaneState::Stopped, "{row:?}");
+
+    b.run(&["fleet", "down"]).ok();
+    let out = sup_b.wait_with_output();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -30,6 +30,7 @@ both!(a_wait_ends_on_another_connections_claim);
 both!(two_hosts_share_a_lane_and_a_lost_host_is_shown_and_taken_over);
 both!(a_supervisor_ends_and_its_host_registers_again);
 both!(concurrent_supervisors_never_run_one_lane_twice);
+both!(only_the_supervisor_running_a_lane_writes_its_row);
 
 fn add(a: &mut dyn Authority, title: &str, project: Option<&str>, wait: Option<Micros>) -> String {
     a.add_task(
@@ -655,4 +656,82 @@ fn concurrent_supervisors_never_run_one_lane_twice(f: &Fleet) {
             Some(rows[&runners[0]].clone())
         );
     }
+}
+
+/// A supervisor writes its lane's row only while it runs the lane: once another host
+/// took the lane from it (its heartbeat lapsed), or a later supervisor of its host
+/// superseded it, its late writes are refused and leave the new runner's row alone.
+fn only_the_supervisor_running_a_lane_writes_its_row(f: &Fleet) {
+    let mut a = f.authority();
+    let mut b = f.authority();
+    let short = Duration::from_millis(500);
+    let sa = a.register_supervisor("host-a", 100, 11, short).unwrap();
+    let sb = b.register_supervisor("host-b", 200, 22, HOUR).unwrap();
+
+    // Not taken yet: nobody's row to write.
+    let e = a.put_lane_as(&lane("x", LaneState::Idle), sa).unwrap_err();
+    assert_eq!(e.exit_code(), 3, "{e}");
+    assert!(e.to_string().contains("lane x has no runner"), "{e}");
+    assert_eq!(a.lane("x").unwrap(), None, "nothing was written");
+    let e = a.put_lane_as(&lane("x", LaneState::Idle), 999).unwrap_err();
+    assert_eq!(e.exit_code(), 2, "an unknown supervisor: {e}");
+
+    a.take_lane("x", sa, &[]).unwrap();
+    let mut row = lane("x", LaneState::Working);
+    row.pid = Some(4242);
+    a.put_lane_as(&row, sa).unwrap();
+    let e = b.put_lane_as(&lane("x", LaneState::Idle), sb).unwrap_err();
+    assert!(
+        e.to_string().contains(&format!(
+            "lane x is run by supervisor {sa} (host host-a, pid 100) now"
+        )),
+        "{e}"
+    );
+
+    // Host a goes silent; host b takes the lane and reports its own agent.
+    let lease_until = b.supervisors().unwrap()[0].lease_until;
+    f.pass(&mut *b, lease_until);
+    assert!(matches!(
+        b.take_lane("x", sb, &[]).unwrap(),
+        LaneTake::Taken { from: Some(_) }
+    ));
+    let mut mine = lane("x", LaneState::Working);
+    mine.pid = Some(777);
+    mine.session = Some("sess-b".into());
+    b.put_lane_as(&mine, sb).unwrap();
+
+    // Host a comes back and, before its heartbeat learns it was superseded, stops.
+    let mut stopped = lane("x", LaneState::Stopped);
+    stopped.pid = None;
+    let e = a.put_lane_as(&stopped, sa).unwrap_err();
+    assert_eq!(e.exit_code(), 3, "{e}");
+    assert!(
+        e.to_string()
+            .contains(&format!("superseded by supervisor {sb}")),
+        "{e}"
+    );
+    let x = a.lane("x").unwrap().unwrap();
+    assert_eq!(
+        (x.state, x.pid, x.session.as_deref(), x.host.as_deref()),
+        (
+            LaneState::Working,
+            Some(777),
+            Some("sess-b"),
+            Some("host-b")
+        ),
+        "host b's row stands"
+    );
+
+    // A later supervisor of host b supersedes the first: the first writes nothing more,
+    // and the new one writes once it took the lane.
+    let sb2 = b.register_supervisor("host-b", 201, 23, HOUR).unwrap();
+    let e = b.put_lane_as(&stopped, sb).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains(&format!("superseded by supervisor {sb2}")),
+        "{e}"
+    );
+    b.take_lane("x", sb2, &[]).unwrap();
+    b.put_lane_as(&stopped, sb2).unwrap();
+    assert_eq!(b.lane("x").unwrap().unwrap().state, LaneState::Stopped);
 }

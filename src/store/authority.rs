@@ -159,6 +159,10 @@ pub trait Authority: Send {
     fn lane(&mut self, name: &str) -> Result<Option<LaneRow>>;
     /// Writes a lane's row (its state, session, task, hold); returns it as stored.
     fn put_lane(&mut self, lane: &LaneRow) -> Result<LaneRow>;
+    /// [`Authority::put_lane`] by supervisor `runner`: refused (a conflict, nothing
+    /// written) unless that supervisor runs the lane and was neither superseded nor
+    /// ended, so a supervisor whose lane another host took cannot overwrite its row.
+    fn put_lane_as(&mut self, lane: &LaneRow, runner: i64) -> Result<LaneRow>;
     /// The operator lifts a lane's hold; refused for an unknown lane, one not held, and
     /// one paused at its token budget.
     fn lift_hold(&mut self, name: &str) -> Result<()>;

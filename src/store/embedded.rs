@@ -158,6 +158,9 @@ impl Authority for Store {
     fn put_lane(&mut self, lane: &LaneRow) -> Result<LaneRow> {
         Store::put_lane(self, lane)
     }
+    fn put_lane_as(&mut self, lane: &LaneRow, runner: i64) -> Result<LaneRow> {
+        Store::put_lane_as(self, lane, runner)
+    }
     fn lift_hold(&mut self, name: &str) -> Result<()> {
         Store::lift_hold(self, name)
     }

@@ -184,7 +184,21 @@ impl Store {
     /// Writes the supervisor's view of a lane, stamping `updated`. Returns the row as
     /// stored (with its runner's host, which the row written does not set).
     pub fn put_lane(&mut self, lane: &LaneRow) -> Result<LaneRow> {
+        self.put_lane_by(lane, None)
+    }
+
+    /// [`Store::put_lane`] by supervisor `runner`, refused (a conflict, nothing
+    /// written) unless it still runs the lane
+    /// ([`super::supervisors::judge_lane_write`]).
+    pub fn put_lane_as(&mut self, lane: &LaneRow, runner: i64) -> Result<LaneRow> {
+        self.put_lane_by(lane, Some(runner))
+    }
+
+    fn put_lane_by(&mut self, lane: &LaneRow, runner: Option<i64>) -> Result<LaneRow> {
         self.write("recording a lane", |tx, now| {
+            if let Some(id) = runner {
+                super::supervisors::fence_lane(tx, &lane.name, id, now)?;
+            }
             let mut out = lane.clone();
             out.updated = now;
             let lineage = serde_json::to_string(&out.lineage).expect("strings serialise");

@@ -119,6 +119,29 @@ pub(crate) fn refuse_ended(me: &SupervisorRow) -> Result<()> {
     Ok(())
 }
 
+/// The fence on a lane's row (every backend's): supervisor `me` writes lane `name`'s
+/// row only while it runs the lane (`runner`, from `lane_runners`) and was neither
+/// superseded nor ended. Another supervisor that took the lane after `me`'s heartbeat
+/// lapsed owns the row now; a late write from `me` would undo what that one reports.
+pub(crate) fn judge_lane_write(
+    name: &str,
+    me: &SupervisorRow,
+    runner: Option<&SupervisorRow>,
+) -> Result<()> {
+    refuse_ended(me)?;
+    match runner {
+        Some(r) if r.id == me.id => Ok(()),
+        Some(r) => Err(Error::conflict(format!(
+            "lane {name} is run by supervisor {} (host {}, pid {}) now, not by supervisor {}",
+            r.id, r.host, r.pid, me.id
+        ))),
+        None => Err(Error::conflict(format!(
+            "lane {name} has no runner: supervisor {} writes its row only once it took it",
+            me.id
+        ))),
+    }
+}
+
 /// The refusal for an id no supervisor row has.
 pub(crate) fn unknown(id: i64) -> Error {
     Error::input(format!("no supervisor {id} is registered"))
@@ -162,6 +185,21 @@ fn one(tx: &Transaction<'_>, id: i64, now: Micros) -> Result<Option<SupervisorRo
         .prepare_cached(&format!("SELECT {COLUMNS} FROM supervisors WHERE id = ?1"))?
         .query_row([id], |r| row(r, now))
         .optional()?)
+}
+
+/// Refused (a conflict) unless supervisor `id` runs lane `name` ([`judge_lane_write`]).
+pub(super) fn fence_lane(tx: &Transaction<'_>, name: &str, id: i64, now: Micros) -> Result<()> {
+    let me = one(tx, id, now)?.ok_or_else(|| unknown(id))?;
+    let runner: Option<i64> = tx
+        .prepare_cached("SELECT supervisor FROM lane_runners WHERE lane = ?1")?
+        .query_row([name], |r| r.get(0))
+        .optional()?;
+    let runner = match runner {
+        Some(r) if r == id => Some(me.clone()),
+        Some(r) => one(tx, r, now)?,
+        None => None,
+    };
+    judge_lane_write(name, &me, runner.as_ref())
 }
 
 pub(crate) fn check_host(host: &str) -> Result<()> {

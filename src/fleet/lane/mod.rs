@@ -145,16 +145,20 @@ pub fn run(
         }
     }
     // The row and the reminders of a lane another supervisor runs are not this one's.
+    // The fenced write of the stopped row comes first: a supervisor another one
+    // superseded meanwhile learns it there and leaves the reminders to the new runner.
+    if lane.owned {
+        lane.row.state = LaneState::Stopped;
+        lane.row.pid = None;
+        lane.row.pid_start = None;
+        let _ = lane.publish(true);
+    }
     if lane.owned {
         // No reminder of the conscience stays pending for an agent that will not see it.
         let _ = lane.store.expire_reminders(
             &cfg.name,
             "the supervisor stopped before the agent answered",
         );
-        lane.row.state = LaneState::Stopped;
-        lane.row.pid = None;
-        lane.row.pid_start = None;
-        let _ = lane.publish(true);
     }
     std::mem::take(&mut lane.report)
 }
@@ -182,8 +186,8 @@ struct Lane<'a> {
     backoff: Backoff,
     /// The lane's repository, whose `base` carries the stage hooks.
     repo: PathBuf,
-    /// The operator stopped the lane at its budget (`spice budget stop`): it ends as
-    /// on `fleet down`, its claim kept.
+    /// The lane ends as on `fleet down`, its claim kept: the operator stopped it at its
+    /// budget (`spice budget stop`), or another supervisor runs it now (see `publish`).
     halted: bool,
     /// This supervisor runs the lane (took it, see `fleet::hosts`), so its row is ours
     /// to write.

@@ -1,7 +1,7 @@
 //! Writing the lane's row to the store: only when what it reports changed.
 
 use super::Lane;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::store::LaneState;
 use std::time::{Duration, Instant};
 
@@ -33,8 +33,29 @@ impl Lane<'_> {
             }
         };
         if changed || force {
-            self.written = Some(self.store.put_lane(&self.row)?);
-            self.written_at = Instant::now();
+            let written = match self.opts.supervisor {
+                Some(id) => self.store.put_lane_as(&self.row, id),
+                None => self.store.put_lane(&self.row),
+            };
+            match written {
+                Ok(w) => {
+                    self.written = Some(w);
+                    self.written_at = Instant::now();
+                }
+                // Another supervisor runs the lane now (it took it after this one's
+                // heartbeat lapsed, or this one was superseded): the row and the
+                // lane are its. This lane ends as on `fleet down`, its claim kept for
+                // the successor there, and writes nothing more.
+                Err(Error::Conflict(why)) if self.opts.supervisor.is_some() => {
+                    if self.owned {
+                        eprintln!("spice: lane {}: {why}; stopping it here", self.cfg.name);
+                        self.report.error = Some(why);
+                    }
+                    self.owned = false;
+                    self.halted = true;
+                }
+                Err(e) => return Err(e),
+            }
         }
         Ok(())
     }

@@ -80,10 +80,15 @@ pub(super) fn one(s: &mut PgStore, name: &str) -> Result<Option<LaneRow>> {
 }
 
 /// Writes the row whole (its runner is not part of it), `updated` by the server's
-/// clock; the row as stored.
-pub(super) fn put(s: &mut PgStore, lane: &LaneRow) -> Result<LaneRow> {
+/// clock; the row as stored. With `runner`, only while that supervisor runs the lane
+/// ([`super::supervisors::fence_lane`]): the runner row is share-locked, so a take
+/// that moves the lane waits for this write and every later write is judged anew.
+pub(super) fn put(s: &mut PgStore, lane: &LaneRow, runner: Option<i64>) -> Result<LaneRow> {
     let at = s.at.as_str();
     let mut tx = s.client.transaction().ctx("to record a lane", at)?;
+    if let Some(id) = runner {
+        super::supervisors::fence_lane(&mut tx, at, &lane.name, id)?;
+    }
     let lineage = serde_json::to_string(&lane.lineage).expect("strings serialise");
     let set = COLUMNS
         .split(", ")

@@ -389,7 +389,11 @@ impl Authority for PgStore {
     }
     fn put_lane(&mut self, lane: &LaneRow) -> Result<LaneRow> {
         self.live()?;
-        lanes::put(self, lane)
+        lanes::put(self, lane, None)
+    }
+    fn put_lane_as(&mut self, lane: &LaneRow, runner: i64) -> Result<LaneRow> {
+        self.live()?;
+        lanes::put(self, lane, Some(runner))
     }
     fn lift_hold(&mut self, name: &str) -> Result<()> {
         self.live()?;

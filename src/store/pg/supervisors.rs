@@ -14,7 +14,7 @@ use super::{PgContext, PgStore};
 use crate::clock::Micros;
 use crate::error::Result;
 use crate::store::claims::lease_end;
-use crate::store::supervisors::{check_host, judge_take, refuse_ended, unknown};
+use crate::store::supervisors::{check_host, judge_lane_write, judge_take, refuse_ended, unknown};
 use crate::store::{LaneTake, SupervisorRow};
 use postgres::{GenericClient, Row};
 use std::time::Duration;
@@ -123,6 +123,37 @@ pub(super) fn all(s: &mut PgStore) -> Result<Vec<SupervisorRow>> {
         )
         .ctx("to list supervisors", &s.at)?;
     Ok(rows.iter().map(|r| row(r, r.get(9))).collect())
+}
+
+/// Refused (a conflict) unless supervisor `id` runs lane `name`
+/// ([`judge_lane_write`]), inside the caller's transaction: the lane's runner row is
+/// share-locked until it ends (a take locks it for update, so it waits), and the
+/// supervisor rows read as they stand.
+pub(super) fn fence_lane(c: &mut impl GenericClient, at: &str, name: &str, id: i64) -> Result<()> {
+    let runner: Option<i64> = c
+        .query_opt(
+            "SELECT supervisor FROM lane_runners WHERE lane = $1 FOR SHARE",
+            &[&name],
+        )
+        .ctx("to read a lane's runner", at)?
+        .map(|r| r.get(0));
+    let now = server_now(c, at)?;
+    let ids: Vec<i64> = [Some(id), runner].into_iter().flatten().collect();
+    let rows: Vec<SupervisorRow> = c
+        .query(
+            &format!("SELECT {COLUMNS} FROM supervisors WHERE id = ANY($1)"),
+            &[&ids],
+        )
+        .ctx("to read a supervisor", at)?
+        .iter()
+        .map(|r| row(r, now))
+        .collect();
+    let me = rows
+        .iter()
+        .find(|r| r.id == id)
+        .ok_or_else(|| unknown(id))?;
+    let current = runner.and_then(|r| rows.iter().find(|s| s.id == r));
+    judge_lane_write(name, me, current)
 }
 
 pub(super) fn take_lane(
