@@ -305,10 +305,6 @@ fn parts_not_on_postgres_say_so_in_one_line() {
     f.env.add(&["t"]);
     for (args, says) in [
         (
-            vec!["task", "flow", "plan,todo,review"],
-            "spice task flow is not on PostgreSQL yet",
-        ),
-        (
             vec!["store", "check"],
             "spice store check works on a SQLite file",
         ),

@@ -172,6 +172,104 @@ compared!(
     budgets_beds_and_the_conscience,
     budgets_beds_and_the_conscience_on
 );
+compared!(flows, flows_on);
+
+/// Phase flows: a project's own and the default, a new task's first phase, completing
+/// through a custom flow, a modify and an import into a flow's phases, and every
+/// refusal, line by line the same on both backends.
+fn flows(f: &Fleet) -> Vec<String> {
+    let e = &f.env;
+    let mut r = Record::default();
+    r.ok("flow", e.run(&["task", "flow", "--json"]));
+    r.ok(
+        "flow",
+        e.run(&["task", "flow", "--project", "web", "plan", "todo", "verify"]),
+    );
+    r.ok(
+        "flow",
+        e.run(&["task", "flow", "--project", "web", "--json"]),
+    );
+    r.ok("flow", e.run(&["task", "flow", "--project", "ops"]));
+    e.add(&["page", "--project", "web"]);
+    e.add(&["plain"]);
+    r.learn(f);
+    let (a, b) = (r.id("a"), r.id("b"));
+    r.ok("show", e.run(&["task", "show", &a, "--json"]));
+    for _ in 0..3 {
+        r.ok("done", e.run(&["task", "phase", &a, "--done", "--json"]));
+    }
+    r.fails(
+        "done",
+        e.run(&["task", "phase", &a, "--done"]),
+        3,
+        "not open",
+    );
+    // The default flow for every project without its own.
+    r.ok(
+        "flow",
+        e.run(&["task", "flow", "triage,todo,review", "--json"]),
+    );
+    e.add(&["fresh"]);
+    e.add(&["other", "--project", "web"]);
+    r.learn(f);
+    let (c, d) = (r.id("c"), r.id("d"));
+    r.ok("show", e.run(&["task", "show", &c, "--json"]));
+    r.ok("phase", e.run(&["task", "phase", &b, "triage"]));
+    r.fails(
+        "phase",
+        e.run(&["task", "phase", &d, "triage"]),
+        2,
+        "not in the flow",
+    );
+    // A task moves to another project only if its phase is in that one's flow.
+    r.fails(
+        "modify",
+        e.run(&["task", "modify", &d, "--project", "ops"]),
+        2,
+        "flow",
+    );
+    r.fails(
+        "modify",
+        e.run(&["task", "modify", &c, "--project", "web"]),
+        2,
+        "flow",
+    );
+    r.ok("phase", e.run(&["task", "phase", &c, "todo"]));
+    r.ok(
+        "modify",
+        e.run(&["task", "modify", &c, "--project", "web", "--json"]),
+    );
+    // Refusals: a flow that strands open tasks, and malformed flows.
+    r.fails(
+        "flow",
+        e.run(&["task", "flow", "--project", "web", "plan", "verify"]),
+        2,
+        "drops phase 'todo'",
+    );
+    r.fails(
+        "flow",
+        e.run(&["task", "flow", "todo,review"]),
+        2,
+        "drops phase 'triage'",
+    );
+    r.fails(
+        "flow",
+        e.run(&["task", "flow", "a", "b", "a"]),
+        2,
+        "appears twice",
+    );
+    r.fails(
+        "flow",
+        e.run(&["task", "flow", "--project", "no good", "a"]),
+        2,
+        "project",
+    );
+    r.fails("flow", e.run(&["task", "flow", "bad phase"]), 2, "phase");
+    r.ok("flow", e.run(&["task", "flow", "--json"]));
+    r.ok("list", e.run(&["task", "list", "--all", "--json"]));
+    r.ledgers(f);
+    r.lines
+}
 
 fn task_edits(f: &Fleet) -> Vec<String> {
     let e = &f.env;

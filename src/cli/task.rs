@@ -4,7 +4,7 @@ use super::render;
 use super::Env;
 use crate::clock::Micros;
 use crate::error::{Error, Result};
-use crate::store::{Authority, ClaimRequest, Holder, ListFilter, Store, Takeover, TaskUpdate};
+use crate::store::{Authority, ClaimRequest, Holder, ListFilter, Takeover, TaskUpdate};
 use crate::task::{taskwarrior, NewTask, Priority, Status};
 use crate::when;
 use clap::{Args, Subcommand};
@@ -273,15 +273,6 @@ impl LeaseArgs {
     }
 }
 
-/// The embedded store behind `a`, for the commands whose parts are not behind the
-/// narrow interface yet (`task flow`); refused in one line naming `what` on any other
-/// backend.
-fn full<'a>(a: &'a mut dyn Authority, what: &str) -> Result<&'a mut Store> {
-    let at = a.describe();
-    a.full_store()
-        .ok_or_else(|| crate::store::location::not_on_postgres(what, &at))
-}
-
 pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
     let mut authority = env.authority()?;
     let a = &mut *authority;
@@ -416,16 +407,15 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
             phases,
             json,
         } => {
-            let s = full(a, "spice task flow")?;
             if !phases.is_empty() {
                 let phases: Vec<String> = phases
                     .iter()
                     .flat_map(|p| p.split(','))
                     .map(|p| p.trim().to_string())
                     .collect();
-                s.set_flow(project.as_deref(), &phases)?;
+                a.set_flow(project.as_deref(), &phases)?;
             }
-            let flow = s.flow(project.as_deref())?;
+            let flow = a.flow(project.as_deref())?;
             if json {
                 render::print_json(&serde_json::json!({"project": project, "phases": flow}));
             } else {

@@ -7,9 +7,10 @@
 //! in `embedded.rs`) and
 //! [`super::pg::PgStore`] (PostgreSQL, one server for the supervisors of several hosts).
 //! [`connect`] picks one from a [`Location`]; callers hold a `Box<dyn Authority>` and
-//! never learn which. A method a backend does not carry yet fails in one line naming
-//! the part and the store ([`super::location::not_on_postgres`]); nothing falls back
-//! to the other backend.
+//! never learn which. Every part is behind it; what belongs to a SQLite file alone
+//! (`store check`, `store restore`) is refused on PostgreSQL in one line naming the
+//! server's tools ([`super::location::not_on_postgres`]); nothing falls back to the
+//! other backend.
 //!
 //! Invariants every backend keeps (the contract `tests/store_claims.rs` runs against
 //! both): one claim per task, taken only while the task is ready, inside the
@@ -335,6 +336,11 @@ pub trait Authority: Send {
     /// Makes a task wait on each of `add` and stop waiting on each of `remove`, in one
     /// transaction; an edge that would close a cycle refuses all of it, naming the cycle.
     fn change_deps(&mut self, input: &str, add: &[String], remove: &[String]) -> Result<()>;
+    /// The phase flow of `project` (its own, else the default one).
+    fn flow(&mut self, project: Option<&str>) -> Result<Vec<String>>;
+    /// Sets the flow of `project` (`None`: the default for projects without one);
+    /// refused if open tasks sit in a phase the new flow drops.
+    fn set_flow(&mut self, project: Option<&str>, phases: &[String]) -> Result<()>;
     /// Moves a task to `phase` of its flow (only its holder may, while it is claimed).
     fn set_phase(&mut self, input: &str, phase: &str, holder: Option<&Holder>) -> Result<()>;
     /// Marks an open task completed, whatever its phase, releasing its claim (only its
@@ -346,11 +352,6 @@ pub trait Authority: Send {
     /// Imports a Taskwarrior export (`source` names it in messages) in one
     /// transaction: all of it or none of it.
     fn import(&mut self, tasks: &[TwTask], source: &str) -> Result<ImportReport>;
-
-    /// The embedded store with every part, for a caller of a part not behind this
-    /// interface yet; `None` on a backend that has only the interface. The seam's one
-    /// admission that the interface is not whole: it shrinks as parts move behind it.
-    fn full_store(&mut self) -> Option<&mut Store>;
 }
 
 /// Opens the authority at `loc`: the SQLite file (created and migrated as needed), or

@@ -345,6 +345,12 @@ impl Authority for Store {
     fn change_deps(&mut self, input: &str, add: &[String], remove: &[String]) -> Result<()> {
         Store::change_deps(self, input, add, remove)
     }
+    fn flow(&mut self, project: Option<&str>) -> Result<Vec<String>> {
+        Store::flow(self, project)
+    }
+    fn set_flow(&mut self, project: Option<&str>, phases: &[String]) -> Result<()> {
+        Store::set_flow(self, project, phases)
+    }
     fn set_phase(&mut self, input: &str, phase: &str, holder: Option<&Holder>) -> Result<()> {
         Store::set_phase(self, input, phase, holder)
     }
@@ -356,8 +362,5 @@ impl Authority for Store {
     }
     fn import(&mut self, tasks: &[TwTask], source: &str) -> Result<ImportReport> {
         Store::import(self, tasks, source)
-    }
-    fn full_store(&mut self) -> Option<&mut Store> {
-        Some(self)
     }
 }

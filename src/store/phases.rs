@@ -24,21 +24,7 @@ impl Store {
     /// Sets the flow of `project` (`None` = the default for projects without one).
     /// Refused if open tasks sit in a phase the new flow drops.
     pub fn set_flow(&mut self, project: Option<&str>, phases: &[String]) -> Result<()> {
-        if let Some(p) = project {
-            check_name("project", p).map_err(Error::input)?;
-        }
-        if phases.is_empty() {
-            return Err(Error::input("a flow needs at least one phase"));
-        }
-        let mut seen = HashSet::new();
-        for p in phases {
-            check_name("phase", p).map_err(Error::input)?;
-            if !seen.insert(p) {
-                return Err(Error::input(format!(
-                    "phase '{p}' appears twice in the flow"
-                )));
-            }
-        }
+        check_flow(project, phases)?;
         self.write("setting a flow", |tx, _| {
             let mut stmt = tx.prepare(
                 "SELECT id, phase FROM tasks WHERE status IN ('pending', 'waiting')
@@ -46,18 +32,10 @@ impl Store {
                  AND (?1 IS NOT NULL OR project IS NULL
                       OR project NOT IN (SELECT project FROM flows WHERE project != ''))",
             )?;
-            let stranded: Vec<(String, String)> = stmt
+            let open: Vec<(String, String)> = stmt
                 .query_map([project], |r| Ok((r.get(0)?, r.get(1)?)))?
-                .collect::<std::result::Result<Vec<_>, _>>()?
-                .into_iter()
-                .filter(|(_, ph)| !phases.contains(ph))
-                .collect();
-            if let Some((id, ph)) = stranded.first() {
-                return Err(Error::input(format!(
-                    "the new flow drops phase '{ph}', which {} open task(s) are in (first: {id})",
-                    stranded.len()
-                )));
-            }
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            check_stranded(&open, phases)?;
             tx.execute(
                 "INSERT INTO flows (project, phases) VALUES (?1, ?2)
                  ON CONFLICT (project) DO UPDATE SET phases = excluded.phases",
@@ -116,14 +94,7 @@ impl Store {
             if !Status::parse(&status).is_ok_and(Status::is_open) {
                 return Err(Error::conflict(format!("task {id} is {status}, not open")));
             }
-            let flow = flow_of(tx, project.as_deref())?;
-            let pos = flow.iter().position(|p| *p == phase).ok_or_else(|| {
-                Error::input(format!(
-                    "task {id} is in phase '{phase}', which is not in its flow ({}): move it with `spice task phase {id} PHASE`",
-                    flow.join(" → ")
-                ))
-            })?;
-            let next = flow.get(pos + 1).cloned();
+            let next = next_in_flow(&id, &phase, &flow_of(tx, project.as_deref())?)?;
             match &next {
                 Some(to) => {
                     tx.execute(
@@ -223,6 +194,62 @@ pub(super) fn check_finishable(id: &str, status: &str) -> Result<()> {
     Err(Error::conflict(format!("task {id} is already {status}")))
 }
 
+/// A flow's own checks (every backend's): a valid project name, at least one phase,
+/// each a valid name and none twice.
+pub(crate) fn check_flow(project: Option<&str>, phases: &[String]) -> Result<()> {
+    if let Some(p) = project {
+        check_name("project", p).map_err(Error::input)?;
+    }
+    if phases.is_empty() {
+        return Err(Error::input("a flow needs at least one phase"));
+    }
+    let mut seen = HashSet::new();
+    for p in phases {
+        check_name("phase", p).map_err(Error::input)?;
+        if !seen.insert(p) {
+            return Err(Error::input(format!(
+                "phase '{p}' appears twice in the flow"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a new flow `phases` that drops a phase one of the `open` tasks (id, phase)
+/// the flow governs is in (every backend's rule and words).
+pub(crate) fn check_stranded(open: &[(String, String)], phases: &[String]) -> Result<()> {
+    let stranded: Vec<&(String, String)> =
+        open.iter().filter(|(_, ph)| !phases.contains(ph)).collect();
+    match stranded.first() {
+        Some((id, ph)) => Err(Error::input(format!(
+            "the new flow drops phase '{ph}', which {} open task(s) are in (first: {id})",
+            stranded.len()
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The phase after `phase` in task `id`'s `flow` (`None`: it was the last, so the
+/// task completes); refused when the task's phase is not in its flow (every backend's
+/// rule and words).
+pub(crate) fn next_in_flow(id: &str, phase: &str, flow: &[String]) -> Result<Option<String>> {
+    let pos = flow.iter().position(|p| p == phase).ok_or_else(|| {
+        Error::input(format!(
+            "task {id} is in phase '{phase}', which is not in its flow ({}): move it with `spice task phase {id} PHASE`",
+            flow.join(" → ")
+        ))
+    })?;
+    Ok(flow.get(pos + 1).cloned())
+}
+
+/// The phases of a flow as stored (comma-separated), else the default flow.
+pub(crate) fn parse_flow(stored: Option<String>) -> Vec<String> {
+    match stored {
+        Some(p) => p.split(',').map(str::to_string).collect(),
+        None => DEFAULT_FLOW.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
 pub(super) fn flow_of(tx: &Transaction<'_>, project: Option<&str>) -> Result<Vec<String>> {
     let mut stmt = tx.prepare_cached(
         "SELECT phases FROM flows WHERE project = ?1 UNION ALL
@@ -231,8 +258,5 @@ pub(super) fn flow_of(tx: &Transaction<'_>, project: Option<&str>) -> Result<Vec
     let phases: Option<String> = stmt
         .query_row([project.unwrap_or("")], |r| r.get(0))
         .optional()?;
-    Ok(match phases {
-        Some(p) => p.split(',').map(str::to_string).collect(),
-        None => DEFAULT_FLOW.iter().map(|s| s.to_string()).collect(),
-    })
+    Ok(parse_flow(phases))
 }

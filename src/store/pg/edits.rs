@@ -9,8 +9,9 @@
 //! guarantees.
 
 use super::claims::locked_claim;
+use super::phases::flow_of;
 use super::tasks::{
-    annotate_row, append, flow, handles, insert_dep, insert_task, one, resolve, server_now, tag_row,
+    annotate_row, append, handles, insert_dep, insert_task, one, resolve, server_now, tag_row,
 };
 use super::{PgContext, PgStore};
 use crate::clock::Micros;
@@ -56,7 +57,8 @@ impl TaskTx for PgTx<'_, '_> {
             .query_one("SELECT phase FROM tasks WHERE id = $1", &[&id])
             .ctx("to read a task", at)?
             .get(0);
-        let phase = edits::imported_phase(tw, current, &flow())?;
+        let flow = flow_of(tx, at, n.project.as_deref())?;
+        let phase = edits::imported_phase(tw, current, &flow)?;
         tx.execute(
             "UPDATE tasks SET title = $2, body = $3, project = $4, phase = $5, priority = $6,
                due = $7, wait = $8, status = $9, end_at = $10, modified = $11 WHERE id = $1",
@@ -181,7 +183,7 @@ pub(super) fn modify(s: &mut PgStore, input: &str, up: &TaskUpdate) -> Result<Ta
         .query_one("SELECT phase FROM tasks WHERE id = $1 FOR UPDATE", &[&id])
         .ctx("to lock a task", at)?
         .get(0);
-    check_update(up, &phase, |_| Ok(flow()))?;
+    check_update(up, &phase, |p| flow_of(&mut tx, at, p))?;
     let now = server_now(&mut tx, at)?;
     let priority = up.priority.map(|p| p.map(Priority::as_str));
     let fields: [(&str, Option<&(dyn ToSql + Sync)>); 5] = [

@@ -34,9 +34,10 @@
 //!   ([`crate::store::edits`], [`edits`], [`phases`]); a listing streams through
 //!   portals ([`listing`]).
 //!
-//! Not on PostgreSQL yet (each says so in one line): flows other than the default
-//! (`spice task flow`). What belongs to a SQLite file (`spice store check`, `store
-//! restore`) has no PostgreSQL side: the server's own tools do that there.
+//! - Phase flows (`spice task flow`) as on SQLite ([`phases`]).
+//!
+//! What belongs to a SQLite file (`spice store check`, `store restore`) has no
+//! PostgreSQL side: the server's own tools do that there (refused in one line).
 
 mod beds;
 mod claims;
@@ -628,6 +629,14 @@ impl Authority for PgStore {
         self.live()?;
         edits::change_deps(self, input, add, remove)
     }
+    fn flow(&mut self, project: Option<&str>) -> Result<Vec<String>> {
+        self.live()?;
+        phases::flow(self, project)
+    }
+    fn set_flow(&mut self, project: Option<&str>, phases: &[String]) -> Result<()> {
+        self.live()?;
+        phases::set_flow(self, project, phases)
+    }
     fn set_phase(&mut self, input: &str, phase: &str, holder: Option<&Holder>) -> Result<()> {
         self.live()?;
         phases::set_phase(self, input, phase, holder)
@@ -643,8 +652,5 @@ impl Authority for PgStore {
     fn import(&mut self, tasks: &[TwTask], source: &str) -> Result<ImportReport> {
         self.live()?;
         edits::import(self, tasks, source)
-    }
-    fn full_store(&mut self) -> Option<&mut super::Store> {
-        None
     }
 }

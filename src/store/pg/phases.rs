@@ -3,18 +3,81 @@
 //! the task's row, then its claim (the order a claim takes them), reads the server's
 //! clock after the locks, judges the holder by the rule shared with SQLite
 //! ([`crate::store::claims`]'s `judge_holder`) and releases the claim under its fence
-//! where SQLite's store releases it. Only the default flow is on PostgreSQL yet.
+//! where SQLite's store releases it. A task's flow is its project's, else the default
+//! one set for every project, else `todo → review` ([`flow_of`]); setting a flow
+//! ([`set_flow`]) locks the flows table against every transaction that read it, so a
+//! task is never added or moved into a phase by a flow that is being replaced.
 
 use super::claims::{drop_claim, locked_claim};
-use super::tasks::{append, flow, resolve, server_now};
+use super::tasks::{append, resolve, server_now};
 use super::{PgContext, PgStore};
 use crate::clock::Micros;
 use crate::error::{Error, Result};
 use crate::store::claims::judge_holder;
-use crate::store::phases::{check_finishable, check_phase_in, finish_words};
+use crate::store::phases::{
+    check_finishable, check_flow, check_phase_in, check_stranded, finish_words, next_in_flow,
+    parse_flow,
+};
 use crate::store::{Holder, PhaseOutcome};
-use crate::task::{Status, DEFAULT_FLOW};
-use postgres::Transaction;
+use crate::task::Status;
+use postgres::{GenericClient, Transaction};
+
+/// The flow of `project`: its own, else the default set for every project (stored
+/// under `''`), else the built-in one. Reading it holds the flows table's weakest
+/// lock until the transaction ends, which [`set_flow`] waits for.
+pub(super) fn flow_of(
+    c: &mut impl GenericClient,
+    at: &str,
+    project: Option<&str>,
+) -> Result<Vec<String>> {
+    let stored: Option<String> = c
+        .query_opt(
+            "SELECT phases FROM flows WHERE project = $1 UNION ALL
+             SELECT phases FROM flows WHERE project = '' LIMIT 1",
+            &[&project.unwrap_or("")],
+        )
+        .ctx("to read a flow", at)?
+        .map(|r| r.get(0));
+    Ok(parse_flow(stored))
+}
+
+pub(super) fn flow(s: &mut PgStore, project: Option<&str>) -> Result<Vec<String>> {
+    flow_of(&mut s.client, &s.at, project)
+}
+
+/// Sets the flow of `project` (`None`: the default for projects without one),
+/// refused as SQLite's store refuses it. The flows table is locked first (`ACCESS
+/// EXCLUSIVE`): every transaction that read a flow to add or move a task has ended,
+/// so the open tasks read next are all there are, and none reads the old flow
+/// before this one commits.
+pub(super) fn set_flow(s: &mut PgStore, project: Option<&str>, phases: &[String]) -> Result<()> {
+    check_flow(project, phases)?;
+    let at = s.at.as_str();
+    let mut tx = s.client.transaction().ctx("to set a flow", at)?;
+    tx.batch_execute("LOCK TABLE flows IN ACCESS EXCLUSIVE MODE")
+        .ctx("to lock the flows", at)?;
+    let open: Vec<(String, String)> = tx
+        .query(
+            "SELECT id, phase FROM tasks WHERE status IN ('pending', 'waiting')
+             AND ($1::text IS NULL OR project = $1)
+             AND ($1::text IS NOT NULL OR project IS NULL
+                  OR project NOT IN (SELECT project FROM flows WHERE project <> ''))
+             ORDER BY entry, id",
+            &[&project],
+        )
+        .ctx("to read the open tasks", at)?
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    check_stranded(&open, phases)?;
+    tx.execute(
+        "INSERT INTO flows (project, phases) VALUES ($1, $2)
+         ON CONFLICT (project) DO UPDATE SET phases = EXCLUDED.phases",
+        &[&project.unwrap_or(""), &phases.join(",")],
+    )
+    .ctx("to set a flow", at)?;
+    tx.commit().ctx("to commit a flow", at)
+}
 
 /// A task locked for a change of phase or status, as its row read.
 struct Locked {
@@ -64,7 +127,8 @@ pub(super) fn set_phase(
     let mut tx = s.client.transaction().ctx("to set a phase", at)?;
     let id = resolve(&mut tx, at, input)?;
     let Locked { project, now, .. } = lock(&mut tx, at, &id, holder, "set the phase of")?;
-    check_phase_in(&id, project.as_deref(), phase, &flow())?;
+    let flow = flow_of(&mut tx, at, project.as_deref())?;
+    check_phase_in(&id, project.as_deref(), phase, &flow)?;
     tx.execute(
         "UPDATE tasks SET phase = $2, modified = $3 WHERE id = $1",
         &[&id, &phase, &now],
@@ -117,8 +181,8 @@ pub(super) fn finish(
     Ok(id)
 }
 
-/// Completes the task's phase in the default flow (the only one on PostgreSQL yet),
-/// releasing its claim under the holder's fence.
+/// Completes the task's phase in its flow, releasing its claim under the holder's
+/// fence.
 pub(super) fn complete_phase(
     s: &mut PgStore,
     input: &str,
@@ -128,25 +192,16 @@ pub(super) fn complete_phase(
     let mut tx = s.client.transaction().ctx("to complete a phase", at)?;
     let id = resolve(&mut tx, at, input)?;
     let Locked {
+        project,
         phase,
         status,
         fence,
         now,
-        ..
     } = lock(&mut tx, at, &id, holder, "complete the phase of")?;
     if !Status::parse(&status).is_ok_and(Status::is_open) {
         return Err(Error::conflict(format!("task {id} is {status}, not open")));
     }
-    let pos = DEFAULT_FLOW
-        .iter()
-        .position(|p| *p == phase)
-        .ok_or_else(|| {
-            Error::input(format!(
-                "task {id} is in phase '{phase}', which is not in its flow ({})",
-                DEFAULT_FLOW.join(" → ")
-            ))
-        })?;
-    let next = DEFAULT_FLOW.get(pos + 1).map(|p| p.to_string());
+    let next = next_in_flow(&id, &phase, &flow_of(&mut tx, at, project.as_deref())?)?;
     match &next {
         Some(to) => tx.execute(
             "UPDATE tasks SET phase = $2, modified = $3 WHERE id = $1",

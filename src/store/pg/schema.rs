@@ -335,6 +335,12 @@ const MIGRATIONS: &[&str] = &[
      CREATE TRIGGER claims_gone_count AFTER DELETE OR TRUNCATE ON claims
        FOR EACH STATEMENT EXECUTE FUNCTION spice_claims_gone_move();
      INSERT INTO spice_rankings VALUES (true, -1, '') ON CONFLICT (one) DO NOTHING;",
+    // 10: phase flows (SQLite's schema 1): a project's phases, comma-separated, the
+    // default for every project under ''. A flow decides a new task's first phase and
+    // which phase follows, so it moves the generation (as on SQLite), never the graph.
+    "CREATE TABLE flows (project text PRIMARY KEY, phases text NOT NULL);
+     CREATE TRIGGER generation_flows AFTER INSERT OR UPDATE OR DELETE ON flows
+       FOR EACH ROW EXECUTE FUNCTION spice_generation_move();",
 ];
 
 /// The channel the schema's triggers notify on a change to steering, claims or the

@@ -10,7 +10,7 @@ use crate::store::edits::check_not_self;
 use crate::store::resolve::{resolve_by, Lookup, PER_LOOKUP};
 use crate::store::tasks::new_task_phase;
 use crate::store::{ClaimSet, ClaimView, LeanClaim, LedgerEntry, ShortIds, Snapshot};
-use crate::task::{handle, Annotation, NewTask, Priority, Status, Task, DEFAULT_FLOW};
+use crate::task::{handle, Annotation, NewTask, Priority, Status, Task};
 use postgres::{GenericClient, Row};
 
 pub(super) const TASK_COLUMNS: &str =
@@ -114,14 +114,6 @@ pub(super) fn cell_of(c: &mut impl GenericClient, at: &str, id: &str) -> Result<
     Ok((r.get(0), r.get(1)))
 }
 
-/// The flow of every project on PostgreSQL, which has no flows of its own yet: the
-/// default one. Refusals name it as SQLite's store names a project's flow, so the
-/// same bad input reads the same on both backends (`spice task flow` says that other
-/// flows are not here yet).
-pub(super) fn flow() -> Vec<String> {
-    DEFAULT_FLOW.iter().map(|p| p.to_string()).collect()
-}
-
 pub(super) fn add(s: &mut PgStore, new: NewTask, depends: &[String]) -> Result<Task> {
     let at = s.at.as_str();
     let mut tx = s.client.transaction().ctx("to add a task", at)?;
@@ -155,7 +147,8 @@ pub(super) fn insert_task(
     new: &NewTask,
     now: Micros,
 ) -> Result<String> {
-    let phase = new_task_phase(new, &flow())?;
+    let flow = super::phases::flow_of(tx, at, new.project.as_deref())?;
+    let phase = new_task_phase(new, &flow)?;
     let uuid = match &new.uuid {
         Some(u) => u.to_ascii_lowercase(),
         None => uuid::Uuid::new_v4().to_string(),
