@@ -730,3 +730,50 @@ fn a_commit_hooks_gate_run_is_in_the_tasks_ledger(f: &Fleet) {
     assert_eq!(runs[0]["actor"], "s-1");
     assert_eq!(runs[0]["detail"]["clean"], true);
 }
+
+both!(a_flow_and_a_task_in_the_phase_it_drops_never_both_stand);
+
+/// A flow that drops a phase and a task added into that phase at the same moment:
+/// exactly one of them stands (PostgreSQL: the flow waits for the add's transaction
+/// to end, by its table lock; SQLite: one writer at a time).
+fn a_flow_and_a_task_in_the_phase_it_drops_never_both_stand(f: &Fleet) {
+    for round in 0..6 {
+        let web = format!("web{round}");
+        f.env
+            .run(&["task", "flow", "--project", &web, "plan", "todo", "verify"])
+            .ok();
+        let runs: Vec<common::Run> = std::thread::scope(|s| {
+            let flow = s.spawn(|| {
+                f.env
+                    .run(&["task", "flow", "--project", &web, "plan", "verify"])
+            });
+            let add = s.spawn(|| {
+                f.env
+                    .run(&["task", "add", "x", "--project", &web, "--phase", "todo"])
+            });
+            vec![flow.join().unwrap(), add.join().unwrap()]
+        });
+        let won = runs.iter().filter(|r| r.code == 0).count();
+        assert_eq!(won, 1, "round {round}: exactly one stands");
+        if runs[0].code == 0 {
+            runs[1].fails(2, "not in the flow");
+        } else {
+            runs[0].fails(2, "drops phase 'todo'");
+        }
+        let flow = f
+            .env
+            .run(&["task", "flow", "--project", &web])
+            .ok()
+            .to_string();
+        let added = f
+            .env
+            .run(&["task", "list", "--project", &web, "--json"])
+            .json();
+        let in_todo = added.as_array().unwrap().len();
+        assert_eq!(
+            (flow.trim() == "plan → verify", in_todo),
+            (runs[0].code == 0, usize::from(runs[1].code == 0)),
+            "round {round}"
+        );
+    }
+}
