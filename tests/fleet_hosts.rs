@@ -127,7 +127,10 @@ fn a_killed_host_s_lanes_go_stale_and_the_other_host_continues_them() {
     let mut sup_a = up(&a, "a", &[]);
     wait_for("host a's two lanes working", 60, || {
         let s = &mut *store;
-        (claim_of(s, "only_a").is_some() && claim_of(s, "any").is_some()).then_some(())
+        (claim_of(s, "only_a").is_some()
+            && claim_of(s, "any").is_some()
+            && lane(s, "any")?.transcript.is_some())
+        .then_some(())
     });
     let sup_b = up(&b, "b", &[]);
     wait_for("host b's lane working", 60, || {
@@ -147,6 +150,13 @@ fn a_killed_host_s_lanes_go_stale_and_the_other_host_continues_them() {
     wait_for("host a's agents to end", 15, || {
         processes_of(&a.home).is_empty().then_some(())
     });
+    // Lane any's conversation cannot be read on host b (here: its transcript is gone):
+    // b's successor must start afresh rather than resume into nothing.
+    let written = lane(&mut *store, "any")
+        .unwrap()
+        .transcript
+        .expect("a transcript");
+    std::fs::remove_file(&written).unwrap();
     // Its lanes show the host lost once its heartbeat lapsed.
     wait_for("host a shown lost", 30, || {
         lane(&mut *store, "only_a")
@@ -161,6 +171,25 @@ fn a_killed_host_s_lanes_go_stale_and_the_other_host_continues_them() {
             .then_some(())
     });
     assert!(kinds(&mut *store, &moved).contains(&"successor".to_string()));
+    let fresh = wait_for("host b's successor to start afresh", 30, || {
+        let ledger = store.ledger(&moved).unwrap();
+        ledger
+            .iter()
+            .rev()
+            .find(|e| {
+                e.kind == "launched"
+                    && e.actor.as_deref() != Some(moved_from.as_str())
+                    && e.detail["resume"] == false
+            })
+            .map(|e| (ledger.clone(), e.clone()))
+    });
+    let unavailable = fresh.0.iter().find(|e| e.kind == "resume_unavailable");
+    let unavailable = unavailable.expect("resume_unavailable in the ledger");
+    assert_eq!(unavailable.detail["transcript"], written.as_str());
+    assert_eq!(
+        fresh.1.detail["conversation"],
+        fresh.1.actor.clone().unwrap().as_str()
+    );
     // The claim only host a may work on goes stale, and is taken over explicitly.
     wait_for("lane only_a's claim to go stale", 30, || {
         let stale = b.run(&["task", "claims", "--stale", "--json"]).json();
@@ -357,6 +386,19 @@ fn a_frozen_host_woken_after_losing_its_lane_leaves_the_new_runner_s_row_alone()
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
     };
+
+    // Host a's transcript (readable here: one machine, two homes) was copied where
+    // host b's agent looks, so the resume continues the conversation there.
+    let restored = wait_for("host b's agent to resume its transcript", 30, || {
+        let row = lane(&mut *store, "any")?;
+        let b_home = b.dir.path().display().to_string();
+        (row.state == spice::store::LaneState::Working
+            && row.transcript.as_deref()?.starts_with(&b_home))
+        .then_some(row)
+    });
+    assert!(kinds(&mut *store, &task).contains(&"transcript_restored".to_string()));
+    let lines = std::fs::read_to_string(restored.transcript.as_deref().unwrap()).unwrap();
+    assert!(lines.contains("Continue where you left off"), "{lines}");
 
     signal("-CONT", sup_a.id());
     let out = sup_a.wait_with_output();

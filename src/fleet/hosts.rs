@@ -82,7 +82,18 @@ impl Heartbeat {
             let _ = t.join();
             if self.superseded.lock().unwrap().is_none() {
                 if let Ok(mut store) = self.opts.connect() {
-                    let _ = store.end_supervisor(self.id);
+                    // A lane may have learned first that another supervisor superseded
+                    // this one (its row's write refused) and stopped before the next
+                    // beat: one last beat asks, so the supervisor still ends saying so.
+                    match store.supervisor_heartbeat(self.id, LEASE) {
+                        Err(Error::Conflict(why)) => {
+                            eprintln!("spice: {why}");
+                            *self.superseded.lock().unwrap() = Some(why);
+                        }
+                        _ => {
+                            let _ = store.end_supervisor(self.id);
+                        }
+                    }
                 }
             }
         }

@@ -52,8 +52,10 @@ pub(super) fn append(
 /// the end of its output), a finished task's worktree put in the repository's pool
 /// or taken from it for a new task (`pool`: with the ref its leftovers were saved
 /// under, or why it was not), a lane paused at its token budget, resumed after a
-/// raise, or stopped by the operator (`budget`).
-pub const SUPERVISOR_KINDS: [&str; 17] = [
+/// raise, or stopped by the operator (`budget`), a conversation's transcript copied
+/// to where a successor on this host resumes it (`transcript_restored`), or a
+/// successor that starts afresh because it cannot be (`resume_unavailable`).
+pub const SUPERVISOR_KINDS: [&str; 19] = [
     "launched",
     "conversation",
     "exited",
@@ -71,6 +73,8 @@ pub const SUPERVISOR_KINDS: [&str; 17] = [
     "budget",
     "archived",
     "gc",
+    "transcript_restored",
+    "resume_unavailable",
 ];
 
 /// Refuses a note of a kind the supervisor does not report (both backends).

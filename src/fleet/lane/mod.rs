@@ -43,6 +43,7 @@ mod machine;
 mod pool;
 mod prepare;
 mod publish;
+mod resume_here;
 mod runner;
 mod session;
 mod stages;
