@@ -187,8 +187,14 @@ fn one(tx: &Transaction<'_>, id: i64, now: Micros) -> Result<Option<SupervisorRo
         .optional()?)
 }
 
-/// Refused (a conflict) unless supervisor `id` runs lane `name` ([`judge_lane_write`]).
-pub(super) fn fence_lane(tx: &Transaction<'_>, name: &str, id: i64, now: Micros) -> Result<()> {
+/// Supervisor `id`'s row and the row of lane `name`'s runner (if it has one), judged
+/// live at `now`.
+fn me_and_runner(
+    tx: &Transaction<'_>,
+    name: &str,
+    id: i64,
+    now: Micros,
+) -> Result<(SupervisorRow, Option<SupervisorRow>)> {
     let me = one(tx, id, now)?.ok_or_else(|| unknown(id))?;
     let runner: Option<i64> = tx
         .prepare_cached("SELECT supervisor FROM lane_runners WHERE lane = ?1")?
@@ -199,6 +205,12 @@ pub(super) fn fence_lane(tx: &Transaction<'_>, name: &str, id: i64, now: Micros)
         Some(r) => one(tx, r, now)?,
         None => None,
     };
+    Ok((me, runner))
+}
+
+/// Refused (a conflict) unless supervisor `id` runs lane `name` ([`judge_lane_write`]).
+pub(super) fn fence_lane(tx: &Transaction<'_>, name: &str, id: i64, now: Micros) -> Result<()> {
+    let (me, runner) = me_and_runner(tx, name, id, now)?;
     judge_lane_write(name, &me, runner.as_ref())
 }
 
@@ -286,15 +298,7 @@ impl Store {
     /// `hosts` (empty: any) and no other supervisor in force runs it ([`judge_take`]).
     pub fn take_lane(&mut self, name: &str, supervisor: i64, hosts: &[String]) -> Result<LaneTake> {
         self.write("taking a lane", |tx, now| {
-            let me = one(tx, supervisor, now)?.ok_or_else(|| unknown(supervisor))?;
-            let runner: Option<i64> = tx
-                .prepare_cached("SELECT supervisor FROM lane_runners WHERE lane = ?1")?
-                .query_row([name], |r| r.get(0))
-                .optional()?;
-            let runner = match runner {
-                Some(id) => one(tx, id, now)?,
-                None => None,
-            };
+            let (me, runner) = me_and_runner(tx, name, supervisor, now)?;
             let take = judge_take(&me, runner, hosts, now)?;
             if let LaneTake::Taken { from } = &take {
                 tx.execute(

@@ -21,7 +21,66 @@
 //! - A profile whose transcript is found by searching (a wildcard, as Codex's
 //!   rollouts) is left as it is: the file the agent will look for is not known.
 
+use super::Lane;
+use crate::config::profile::Placeholder;
+use crate::error::Result;
+use crate::fleet::follow::transcript_place;
+use crate::transcript::discover::claude_slug;
+use serde_json::json;
 use std::path::{Path, PathBuf};
+
+impl Lane<'_> {
+    /// Whether session `session` may resume `conversation` in `worktree` with the
+    /// agent's `home` ([`prepare`]): a transcript copied here is followed from its new
+    /// place (`transcript_restored`); `false` when it must start afresh
+    /// (`resume_unavailable`, said on stderr), its recorded transcript forgotten.
+    pub(super) fn resumable_here(
+        &mut self,
+        task: &str,
+        session: &str,
+        conversation: &str,
+        worktree: &Path,
+        home: &str,
+    ) -> Result<bool> {
+        // The placeholders a transcript's `dir` and `glob` know.
+        let place = |p: Placeholder| -> Option<String> {
+            Some(match p {
+                Placeholder::SessionId => conversation.to_string(),
+                Placeholder::Worktree => worktree.display().to_string(),
+                Placeholder::Home => home.to_string(),
+                Placeholder::CwdSlug => claude_slug(worktree),
+                _ => return None,
+            })
+        };
+        let (expected, _) = transcript_place(self.cfg, &place);
+        let recorded = self.row.transcript.as_ref().map(PathBuf::from);
+        let lane = self.cfg.name.clone();
+        let (kind, mut detail, resumable) =
+            match prepare(conversation, expected.as_deref(), recorded.as_deref()) {
+                ResumeHere::Resume => return Ok(true),
+                ResumeHere::Restored { from, to } => {
+                    self.row.transcript = Some(to.display().to_string());
+                    let detail = json!({ "from": from, "to": to });
+                    ("transcript_restored", detail, true)
+                }
+                ResumeHere::Fresh { why } => {
+                    eprintln!(
+                        "spice: lane {lane}: {why}; session {session} starts afresh from its brief"
+                    );
+                    self.row.transcript = None;
+                    (
+                        "resume_unavailable",
+                        json!({ "transcript": recorded, "why": why }),
+                        false,
+                    )
+                }
+            };
+        detail["lane"] = json!(lane);
+        detail["conversation"] = json!(conversation);
+        self.store.note(task, kind, session, detail)?;
+        Ok(resumable)
+    }
+}
 
 /// What a resume on this host can do.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,7 +5,6 @@
 
 use super::budget::Paused;
 use super::machine::{Action, End, Event, Holding, Rules, Session};
-use super::resume_here::{self, ResumeHere};
 use super::{Lane, Work, GRACE, TICK};
 use crate::agent::{inflight, LaunchSpec};
 use crate::config::profile::{Mode, Placeholder};
@@ -159,51 +158,11 @@ impl Lane<'_> {
         // `{home}` is the HOME the agent gets (a lane's `[env] HOME` wins), which is
         // where it writes its transcript, not the supervisor's.
         let home = launch::home(&env).unwrap_or_else(|| opts.home.display().to_string());
-        if resume {
-            // The transcript must be where this host's agent looks for it (see
-            // `resume_here`): a successor on another host copies it there, or starts afresh.
-            let place = |p: Placeholder| -> Option<String> {
-                Some(match p {
-                    Placeholder::SessionId => conversation.clone(),
-                    Placeholder::Worktree => worktree.display().to_string(),
-                    Placeholder::Home => home.clone(),
-                    Placeholder::CwdSlug => claude_slug(&worktree),
-                    Placeholder::Task => task.id.clone(),
-                    Placeholder::Lane => cfg.name.clone(),
-                    _ => return None,
-                })
-            };
-            let (expected, _) = transcript_place(cfg, &place);
-            let recorded = self.row.transcript.as_ref().map(PathBuf::from);
-            match resume_here::prepare(&conversation, expected.as_deref(), recorded.as_deref()) {
-                ResumeHere::Resume => {}
-                ResumeHere::Restored { from, to } => {
-                    self.store.note(
-                        &task.id,
-                        "transcript_restored",
-                        &session,
-                        json!({ "lane": cfg.name, "conversation": conversation,
-                                "from": from, "to": to }),
-                    )?;
-                    self.row.transcript = Some(to.display().to_string());
-                }
-                ResumeHere::Fresh { why } => {
-                    eprintln!(
-                        "spice: lane {}: {why}; session {session} starts afresh from its brief",
-                        cfg.name
-                    );
-                    self.store.note(
-                        &task.id,
-                        "resume_unavailable",
-                        &session,
-                        json!({ "lane": cfg.name, "conversation": conversation,
-                                "transcript": recorded, "why": why }),
-                    )?;
-                    resume = false;
-                    conversation = session.clone();
-                    self.row.transcript = None;
-                }
-            }
+        // The transcript must be where this host's agent looks for it (`resume_here`):
+        // a successor on another host copies it there, or starts afresh.
+        if resume && !self.resumable_here(&task.id, &session, &conversation, &worktree, &home)? {
+            resume = false;
+            conversation = session.clone();
         }
         let value = |p: Placeholder| -> Option<String> {
             Some(match p {
