@@ -411,6 +411,13 @@ fn scans_report_the_turn_end_and_whether_text_came_last() {
         (Some(true), Some(true)),
         "a late prompt"
     );
+    // Nor does it clear the reply the turn ended on (a question there asks the
+    // operator; cleared, the lane read as merely waiting).
+    assert_eq!(
+        r.turn.last_text.as_deref(),
+        Some("Done."),
+        "a late prompt kept the reply"
+    );
     let next = env.dir.path().join("next.jsonl");
     std::fs::write(&next, ended_then(300)).unwrap();
     let r = spice::transcript::acks::Scanner::new(&next, Vec::new())

@@ -170,7 +170,13 @@ impl Scanner {
             report.usage += metered;
             for e in events.iter().filter(|e| e.subagent.is_none()) {
                 report.events += 1;
-                self.turn.observe(e);
+                // A record dated before the last turn end but written after it belongs
+                // to that turn: a late prompt must not clear the reply it was answered by.
+                let late =
+                    matches!((e.timestamp, self.ended_at), (Some(at), Some(end)) if at < end);
+                if !late {
+                    self.turn.observe(e);
+                }
                 match &e.kind {
                     EventKind::AssistantText { text, .. } => {
                         for mut d in grammar::parse(text) {
@@ -194,8 +200,6 @@ impl Scanner {
                 // Usage and identity lines, injected context (reminders, hook output),
                 // compactions and subagent links can trail a turn's end without
                 // restarting it: only the agent's and the user's own events do.
-                let late =
-                    matches!((e.timestamp, self.ended_at), (Some(at), Some(end)) if at < end);
                 let neutral = late
                     || matches!(
                         e.kind,
