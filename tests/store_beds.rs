@@ -15,6 +15,7 @@ both!(slots_and_ports_are_unique_among_live_beds);
 both!(a_worktree_made_again_keeps_its_slot_number);
 both!(a_clash_drops_the_worktrees_earlier_row);
 both!(racing_reservers_never_share_a_slot_or_a_port);
+both!(only_the_claim_s_holder_now_reserves_its_slot);
 
 /// A new task claimed by `claimant` working in `worktree`: its id and holder.
 fn claim(s: &mut dyn Authority, claimant: &str, worktree: &str) -> (String, Holder) {
@@ -44,6 +45,7 @@ fn req<'a>(wt: &'a str, task: &'a str, ports: &'a [u16]) -> SlotRequest<'a> {
         template: None,
         method: Some("cold"),
         ports,
+        fence: None,
     }
 }
 
@@ -165,4 +167,47 @@ fn racing_reservers_never_share_a_slot_or_a_port(f: &Fleet) {
     let live = s.bed_slots().unwrap();
     assert_eq!(live.len(), 1, "the losers' earlier rows are gone: {live:?}");
     assert_eq!(live[0].ports, won[0].ports);
+}
+
+/// A reservation made under a holding is refused once the claim moved on (renewed to a
+/// successor under a new fence, or released): a holder that lost the claim, a host
+/// frozen past its lease, cannot take the worktree's slot from the one holding it now.
+fn only_the_claim_s_holder_now_reserves_its_slot(f: &Fleet) {
+    let mut s = f.authority();
+    let (t, old) = claim(&mut *s, "first", "/w/t");
+    let mut mine = req("/w/t", &t, &[41001]);
+    mine.fence = old.fence;
+    let first = s.reserve_bed_slot(&mine).unwrap().unwrap();
+    assert_eq!(first.ports, vec![41001]);
+
+    let passed = s
+        .renew(&t, &old, Some("successor"), Duration::from_secs(600))
+        .unwrap();
+    assert_ne!(Some(passed.fence), old.fence);
+    let mut new = req("/w/t", &t, &[41002]);
+    new.fence = Some(passed.fence);
+    s.reserve_bed_slot(&new).unwrap().unwrap();
+
+    let mut late = req("/w/t", &t, &[41003]);
+    late.fence = old.fence;
+    let e = s.reserve_bed_slot(&late).unwrap_err();
+    assert_eq!(e.exit_code(), 3, "{e}");
+    assert!(
+        e.to_string().contains(&format!(
+            "task {t}'s claim is held under fence {} now, not {}",
+            passed.fence,
+            old.fence.unwrap()
+        )),
+        "{e}"
+    );
+    let slot = s
+        .bed_slot("/w/t")
+        .unwrap()
+        .expect("the successor's slot stands");
+    assert_eq!(slot.ports, vec![41002], "the successor's ports stand");
+
+    s.release(&t, &Holder::fenced("successor".to_string(), passed.fence))
+        .unwrap();
+    let e = s.reserve_bed_slot(&new).unwrap_err();
+    assert!(e.to_string().contains("is no longer claimed"), "{e}");
 }

@@ -10,8 +10,8 @@ mod common;
 use common::clocked::{both, Fleet, HOUR, T0};
 use spice::clock::Micros;
 use spice::store::{
-    Authority, ClaimRequest, Holder, LaneRow, LaneState, LaneTake, Takeover, Target, TargetKind,
-    Waited,
+    Authority, BudgetScope, ClaimRequest, Holder, LaneRow, LaneState, LaneTake, Takeover, Target,
+    TargetKind, Waited,
 };
 use spice::task::NewTask;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -721,6 +721,16 @@ fn only_the_supervisor_running_a_lane_writes_its_row(f: &Fleet) {
         ),
         "host b's row stands"
     );
+    // Nor does host a act on the operator's stop meant for the lane's runner now: the
+    // stop stays for host b to act on (and b clears it).
+    let stop = BudgetScope::Lane("x".into());
+    a.budget_stop(&stop).unwrap();
+    let e = a.budget_stopped(&stop, Some(("x", sa))).unwrap_err();
+    assert_eq!(e.exit_code(), 3, "{e}");
+    let stopped_now = |s: &mut dyn Authority| s.budgets().unwrap().iter().any(|r| r.stop);
+    assert!(stopped_now(&mut *a), "the stop stands for host b");
+    b.budget_stopped(&stop, Some(("x", sb))).unwrap();
+    assert!(!stopped_now(&mut *a), "host b acted on it");
 
     // A later supervisor of host b supersedes the first: the first writes nothing more,
     // and the new one writes once it took the lane.

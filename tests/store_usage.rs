@@ -253,7 +253,7 @@ fn a_set_goes_either_way_and_keeps_a_stop(f: &Fleet) {
         "lowered, still stopped"
     );
     assert!(s.budget_state("x", Some("T1"), None).unwrap().stop());
-    s.budget_stopped(&t).unwrap();
+    s.budget_stopped(&t, None).unwrap();
     let st = s.budget_state("x", Some("T1"), None).unwrap();
     assert!(!st.stop());
     assert_eq!(st.task.unwrap().limit, Some(10));
@@ -267,7 +267,7 @@ fn a_set_goes_either_way_and_keeps_a_stop(f: &Fleet) {
     );
     assert_eq!(st.crossed(), None);
     // Clearing a stop on a budget never set writes nothing.
-    s.budget_stopped(&BudgetScope::Lane("ghost".into()))
+    s.budget_stopped(&BudgetScope::Lane("ghost".into()), None)
         .unwrap();
     assert!(s.budgets().unwrap().iter().all(|b| b.name != "ghost"));
 }

@@ -278,8 +278,11 @@ pub trait Authority: Send {
     fn budget_set(&mut self, scope: &BudgetScope, tokens: u64) -> Result<Budget>;
     /// Asks the lane working under `scope` to stop (the claim kept); a raise clears it.
     fn budget_stop(&mut self, scope: &BudgetScope) -> Result<()>;
-    /// Clears a stop asked for (the lane acted on it).
-    fn budget_stopped(&mut self, scope: &BudgetScope) -> Result<()>;
+    /// Clears a stop asked for (the lane acted on it). With `by` (a lane and the
+    /// supervisor running it), only while that supervisor still runs the lane, as
+    /// [`Authority::put_lane_as`]: a conflict, nothing cleared, when another took it,
+    /// so the stop stays for the lane's new runner to act on.
+    fn budget_stopped(&mut self, scope: &BudgetScope, by: Option<(&str, i64)>) -> Result<()>;
     /// Every budget.
     fn budgets(&mut self) -> Result<Vec<BudgetRow>>;
 

@@ -37,6 +37,30 @@ pub struct SlotRequest<'a> {
     pub method: Option<&'a str>,
     /// Ports found free by binding them; as many as the bed reserves.
     pub ports: &'a [u16],
+    /// The holding the reservation is made under: with one, the reservation is refused
+    /// (a conflict, nothing written) unless the task's claim still has this fence, so
+    /// a holder that lost the claim (a host frozen past its lease) cannot take the
+    /// worktree's slot from the one that holds it now.
+    pub fence: Option<i64>,
+}
+
+/// The fence on a slot's reservation (every backend's): `current` is the fence the
+/// task's claim has now, if it is claimed.
+pub(crate) fn judge_reservation(req: &SlotRequest<'_>, current: Option<i64>) -> Result<()> {
+    match (req.fence, current) {
+        (None, _) => Ok(()),
+        (Some(f), Some(c)) if f == c => Ok(()),
+        (Some(f), Some(c)) => Err(Error::conflict(format!(
+            "task {}'s claim is held under fence {c} now, not {f}: its bed slot is not this \
+             holder's to reserve",
+            req.task_id
+        ))),
+        (Some(f), None) => Err(Error::conflict(format!(
+            "task {} is no longer claimed (fence {f} was released or dropped): no bed slot \
+             to reserve for it",
+            req.task_id
+        ))),
+    }
 }
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<BedSlot> {
@@ -106,6 +130,16 @@ impl Store {
         req: &SlotRequest<'_>,
     ) -> Result<std::result::Result<BedSlot, Vec<u16>>> {
         self.write("reserving a bed slot", |tx, now| {
+            if req.fence.is_some() {
+                let current: Option<i64> = tx
+                    .query_row(
+                        "SELECT fence FROM claims WHERE task_id = ?1",
+                        [req.task_id],
+                        |r| r.get(0),
+                    )
+                    .optional()?;
+                judge_reservation(req, current)?;
+            }
             let before: Option<u32> = tx
                 .query_row(
                     "SELECT slot FROM bed_slots WHERE worktree = ?1",
@@ -204,6 +238,7 @@ mod tests {
             template: None,
             method: Some("cold"),
             ports,
+            fence: None,
         }
     }
 

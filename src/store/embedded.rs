@@ -279,8 +279,8 @@ impl Authority for Store {
     fn budget_stop(&mut self, scope: &BudgetScope) -> Result<()> {
         Store::budget_stop(self, scope)
     }
-    fn budget_stopped(&mut self, scope: &BudgetScope) -> Result<()> {
-        Store::budget_stopped(self, scope)
+    fn budget_stopped(&mut self, scope: &BudgetScope, by: Option<(&str, i64)>) -> Result<()> {
+        Store::budget_stopped(self, scope, by)
     }
     fn budgets(&mut self) -> Result<Vec<BudgetRow>> {
         Store::budgets(self)

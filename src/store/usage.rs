@@ -352,10 +352,14 @@ impl Store {
         })
     }
 
-    /// Clears a stop asked for (the lane acted on it).
-    pub fn budget_stopped(&mut self, scope: &BudgetScope) -> Result<()> {
+    /// Clears a stop asked for (the lane acted on it); with `by`, only while that
+    /// supervisor runs that lane ([`super::supervisors::fence_lane`]).
+    pub fn budget_stopped(&mut self, scope: &BudgetScope, by: Option<(&str, i64)>) -> Result<()> {
         let (kind, name) = scope.parts();
-        self.write("clearing a budget stop", |tx, _| {
+        self.write("clearing a budget stop", |tx, now| {
+            if let Some((lane, id)) = by {
+                super::supervisors::fence_lane(tx, lane, id, now)?;
+            }
             tx.prepare_cached("UPDATE budgets SET stop = 0 WHERE kind = ?1 AND name = ?2")?
                 .execute(params![kind, name])?;
             Ok(())

@@ -47,8 +47,14 @@ impl Lane<'_> {
         detail["seconds"] = json!(started.elapsed().as_secs_f64());
         let method = detail["method"].as_str().map(str::to_string);
         let template = detail["template"].as_str().map(str::to_string);
-        let slot =
-            self.reserve_slot(claim, wt, cfg.ports, template.as_deref(), method.as_deref())?;
+        let slot = self.reserve_slot(
+            claim,
+            holder,
+            wt,
+            cfg.ports,
+            template.as_deref(),
+            method.as_deref(),
+        )?;
         detail["worktree"] = json!(wt);
         detail["slot"] = json!(slot.slot);
         detail["ports"] = json!(slot.ports);
@@ -85,6 +91,7 @@ impl Lane<'_> {
     fn reserve_slot(
         &mut self,
         claim: &Claim,
+        holder: &Holder,
         wt: &Path,
         n: u16,
         template: Option<&str>,
@@ -110,6 +117,7 @@ impl Lane<'_> {
                 template,
                 method,
                 ports: &ports,
+                fence: holder.fence,
             };
             if let Ok(slot) = self.store.reserve_bed_slot(&req)? {
                 return Ok(slot);

@@ -10,7 +10,7 @@
 
 use super::machine::{Holding, Renewer};
 use super::{Lane, TICK};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::store::{BudgetScope, BudgetState, Holder, LaneState};
 use serde_json::json;
 use std::time::Instant;
@@ -93,7 +93,17 @@ impl Lane<'_> {
         } else {
             BudgetScope::Task(task.to_string())
         };
-        self.store.budget_stopped(&scope)?;
+        // Cleared only by the lane's runner: a supervisor that lost the lane (frozen
+        // past its heartbeat) leaves the operator's stop to the one that runs it now.
+        let by = self.opts.supervisor.map(|id| (self.cfg.name.as_str(), id));
+        match self.store.budget_stopped(&scope, by) {
+            Ok(()) => {}
+            Err(Error::Conflict(why)) if by.is_some() => {
+                self.taken_elsewhere(why);
+                return Ok(Paused::Stopping);
+            }
+            Err(e) => return Err(e),
+        }
         self.store.note(
             task,
             "budget",

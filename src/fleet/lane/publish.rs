@@ -42,21 +42,25 @@ impl Lane<'_> {
                     self.written = Some(w);
                     self.written_at = Instant::now();
                 }
-                // Another supervisor runs the lane now (it took it after this one's
-                // heartbeat lapsed, or this one was superseded): the row and the
-                // lane are its. This lane ends as on `fleet down`, its claim kept for
-                // the successor there, and writes nothing more.
                 Err(Error::Conflict(why)) if self.opts.supervisor.is_some() => {
-                    if self.owned {
-                        eprintln!("spice: lane {}: {why}; stopping it here", self.cfg.name);
-                        self.report.error = Some(why);
-                    }
-                    self.owned = false;
-                    self.halted = true;
+                    self.taken_elsewhere(why)
                 }
                 Err(e) => return Err(e),
             }
         }
         Ok(())
+    }
+
+    /// Another supervisor runs the lane now (it took it after this one's heartbeat
+    /// lapsed, or this one was superseded), as a fenced write just learned: the row
+    /// and the lane are its. This lane ends as on `fleet down`, its claim kept for the
+    /// successor there, and writes nothing more.
+    pub(super) fn taken_elsewhere(&mut self, why: String) {
+        if self.owned {
+            eprintln!("spice: lane {}: {why}; stopping it here", self.cfg.name);
+            self.report.error = Some(why);
+        }
+        self.owned = false;
+        self.halted = true;
     }
 }

@@ -15,7 +15,7 @@
 use super::tasks::server_now;
 use super::{PgContext, PgStore};
 use crate::error::Result;
-use crate::store::beds::{clashes, pick_slot};
+use crate::store::beds::{clashes, judge_reservation, pick_slot};
 use crate::store::{BedSlot, SlotRequest};
 use postgres::Row;
 
@@ -49,6 +49,17 @@ pub(super) fn reserve(
     tx.batch_execute("LOCK TABLE bed_slots IN SHARE ROW EXCLUSIVE MODE")
         .ctx("to lock the bed slots", at)?;
     let now = server_now(&mut tx, at)?;
+    if req.fence.is_some() {
+        // Share-locked: a takeover (which moves the fence) waits for this reservation.
+        let current: Option<i64> = tx
+            .query_opt(
+                "SELECT fence FROM claims WHERE task_id = $1 FOR SHARE",
+                &[&req.task_id],
+            )
+            .ctx("to read the claim a bed slot is reserved under", at)?
+            .map(|r| r.get(0));
+        judge_reservation(req, current)?;
+    }
     let before: Option<u32> = tx
         .query_opt(
             "SELECT slot FROM bed_slots WHERE worktree = $1",

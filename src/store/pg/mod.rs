@@ -545,9 +545,9 @@ impl Authority for PgStore {
         self.live()?;
         usage::budget_stop(self, scope)
     }
-    fn budget_stopped(&mut self, scope: &BudgetScope) -> Result<()> {
+    fn budget_stopped(&mut self, scope: &BudgetScope, by: Option<(&str, i64)>) -> Result<()> {
         self.live()?;
-        usage::budget_stopped(self, scope)
+        usage::budget_stopped(self, scope, by)
     }
     fn budgets(&mut self) -> Result<Vec<BudgetRow>> {
         self.live()?;

@@ -245,15 +245,26 @@ pub(super) fn budget_stop(s: &mut PgStore, scope: &BudgetScope) -> Result<()> {
     Ok(())
 }
 
-/// Clears a stop asked for (the lane acted on it).
-pub(super) fn budget_stopped(s: &mut PgStore, scope: &BudgetScope) -> Result<()> {
+/// Clears a stop asked for (the lane acted on it); with `by`, only while that
+/// supervisor runs that lane ([`super::supervisors::fence_lane`], whose share lock on
+/// the runner row makes a take wait for this clear).
+pub(super) fn budget_stopped(
+    s: &mut PgStore,
+    scope: &BudgetScope,
+    by: Option<(&str, i64)>,
+) -> Result<()> {
     let (kind, name) = scope.parts();
-    s.client
-        .execute(
-            "UPDATE budgets SET stop = false WHERE kind = $1 AND name = $2",
-            &[&kind, &name],
-        )
-        .ctx("to clear a budget stop", &s.at)?;
+    let at = s.at.as_str();
+    let mut tx = s.client.transaction().ctx("to clear a budget stop", at)?;
+    if let Some((lane, id)) = by {
+        super::supervisors::fence_lane(&mut tx, at, lane, id)?;
+    }
+    tx.execute(
+        "UPDATE budgets SET stop = false WHERE kind = $1 AND name = $2",
+        &[&kind, &name],
+    )
+    .ctx("to clear a budget stop", at)?;
+    tx.commit().ctx("to clear a budget stop", at)?;
     Ok(())
 }
 
