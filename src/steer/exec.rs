@@ -284,6 +284,14 @@ pub fn run(cfg: ExecConfig, clock: Arc<dyn Clock>) -> Result<i32> {
         } else if recheck.is_some_and(|at| at <= Instant::now()) {
             recheck = None;
         }
+        // The command ended (its SIGCHLD woke the wait): what is due is shown once,
+        // after it, not read a second time here.
+        if let Some(st) = child
+            .try_wait()
+            .map_err(|e| Error::Other(format!("wait failed: {e}")))?
+        {
+            break st;
+        }
         shower.show(Moment::During);
     };
     if take_tty {
