@@ -131,7 +131,8 @@ pub fn prepare(conversation: &str, expected: Option<&Path>, recorded: Option<&Pa
 }
 
 /// Copies `from` to `to` (its directory made): whole under a temporary name, then
-/// renamed; refused if `to` appeared meanwhile.
+/// linked to `to`, which fails if `to` appeared meanwhile (a rename would replace it:
+/// the agent may have begun writing there).
 fn copy(from: &Path, to: &Path) -> std::io::Result<()> {
     let dir = to.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
@@ -140,18 +141,14 @@ fn copy(from: &Path, to: &Path) -> std::io::Result<()> {
         .map(|n| n.to_string_lossy())
         .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.spice-{}", std::process::id()));
-    let result = std::fs::copy(from, &tmp).and_then(|_| {
-        if to.exists() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::AlreadyExists,
-                format!("{} appeared meanwhile", to.display()),
-            ));
+    let result = std::fs::copy(from, &tmp).and_then(|_| match std::fs::hard_link(&tmp, to) {
+        // A filesystem without hard links (EPERM): a rename, once `to` is not there.
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied && !to.exists() => {
+            std::fs::rename(&tmp, to)
         }
-        std::fs::rename(&tmp, to)
+        other => other,
     });
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
+    let _ = std::fs::remove_file(&tmp);
     result
 }
 
@@ -195,6 +192,21 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(left.len(), 1, "no temporary file left: {left:?}");
+    }
+
+    #[test]
+    fn a_copy_never_replaces_a_transcript_that_appeared_meanwhile() {
+        let dir = tempfile::tempdir().unwrap();
+        let there = dir.path().join("a.jsonl");
+        std::fs::write(&there, "old\n").unwrap();
+        let here = dir.path().join("b/c.jsonl");
+        std::fs::create_dir_all(here.parent().unwrap()).unwrap();
+        std::fs::write(&here, "the agent's own\n").unwrap();
+        let e = copy(&there, &here).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists, "{e}");
+        assert_eq!(std::fs::read_to_string(&here).unwrap(), "the agent's own\n");
+        let left = std::fs::read_dir(here.parent().unwrap()).unwrap().count();
+        assert_eq!(left, 1, "no temporary file left");
     }
 
     #[test]
