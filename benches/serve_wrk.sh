@@ -31,7 +31,10 @@ python3 "$gen" 10000 > "$work/tasks.json"
 for i in $(seq -w 1 50); do
   "$spice" task next --claim --claimant "sess-$i" --lease 2h --json > "$work/claim-$i.json"
 done
-# 50 lanes as a supervisor would report them (without running 50 agents).
+# 50 lanes, defined as an operator defines them (steering a lane no file defines is
+# refused), and reported as a supervisor would report them (without running 50 agents).
+mkdir -p lanes
+for i in $(seq -w 1 50); do printf 'profile = "demo"\n' > "lanes/lane$i.toml"; done
 python3 - "$SPICE_HOME/spice.db" "$work" <<'PY'
 import json, sqlite3, sys, time
 db, work = sys.argv[1], sys.argv[2]
@@ -109,13 +112,13 @@ def next_change():
 next_change()  # the event sent on connect
 times = []
 for i in range(runs):
-    before = status()["lanes"][0]["pending"]
+    before = status()["lanes"][0]["pending_steering"]
     lane = status()["lanes"][0]["name"]
     t0 = time.perf_counter()
     subprocess.run([spice, "steer", f"lane:{lane}", f"bench {i}"], check=True, stdout=subprocess.DEVNULL)
     while True:
         next_change()
-        if status()["lanes"][0]["pending"] > before:
+        if status()["lanes"][0]["pending_steering"] > before:
             break
     times.append((time.perf_counter() - t0) * 1000)
     time.sleep(0.05)

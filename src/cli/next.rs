@@ -98,12 +98,13 @@ pub fn run(s: &mut dyn Authority, env: &Env, args: NextArgs) -> Result<()> {
             .collect();
         render::print_json(&v);
     } else {
-        let short = s.short_ids()?;
-        render::candidate_table(
-            &snap.tasks,
-            &ranking[..ranking.len().min(args.limit)],
-            &short,
-        );
+        let shown = &ranking[..ranking.len().min(args.limit)];
+        let ids: Vec<&str> = shown
+            .iter()
+            .map(|c| snap.tasks[c.index].id.as_str())
+            .collect();
+        let short = s.short_ids_of(&ids)?;
+        render::candidate_table(&snap.tasks, shown, &short);
     }
     if args.explain {
         let why = match ranking.as_slice() {

@@ -54,6 +54,12 @@ pub trait Authority: Send {
     fn dependents(&mut self, input: &str) -> Result<Vec<String>>;
     /// The shortest unique prefixes of every task id, for listings.
     fn short_ids(&mut self) -> Result<ShortIds>;
+    /// The shortest unique prefixes of `ids` among every task id, for a listing of a
+    /// few tasks: by default from every id ([`Authority::short_ids`]).
+    fn short_ids_of(&mut self, ids: &[&str]) -> Result<ShortIds> {
+        let _ = ids;
+        self.short_ids()
+    }
     /// Open tasks and every claim, from one consistent read, with its time.
     fn snapshot(&mut self) -> Result<Snapshot>;
     /// The cell of the task `claimant` last came to hold, if any.

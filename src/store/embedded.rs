@@ -34,6 +34,9 @@ impl Authority for Store {
     fn short_ids(&mut self) -> Result<ShortIds> {
         Store::short_ids(self)
     }
+    fn short_ids_of(&mut self, ids: &[&str]) -> Result<ShortIds> {
+        Store::short_ids_of(self, ids)
+    }
     fn snapshot(&mut self) -> Result<Snapshot> {
         Store::snapshot(self)
     }

@@ -67,6 +67,7 @@ fn busy(e: &Error) -> bool {
 }
 
 fn open_read_write(path: &Path) -> Result<Connection> {
+    configure_sqlite();
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
@@ -90,6 +91,24 @@ fn open_read_write(path: &Path) -> Result<Connection> {
         schema::migrate(&mut conn, path)?;
     }
     Ok(conn)
+}
+
+/// SQLite's process-wide settings, made once before its first connection: no memory
+/// statistics (spice never reads them; keeping them takes a global mutex and a count on
+/// every allocation, and parsing the schema at each open allocates a few thousand times).
+pub(super) fn configure_sqlite() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: called before any connection exists in this process (every connection
+        // of the store is made after this); sqlite3_config is refused (SQLITE_MISUSE),
+        // harmlessly, if SQLite was already initialised.
+        unsafe {
+            rusqlite::ffi::sqlite3_config(
+                rusqlite::ffi::SQLITE_CONFIG_MEMSTATUS,
+                0 as std::ffi::c_int,
+            );
+        }
+    });
 }
 
 /// Opens an existing database without writing to it or beside it where that cannot be
@@ -130,6 +149,7 @@ pub(super) fn open_read_only_for_check(path: &Path, backup: bool) -> rusqlite::R
 }
 
 fn read_only_conn(path: &Path) -> rusqlite::Result<Connection> {
+    configure_sqlite();
     let conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -142,6 +162,7 @@ fn read_only_conn(path: &Path) -> rusqlite::Result<Connection> {
 
 /// A connection that reads the file as it is, with no `-wal`/`-shm` and no locks.
 pub(super) fn immutable_conn(path: &Path) -> rusqlite::Result<Connection> {
+    configure_sqlite();
     let conn = Connection::open_with_flags(
         format!("file:{}?immutable=1", uri_path(path)),
         OpenFlags::SQLITE_OPEN_READ_ONLY

@@ -31,22 +31,26 @@ impl ShortIds {
     /// From every task id, in any order.
     pub fn new(mut ids: Vec<String>) -> ShortIds {
         ids.sort_unstable();
-        let common =
-            |a: &str, b: &str| a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
         let mut short = HashMap::with_capacity(ids.len());
         for (i, id) in ids.iter().enumerate() {
-            let before = i.checked_sub(1).map_or(0, |j| common(id, &ids[j]));
-            let after = ids.get(i + 1).map_or(0, |next| common(id, next));
-            let need = (before.max(after) + 1).max(MIN_SHORT);
-            // A prefix is typed as a stamp prefix: within the stamp, never into a
-            // collision suffix (`X` and `X-2` are told apart only whole).
-            let len = if stamp::is_stamp(id) && need <= stamp::WIDTH {
-                need
-            } else {
-                id.len()
-            };
+            let before = i.checked_sub(1).map(|j| ids[j].as_str());
+            let len = length(id, before, ids.get(i + 1).map(String::as_str));
             short.insert(id.clone(), len);
         }
+        ShortIds { short }
+    }
+
+    /// For a few task ids, each with its neighbours among every task id in sorted
+    /// order (the greatest id below it and the least above): the same prefixes as
+    /// [`ShortIds::new`] gives them, from a few index lookups instead of every id.
+    pub fn around(near: Vec<(String, Option<String>, Option<String>)>) -> ShortIds {
+        let short = near
+            .into_iter()
+            .map(|(id, before, after)| {
+                let len = length(&id, before.as_deref(), after.as_deref());
+                (id, len)
+            })
+            .collect();
         ShortIds { short }
     }
 
@@ -67,7 +71,49 @@ impl ShortIds {
     }
 }
 
+/// How much of `id` its short form keeps, given its neighbours in sorted order.
+fn length(id: &str, before: Option<&str>, after: Option<&str>) -> usize {
+    let common = |b: Option<&str>| {
+        b.map_or(0, |b| {
+            id.bytes()
+                .zip(b.bytes())
+                .take_while(|(x, y)| x == y)
+                .count()
+        })
+    };
+    let need = (common(before).max(common(after)) + 1).max(MIN_SHORT);
+    // A prefix is typed as a stamp prefix: within the stamp, never into a collision
+    // suffix (`X` and `X-2` are told apart only whole).
+    if stamp::is_stamp(id) && need <= stamp::WIDTH {
+        need
+    } else {
+        id.len()
+    }
+}
+
 impl Store {
+    /// The shortest unique prefixes of `ids` among every task id (those that are
+    /// tasks'), from each one's neighbours in the id index: a listing of a few tasks
+    /// (`task next`) reads a few rows, not every id.
+    pub fn short_ids_of(&mut self, ids: &[&str]) -> Result<ShortIds> {
+        self.read("reading task ids", |tx, _| {
+            let mut st = tx.prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM tasks WHERE id = ?1),
+                        (SELECT max(id) FROM tasks WHERE id < ?1),
+                        (SELECT min(id) FROM tasks WHERE id > ?1)",
+            )?;
+            let mut near = Vec::with_capacity(ids.len());
+            for id in ids {
+                let (known, before, after) =
+                    st.query_row([id], |r| Ok((r.get::<_, bool>(0)?, r.get(1)?, r.get(2)?)))?;
+                if known {
+                    near.push((id.to_string(), before, after));
+                }
+            }
+            Ok(ShortIds::around(near))
+        })
+    }
+
     /// The shortest unique prefix of every task id, for listings.
     pub fn short_ids(&mut self) -> Result<ShortIds> {
         self.read("reading task ids", |tx, _| {
@@ -285,6 +331,17 @@ mod tests {
             "zz0000000",
         ];
         let short = ShortIds::new(ids.iter().map(|s| s.to_string()).collect());
+        // Built from each id's neighbours alone, the same.
+        let near = (0..ids.len())
+            .map(|i| {
+                let at = |j: Option<usize>| j.and_then(|j| ids.get(j)).map(|s| s.to_string());
+                (ids[i].to_string(), at(i.checked_sub(1)), at(Some(i + 1)))
+            })
+            .collect();
+        let around = ShortIds::around(near);
+        for id in ids {
+            assert_eq!(around.id(id), short.id(id), "{id}");
+        }
         let got: Vec<&str> = ids.iter().map(|id| short.id(id)).collect();
         assert_eq!(
             got,
@@ -319,6 +376,13 @@ mod tests {
             ids.push(store.add_task(t, &[]).unwrap());
         }
         let short = store.short_ids().unwrap();
+        // Asked for a few, each prefix is the one the whole listing gives it.
+        let few: Vec<&str> = ids.iter().step_by(3).map(|t| t.id.as_str()).collect();
+        let some = store.short_ids_of(&few).unwrap();
+        for id in &few {
+            assert_eq!(some.id(id), short.id(id), "{id}");
+        }
+        assert_eq!(some.id("not-a-task"), "not-a-task");
         for t in &ids {
             let s = short.id(&t.id);
             assert!(t.id.starts_with(s), "{s}");
