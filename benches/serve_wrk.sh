@@ -113,7 +113,7 @@ next_change()  # the event sent on connect
 times = []
 for i in range(runs):
     before = status()["lanes"][0]["pending_steering"]
-    lane = status()["lanes"][0]["name"]
+    lane = status()["lanes"][0]["lane"]
     t0 = time.perf_counter()
     subprocess.run([spice, "steer", f"lane:{lane}", f"bench {i}"], check=True, stdout=subprocess.DEVNULL)
     while True:
