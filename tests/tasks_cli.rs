@@ -337,14 +337,16 @@ fn reimporting_a_claimed_task_is_refused() {
 fn output_into_a_closed_pipe_ends_quietly() {
     let env = TestEnv::new();
     env.add(&["A task to list"]);
-    let mut child = env
+    // The reader is gone before the command starts, as with `| head -0` once head has
+    // exited: closing it only after spawning raced the command's write into the pipe.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = env
         .cmd(&["task", "list"])
-        .stdout(std::process::Stdio::piped())
+        .stdout(writer)
         .stderr(std::process::Stdio::piped())
-        .spawn()
+        .output()
         .unwrap();
-    drop(child.stdout.take()); // the reader went away, as `| head -0` does
-    let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
     use std::os::unix::process::ExitStatusExt;

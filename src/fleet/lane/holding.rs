@@ -64,7 +64,19 @@ impl Lane<'_> {
         }
         self.row.hold_until = None;
         self.row.hold_reason = None;
-        self.row.state = LaneState::Starting;
+        self.row.state = match &lost {
+            // Taken over: no agent and no claim, and it is said at once; a row that
+            // said "starting" with the last crash as its error until the lane looked
+            // for other work told the operator a successor was coming.
+            Some(by) => {
+                self.row.last_error = Some(format!(
+                    "lost the claim on {} to {by} while the lane was held; worktree kept",
+                    work.claim.handle
+                ));
+                LaneState::Idle
+            }
+            None => LaneState::Starting,
+        };
         self.publish(true)?;
         Ok(lost)
     }

@@ -561,13 +561,10 @@ impl Lane<'_> {
                 (Next::Hold(hold), End::Exited(how, _)) => {
                     self.row.last_error =
                         Some(format!("the agent on {handle} {how} before finishing"));
-                    if let Some(by) = self.hold(&work, hold)? {
-                        // Taken over while held: the lane goes on with other work.
+                    if self.hold(&work, hold)?.is_some() {
+                        // Taken over while held (the row says so): the lane goes on
+                        // with other work.
                         last(self);
-                        self.row.last_error = Some(format!(
-                            "lost the claim on {handle} to {by} while the lane was held; \
-                             worktree kept"
-                        ));
                         self.report.error = self.row.last_error.clone();
                         return Ok(Worked::Lost(work.holder()));
                     }
