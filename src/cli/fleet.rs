@@ -149,11 +149,14 @@ extern "C" fn on_stop(_: i32) {
     if let Some(s) = STOP.get() {
         s.store(true, std::sync::atomic::Ordering::SeqCst);
     }
+    // Idle lanes wait on the store's bell, not on a timer: wake them to see the flag.
+    crate::store::nudge_from_signal();
 }
 
 /// A flag SIGINT and SIGTERM set: the supervisor's lanes stop their agents and end.
 pub(super) fn stop_on_signals() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
     let stop = STOP.get_or_init(Default::default).clone();
+    crate::store::prepare_signal_nudge();
     let action = nix::sys::signal::SigAction::new(
         nix::sys::signal::SigHandler::Handler(on_stop),
         nix::sys::signal::SaFlags::empty(),

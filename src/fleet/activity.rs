@@ -41,10 +41,16 @@ impl Activity {
     /// A busy lane found nothing ready after reading `seen`: it is idle now. True when
     /// the whole fleet is quiet (no lane busy, nothing done since `seen`).
     pub fn idle(&self, seen: u64) -> bool {
-        self.with(|s| {
+        let (none_busy, quiet) = self.with(|s| {
             s.0 = s.0.saturating_sub(1);
-            s.0 == 0 && s.1 == seen
-        })
+            (s.0 == 0, s.0 == 0 && s.1 == seen)
+        });
+        if none_busy {
+            // Idle lanes of an `--until-idle` run wait on the store's bell and ask
+            // [`Activity::any_busy`] when woken: wake them.
+            crate::store::nudge();
+        }
+        quiet
     }
 
     /// Whether any lane is busy (an idle lane in an `--until-idle` run looks once more

@@ -11,7 +11,9 @@
 //! client (too slow, gone, or the session ended). That makes the socket non-blocking
 //! for every descriptor of it, this module's too, so the thread serving a client waits
 //! for its frames in poll(2), never in `read`: it wakes for input, a hang-up, or every
-//! [`STOP_CHECK_MS`] to look at the stop flag, and costs nothing in between.
+//! [`STOP_CHECK_MS`] to look at the stop flag, and costs nothing in between. The
+//! listener itself waits for clients only, woken by the supervisor at its stop
+//! ([`wake`]): an idle lane's socket costs no wake-ups.
 //!
 //! Invariants: the socket serves only the lane's current session (a successor's
 //! terminal replaces it for new clients; attached clients see the old session end);
@@ -35,6 +37,9 @@ const MAX_FRAME: usize = 64 * 1024;
 /// four wake-ups a second each, and a stop is honoured within this.
 const STOP_CHECK_MS: u8 = 250;
 const STOP_CHECK: Duration = Duration::from_millis(STOP_CHECK_MS as u64);
+/// How long (ms) a listener waits for a client between looks at the stop flag: the
+/// supervisor wakes it at its stop ([`wake`]), so this only bounds a wake-up lost.
+const LISTEN_WAIT_MS: u16 = 5_000;
 
 /// Where the lane's attach socket is.
 pub fn socket_path(state_dir: &Path, lane: &str) -> PathBuf {
@@ -84,11 +89,13 @@ pub fn serve(
         .name(name)
         .spawn(move || {
             while !stop.load(Ordering::SeqCst) {
-                if !readable(&listener) {
+                if !readable_within(&listener, LISTEN_WAIT_MS) {
                     continue;
                 }
                 // Non-blocking: a client that connected and left is no reason to hang.
                 match listener.accept() {
+                    // The supervisor's wake-up at its stop ([`wake`]).
+                    Ok(_) if stop.load(Ordering::SeqCst) => break,
                     Ok((conn, _)) => {
                         let port = port.clone();
                         let stop = stop.clone();
@@ -110,10 +117,21 @@ pub fn serve(
         })
 }
 
+/// Wakes `lane`'s listener after the stop flag was set, so it ends now rather than at
+/// its next look ([`LISTEN_WAIT_MS`]): a connection it closes unserved.
+pub fn wake(state_dir: &Path, lane: &str) {
+    let _ = std::os::unix::net::UnixStream::connect(socket_path(state_dir, lane));
+}
+
 /// Waits up to [`STOP_CHECK_MS`] for `fd` to have something to read (or to hang up).
 fn readable(fd: &impl AsFd) -> bool {
+    readable_within(fd, STOP_CHECK_MS as u16)
+}
+
+/// Waits up to `ms` for `fd` to have something to read (or to hang up).
+fn readable_within(fd: &impl AsFd, ms: u16) -> bool {
     let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
-    match poll(&mut fds, PollTimeout::from(STOP_CHECK_MS)) {
+    match poll(&mut fds, PollTimeout::from(ms)) {
         Ok(n) => n > 0,
         Err(Errno::EINTR) => false,
         // Not expected for a descriptor we own; waiting out the interval keeps even a

@@ -79,6 +79,7 @@ impl Heartbeat {
     fn stop_and_end(&mut self) {
         self.done.store(true, Ordering::SeqCst);
         if let Some(t) = self.thread.take() {
+            t.thread().unpark();
             let _ = t.join();
             if self.superseded.lock().unwrap().is_none() {
                 if let Ok(mut store) = self.opts.connect() {
@@ -118,7 +119,8 @@ fn beat(
     let mut next = Instant::now() + HEARTBEAT;
     while !done.load(Ordering::SeqCst) {
         if Instant::now() < next {
-            std::thread::sleep(Duration::from_millis(100).min(next - Instant::now()));
+            // Unparked by stop_and_end.
+            std::thread::park_timeout(next.saturating_duration_since(Instant::now()));
             continue;
         }
         next = Instant::now() + HEARTBEAT;
@@ -141,6 +143,7 @@ fn beat(
                 eprintln!("spice: {why}; stopping every lane of this supervisor");
                 *superseded.lock().unwrap() = Some(why);
                 stop.store(true, Ordering::SeqCst);
+                crate::store::nudge();
                 return;
             }
             Err(e) => {

@@ -240,18 +240,16 @@ pub fn up(
         ..opts.clone()
     };
     let opts = &lane_opts;
-    let mut listeners = Vec::new();
+    let mut listeners: Vec<(String, std::thread::JoinHandle<()>)> = Vec::new();
     let mut handles = Vec::new();
     let enabled: Vec<_> = cfg.lanes.iter().filter(|l| l.lane.enabled).collect();
     let activity = Arc::new(activity::Activity::new(enabled.len()));
     for l in enabled.into_iter().cloned() {
         let port = attach::Port::default();
-        listeners.push(attach::serve(
-            &opts.state_dir,
-            &l.name,
-            port.clone(),
-            stop.clone(),
-        )?);
+        listeners.push((
+            l.name.clone(),
+            attach::serve(&opts.state_dir, &l.name, port.clone(), stop.clone())?,
+        ));
         let opts = opts.clone();
         let stop = stop.clone();
         let activity = activity.clone();
@@ -281,9 +279,11 @@ pub fn up(
         .collect();
     // The lanes are done (--until-idle) or stopping: so are their attach sockets.
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    for l in listeners {
+    for (lane, l) in listeners {
+        attach::wake(&opts.state_dir, &lane);
         let _ = l.join();
     }
+    warmer.thread().unpark();
     let _ = warmer.join();
     let _ = collector.join();
     // Every session's transcript is archived before the supervisor exits.

@@ -19,14 +19,18 @@ use super::FleetOptions;
 use crate::bed::config::{self, BedConfig};
 use crate::bed::template::Beds;
 use crate::config::fleet::FleetConfig;
-use crate::git::Git;
+use crate::git::{Git, RefStamp};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// How often each repository's base is looked at.
+/// How often each repository's base is looked at: its ref files' stamps, and git
+/// when they changed.
 const LOOK_EVERY: Duration = Duration::from_secs(2);
+/// How often git resolves a base whose ref files look unchanged (a symbolic loose ref
+/// moves with its target, which no stamp covers).
+const ASK_GIT_EVERY: Duration = Duration::from_secs(30);
 
 /// Starts the warmer for the repositories of `cfg`'s enabled lanes.
 pub(super) fn spawn(
@@ -64,28 +68,55 @@ pub(super) fn spawn(
                 .filter_map(|c| c.worktree.map(PathBuf::from))
                 .collect()
         };
-        let mut looked: Vec<Option<String>> = vec![None; gits.len()];
+        let mut looked: Vec<Option<Looked>> = vec![None; gits.len()];
         while !stop.load(Ordering::SeqCst) {
             for (i, (git, base)) in gits.iter().enumerate() {
+                // Taken before git reads the refs: a move while it runs changes the
+                // next stamp, so it is never mistaken for the commit read here.
+                let stamp = git.ref_stamp(base);
+                if looked[i].as_ref().is_some_and(|l| l.current(&stamp)) {
+                    continue;
+                }
                 let Ok(commit) = git.resolve_commit(base) else {
                     continue;
                 };
-                if looked[i].as_deref() == Some(commit.as_str()) {
-                    continue;
+                let moved = looked[i].as_ref().map(|l| &l.commit) != Some(&commit);
+                looked[i] = Some(Looked {
+                    commit: commit.clone(),
+                    stamp,
+                    at: Instant::now(),
+                });
+                if moved {
+                    look(git, base, &commit, &stop, &in_use);
                 }
-                looked[i] = Some(commit.clone());
-                look(git, base, &commit, &stop, &in_use);
                 if stop.load(Ordering::SeqCst) {
                     return;
                 }
             }
-            let mut waited = Duration::ZERO;
-            while waited < LOOK_EVERY && !stop.load(Ordering::SeqCst) {
-                std::thread::sleep(Duration::from_millis(100));
-                waited += Duration::from_millis(100);
+            // Woken early by the supervisor's stop (fleet::up unparks this thread).
+            let until = Instant::now() + LOOK_EVERY;
+            while !stop.load(Ordering::SeqCst) && Instant::now() < until {
+                std::thread::park_timeout(until.saturating_duration_since(Instant::now()));
             }
         }
     })
+}
+
+/// A repository's base as last resolved.
+#[derive(Clone)]
+struct Looked {
+    commit: String,
+    /// The refs' files then ([`Git::ref_stamp`]).
+    stamp: Option<RefStamp>,
+    at: Instant,
+}
+
+impl Looked {
+    /// Whether the base certainly still names `commit`: the ref files are as they were
+    /// and git was asked less than [`ASK_GIT_EVERY`] ago.
+    fn current(&self, stamp: &Option<RefStamp>) -> bool {
+        stamp.is_some() && *stamp == self.stamp && self.at.elapsed() < ASK_GIT_EVERY
+    }
 }
 
 /// The repository's `[testbed]` at `commit`, when it has one that parses (a lane

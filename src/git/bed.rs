@@ -7,6 +7,34 @@ use super::{args, Git};
 use crate::error::{Error, Result};
 use std::path::Path;
 
+/// What [`Git::ref_stamp`] returns: compare two for equality.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefStamp(Vec<Option<FileStamp>>);
+
+/// A file's identity and change marks; `None` in a [`RefStamp`] when it is absent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileStamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl FileStamp {
+    fn of(path: &Path) -> Option<FileStamp> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path).ok()?;
+        Some(FileStamp {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        })
+    }
+}
+
 impl Git {
     /// The commit `rev` names.
     pub fn resolve_commit(&self, rev: &str) -> Result<String> {
@@ -23,6 +51,33 @@ impl Git {
                 self.repo.display()
             )))
         }
+    }
+
+    /// A fingerprint of the files git reads to resolve `rev` when it is a plain ref
+    /// name (a branch, tag or remote-tracking branch, possibly spelled out under
+    /// `refs/`): the loose ref files it may be, `packed-refs` and the reftable list,
+    /// each by inode, size and change times. Equal stamps mean
+    /// [`Git::resolve_commit`] would answer as before, so a watcher need not run git;
+    /// `None` (an expression such as `main~2`, or `HEAD`, which is per worktree) means
+    /// ask git. A loose ref that is itself symbolic is followed by no stamp: a watcher
+    /// still asks git now and then.
+    pub fn ref_stamp(&self, rev: &str) -> Option<RefStamp> {
+        if super::refname::check_branch_name(rev).is_err() || rev.contains('@') {
+            return None;
+        }
+        let dir = &self.common_dir;
+        let mut paths = vec![
+            dir.join("packed-refs"),
+            dir.join("reftable").join("tables.list"),
+        ];
+        if rev.starts_with("refs/") {
+            paths.push(dir.join(rev));
+        }
+        for ns in ["refs", "refs/tags", "refs/heads", "refs/remotes"] {
+            paths.push(dir.join(ns).join(rev));
+        }
+        paths.push(dir.join("refs/remotes").join(rev).join("HEAD"));
+        Some(RefStamp(paths.iter().map(|p| FileStamp::of(p)).collect()))
     }
 
     /// The text of `path` at `rev`; `None` when it has no such file.
@@ -124,5 +179,63 @@ impl Git {
                 out.first_line()
             )))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testutil::{repo_with_task_worktree, sh};
+    use super::*;
+
+    /// A watcher skips git while the stamp is unchanged: the stamp must move whenever
+    /// what the ref names moves, loose or packed, and whenever it could.
+    #[test]
+    fn a_ref_stamp_moves_with_its_ref_loose_or_packed() {
+        let (_dir, repo, wt) = repo_with_task_worktree();
+        let git = Git::open(
+            &repo,
+            crate::git::Runner::new(Vec::<(String, String)>::new()),
+        )
+        .unwrap();
+        for rev in ["main~1", "HEAD", "main@{1}", "a..b"] {
+            assert_eq!(git.ref_stamp(rev), None, "{rev} is no plain ref");
+        }
+        let first = git.ref_stamp("main").unwrap();
+        assert_eq!(git.ref_stamp("main"), Some(first.clone()), "nothing moved");
+
+        // A commit on the task branch, in the other worktree, leaves main's stamp.
+        std::fs::write(wt.join("b.txt"), "b\n").unwrap();
+        sh(&wt, &["add", "b.txt"]);
+        sh(
+            &wt,
+            &[
+                "-c",
+                "user.email=t@example.com",
+                "-c",
+                "user.name=T",
+                "commit",
+                "-q",
+                "-m",
+                "b",
+            ],
+        );
+        assert_eq!(git.ref_stamp("main"), Some(first.clone()));
+
+        // main moves (a loose ref rewritten), then is packed, then moves packed.
+        let tip = sh(&wt, &["rev-parse", "HEAD"]);
+        sh(&repo, &["update-ref", "refs/heads/main", &tip]);
+        let moved = git.ref_stamp("main").unwrap();
+        assert_ne!(moved, first, "a loose ref moved");
+        sh(&repo, &["pack-refs", "--all"]);
+        let packed = git.ref_stamp("main").unwrap();
+        assert_ne!(packed, moved, "the ref was packed");
+        let root = sh(&repo, &["rev-parse", "main~1"]);
+        sh(&repo, &["update-ref", "refs/heads/main", &root]);
+        assert_ne!(
+            git.ref_stamp("main").unwrap(),
+            packed,
+            "a ref moved after packing"
+        );
+        assert_eq!(git.resolve_commit("main").unwrap(), root);
     }
 }

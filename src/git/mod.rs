@@ -41,6 +41,7 @@ mod status;
 pub(crate) mod testutil;
 mod worktree;
 
+pub use bed::RefStamp;
 pub use gc::{disk_bytes, TaskCheckout};
 pub use handoff::{BranchHolder, Freed};
 pub use lock::Merging;

@@ -145,15 +145,7 @@ impl Authority for Store {
         Store::data_version(self)
     }
     fn wait_change(&mut self, seen: i64, timeout: Duration) -> Result<i64> {
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
-            let now = Store::data_version(self)?;
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            if now != seen || left.is_zero() {
-                return Ok(now);
-            }
-            std::thread::sleep(left.min(super::generation::LOOK_EVERY));
-        }
+        Store::wait_commit(self, seen, timeout)
     }
     fn lane(&mut self, name: &str) -> Result<Option<LaneRow>> {
         Store::lane(self, name)

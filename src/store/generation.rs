@@ -10,19 +10,26 @@
 //!
 //! Waiting ([`Store::wait_for_change`]) is part of the store's interface, so a
 //! backend with change notification (PostgreSQL's LISTEN/NOTIFY) blocks on that
-//! instead. SQLite has no such event across processes: this backend looks at
-//! `PRAGMA data_version` (a shared-memory read, no I/O) every [`LOOK_EVERY`] and
-//! reads the one-row counter only when another connection committed. Either way a
-//! look costs the same with 10,000 tasks as with none.
+//! instead. SQLite has no such event across processes: in this backend one thread
+//! per process and file, the [`super::bell`], hears each commit (inotify on the WAL)
+//! and reads `PRAGMA data_version` and the one-row counter, and wakes the waiters
+//! only when the generation moved. Either way a wait costs the same with 10,000
+//! tasks as with none, and nothing while nothing changes.
 
+use super::bell::{Bell, Kind, Rang};
 use super::Store;
 use crate::clock::Micros;
 use crate::error::{Result, SqlContext};
 use rusqlite::OptionalExtension;
 use std::time::Duration;
 
-/// How often the SQLite backend looks for another connection's commit while waiting.
+/// How often the SQLite backend looks for another connection's commit while waiting,
+/// where the process's bell cannot be had (it hears commits as they are made).
 pub const LOOK_EVERY: Duration = Duration::from_millis(250);
+
+/// How long a wait goes at most without asking its `give_up` again, when no
+/// [`super::nudge`] came: a backstop for a condition changed without one.
+pub const GIVE_UP_EVERY: Duration = Duration::from_secs(5);
 
 /// A value of the graph-and-claims generation; equal values mean nothing an
 /// allocator reads changed in between.
@@ -78,36 +85,77 @@ impl Store {
     }
 
     /// Blocks until the generation differs from `seen`, the store's clock reaches
-    /// `until`, or `give_up` returns true (asked at every look), whichever is first.
-    /// A change made before the call, by this connection too, is seen at once.
+    /// `until`, or `give_up` returns true, whichever is first. `give_up` is asked at
+    /// the start, whenever [`super::nudge`] is called (whoever changes what it reads
+    /// calls it), and at least every [`GIVE_UP_EVERY`]. A change made before the
+    /// call, by this connection too, is seen at once; one made during the wait is
+    /// heard through the process's [`super::bell`] for the file.
     pub fn wait_for_change(
         &self,
         seen: Generation,
         until: Option<Micros>,
         give_up: &dyn Fn() -> bool,
     ) -> Result<Waited> {
+        let bell = self.bell();
+        // Taken before the read below: a commit after that read rings it.
+        let mut ticket = bell.map(|b| b.ticket());
         let mut version = self.data_version()?;
         let now = self.generation()?;
         if now != seen {
             return Ok(Waited::Changed(now));
         }
         loop {
-            if until.is_some_and(|u| self.clock.now() >= u) {
+            let left = until.map(|u| u.saturating_sub(self.clock.now()));
+            if left.is_some_and(|l| l <= 0) {
                 return Ok(Waited::Due);
             }
             if give_up() {
                 return Ok(Waited::GaveUp);
             }
-            std::thread::sleep(LOOK_EVERY);
-            let v = self.data_version()?;
-            if v != version {
-                version = v;
+            let pause = left.map_or(GIVE_UP_EVERY, |l| {
+                Duration::from_micros(l as u64).min(GIVE_UP_EVERY)
+            });
+            let look = match (bell, ticket.as_mut()) {
+                (Some(b), Some(t)) => b.wait(t, Kind::Generation, pause) == Rang::Changed,
+                _ => {
+                    std::thread::sleep(LOOK_EVERY.min(pause));
+                    let v = self.data_version()?;
+                    std::mem::replace(&mut version, v) != v
+                }
+            };
+            if look {
                 let now = self.generation()?;
                 if now != seen {
                     return Ok(Waited::Changed(now));
                 }
             }
         }
+    }
+
+    /// Blocks until this connection's [`Store::data_version`] differs from `seen` or
+    /// `timeout` passes; the value then. Woken by the process's bell for the file.
+    pub fn wait_commit(&self, seen: i64, timeout: Duration) -> Result<i64> {
+        let deadline = std::time::Instant::now() + timeout;
+        let bell = self.bell();
+        let mut ticket = bell.map(|b| b.ticket());
+        loop {
+            let now = self.data_version()?;
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if now != seen || left.is_zero() {
+                return Ok(now);
+            }
+            match (bell, ticket.as_mut()) {
+                (Some(b), Some(t)) => {
+                    b.wait(t, Kind::Commit, left);
+                }
+                _ => std::thread::sleep(left.min(LOOK_EVERY)),
+            }
+        }
+    }
+
+    /// The process's bell for this store's file, started at the first wait.
+    fn bell(&self) -> Option<&Bell> {
+        self.bell.get_or_init(|| Bell::of(&self.path)).as_deref()
     }
 }
 
@@ -234,27 +282,36 @@ mod tests {
         assert_eq!(s.next_awakening().unwrap(), None);
     }
 
-    /// The wait ends when the (fake) clock reaches the time given, and not before.
+    /// The wait ends when the (fake) clock reaches the time given, and not before; a
+    /// nudge makes it look at the clock.
     #[test]
     fn a_wait_ends_when_the_clock_reaches_its_time() {
         let dir = tempfile::tempdir().unwrap();
         let clock = ManualClock::new(T0);
         let s = open(dir.path(), &clock);
         let seen = s.generation().unwrap();
-        let looks = std::sync::atomic::AtomicUsize::new(0);
-        let moved = {
-            let clock = clock.clone();
-            move || {
-                // Two looks at the old time, then the clock moves past the awakening.
-                if looks.fetch_add(1, Ordering::SeqCst) == 2 {
-                    clock.advance(Duration::from_secs(10));
-                }
-                looks.load(Ordering::SeqCst) > 10
-            }
+        let asked = std::sync::atomic::AtomicUsize::new(0);
+        let give_up = || {
+            asked.fetch_add(1, Ordering::SeqCst);
+            false
         };
-        let woke = s
-            .wait_for_change(seen, Some(T0 + 5_000_000), &moved)
-            .unwrap();
+        let woke = std::thread::scope(|scope| {
+            scope.spawn(|| {
+                // Not yet: a nudge before the time only makes the wait ask again.
+                while asked.load(Ordering::SeqCst) < 1 {
+                    std::thread::yield_now();
+                }
+                clock.advance(Duration::from_secs(1));
+                while asked.load(Ordering::SeqCst) < 2 {
+                    crate::store::nudge();
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                clock.advance(Duration::from_secs(9));
+                crate::store::nudge();
+            });
+            s.wait_for_change(seen, Some(T0 + 5_000_000), &give_up)
+                .unwrap()
+        });
         assert_eq!(woke, Waited::Due);
         assert_eq!(clock.now(), T0 + 10_000_000);
     }
@@ -284,6 +341,7 @@ mod tests {
                     std::thread::sleep(LOOK_EVERY / 2);
                 }
                 done.store(true, Ordering::SeqCst);
+                crate::store::nudge();
             });
             waiter
                 .wait_for_change(seen, None, &|| done.load(Ordering::SeqCst))

@@ -23,6 +23,7 @@
 pub mod authority;
 mod backup;
 mod beds;
+mod bell;
 mod check;
 mod claims;
 mod conscience;
@@ -51,6 +52,7 @@ mod watch;
 pub use authority::{connect, Authority};
 pub use backup::{list_backups, restore, Backup, Restored, BACKUPS_KEPT, BACKUP_DIR, BACKUP_EVERY};
 pub use beds::{BedSlot, SlotRequest};
+pub use bell::{nudge, nudge_from_signal, prepare_signal_nudge};
 pub use check::{check, CheckReport, Verdict};
 pub use claims::{Claim, ClaimRequest, Holder, Takeover, DEFAULT_LEASE};
 pub use conscience::{ConscienceEntry, NewStep, Proposal};
@@ -93,6 +95,9 @@ pub struct Store {
     /// When this connection next looks at the file's soundness and its backups
     /// (`Micros::MIN` until its first write).
     next_guard: Micros,
+    /// The process's bell for this file, once this connection first waited
+    /// (`None` inside when it could not start: waits poll).
+    bell: std::sync::OnceLock<Option<Arc<bell::Bell>>>,
 }
 
 /// Closing the last connection checkpoints the WAL into the database, which changes
@@ -140,6 +145,7 @@ impl Store {
             path: path.to_path_buf(),
             read_only,
             next_guard: Micros::MIN,
+            bell: std::sync::OnceLock::new(),
         })
     }
 

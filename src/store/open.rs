@@ -148,7 +148,7 @@ pub(super) fn open_read_only_for_check(path: &Path, backup: bool) -> rusqlite::R
     }
 }
 
-fn read_only_conn(path: &Path) -> rusqlite::Result<Connection> {
+pub(super) fn read_only_conn(path: &Path) -> rusqlite::Result<Connection> {
     configure_sqlite();
     let conn = Connection::open_with_flags(
         path,

@@ -100,6 +100,7 @@ impl Reporter {
     /// Reports what the stopped lanes wrote last, then ends the observer.
     pub(in crate::cli) fn finish(mut self) {
         self.done.store(true, Ordering::SeqCst);
+        crate::store::nudge();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

@@ -10,12 +10,15 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-/// How long a first showing waits before it is reported as a delivery of its own: the
 /// How long the observer waits before looking again when the store is out of reach.
 const OUTAGE_PAUSE: Duration = Duration::from_millis(500);
 
+/// How long a first showing waits before it is reported as a delivery of its own: the
 /// lane marks an item shown just before it writes the ledger entry that says how.
 pub const SETTLE: Duration = Duration::from_millis(500);
+/// How long the observer waits for a commit before it looks anyway (a stop flag set
+/// without a nudge is seen within this).
+const QUIET_LOOK: Duration = Duration::from_secs(2);
 /// Rows read from the ledger or the acknowledgments at a time.
 const PAGE: usize = 500;
 
@@ -104,8 +107,10 @@ impl Observer {
         self.collect(Micros::MAX)
     }
 
-    /// Polls every `every` and hands each event to `emit` until `stop` is set, then
-    /// drains what is left.
+    /// Polls after each commit (waiting on the store's change notification), every
+    /// `every` while a showing settles, and at least every [`QUIET_LOOK`], and hands
+    /// each event to `emit` until `stop` is set (its setter calls
+    /// [`crate::store::nudge`]), then drains what is left.
     pub fn watch(
         mut self,
         every: Duration,
@@ -124,7 +129,21 @@ impl Observer {
                 Err(e) if e.is_unreachable() => std::thread::sleep(OUTAGE_PAUSE),
                 Err(e) => return Err(e),
             }
-            std::thread::sleep(every);
+            let pause = if self.deferred {
+                every
+            } else {
+                self.store
+                    .quiet_reread()
+                    .map_or(QUIET_LOOK, |d| d.min(QUIET_LOOK))
+                    .max(every)
+            };
+            match self.version {
+                // An error here is the next poll's to report.
+                Some(v) => {
+                    let _ = self.store.wait_change(v, pause);
+                }
+                None => std::thread::sleep(every),
+            }
         }
     }
 
