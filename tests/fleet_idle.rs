@@ -81,3 +81,51 @@ fn an_idle_lane_wakes_for_a_new_task_a_released_claim_and_a_passing_wait_date() 
         "claimed at {when}, before its wait date {wait}"
     );
 }
+
+/// Every wake-up of every thread of `pid` so far: the voluntary context switches (a
+/// thread that sleeps, wakes and sleeps again makes one).
+fn wake_ups(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
+        .filter_map(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        })
+        .sum()
+}
+
+/// An idle supervisor sleeps: with nothing eligible, its threads wake for changes
+/// and their own duties (a heartbeat every 2 s, the store's bell's look every second),
+/// never on short timers. It used to wake about 60 times a second with four lanes
+/// (each lane and attach listener 4 times, the event observer, heartbeat and warmer
+/// threads 10 times each).
+#[test]
+fn an_idle_supervisor_wakes_a_few_times_a_second_at_most() {
+    let lane = "profile = \"demo\"\nphases = [\"todo\"]\nprojects = [\"nothing-here\"]\n";
+    let env = TestEnv::with_lanes(&[("a", lane), ("b", lane), ("c", lane), ("d", lane)]);
+    env.add(&["Not for these lanes", "--project", "demo"]);
+    let sup = env.fleet_up(&[]);
+    wait_for("every lane idle", 60, || {
+        ["a", "b", "c", "d"]
+            .iter()
+            .all(|l| idle(&env, l))
+            .then_some(())
+    });
+    // A window to count in, not a wait for a condition: the rate is the measure.
+    let window = std::time::Duration::from_secs(4);
+    let before = wake_ups(sup.id());
+    let start = std::time::Instant::now();
+    std::thread::sleep(window);
+    let woke = wake_ups(sup.id()) - before;
+    let per_second = woke as f64 / start.elapsed().as_secs_f64();
+    eprintln!("idle supervisor, 4 lanes: {woke} wake-ups in {window:?} ({per_second:.1}/s)");
+    assert!(
+        per_second < 15.0,
+        "an idle supervisor woke {per_second:.1} times a second ({woke} in {window:?})"
+    );
+}

@@ -76,8 +76,9 @@ pub struct Config {
     pub guard: guard::Guard,
     /// Reads a steering target as the operator typed it (the CLI's rules).
     pub parse_target: TargetParser,
-    /// How long the watcher waits for a commit by others before it looks again (and at
-    /// the stop flag).
+    /// The shortest wait of the watcher for a commit by others before it looks again;
+    /// it waits until the lane rows are due ([`LANES_EVERY`]) unless a commit or the
+    /// console's stop (which nudges it) ends the wait.
     pub poll: Duration,
     /// Connections served at once and the time allowed for a request head.
     pub limits: server::Limits,
@@ -242,6 +243,7 @@ where
         Ok(l) => l,
         Err(e) => {
             stop.store(true, Ordering::SeqCst);
+            crate::store::nudge();
             let _ = watch_thread.join();
             return Err(e);
         }
@@ -264,6 +266,7 @@ where
             shutdown.await;
             // The watcher ends, dropping its sender, which ends every live stream.
             stop.store(true, Ordering::SeqCst);
+            crate::store::nudge();
             let _ = stopping.send(true);
         }
     };
@@ -272,6 +275,7 @@ where
     server::run(listener, routes, limits, stop_rx).await;
     signal.abort();
     stop.store(true, Ordering::SeqCst);
+    crate::store::nudge();
     let _ = watch_thread.join();
     Ok(())
 }
@@ -341,15 +345,20 @@ impl Watch {
         Ok(self.store.generation()?.number() as u64)
     }
 
-    /// Waits up to `poll` for another writer's commit (the store's change
-    /// notification: `LISTEN` on PostgreSQL, `data_version` on SQLite); whether
+    /// Waits until the lane rows are due for another writer's commit (the store's
+    /// change notification: `LISTEN` on PostgreSQL, the bell on SQLite); whether
     /// anything the console shows may have changed. The lane rows are read after each
     /// commit and at least every [`LANES_EVERY`], with the generation, since
     /// PostgreSQL notifies on steering, the graph and claims released or passed on but
     /// not on a lane's report or a claim taken, and a host is found lost by the clock,
     /// not by a commit.
     fn look(&mut self, poll: Duration) -> Result<bool> {
-        let token = self.store.wait_change(self.token, poll)?;
+        // Until the lane rows are due (at least `poll`): a commit ends the wait at once,
+        // and the console's stop nudges it (`store::nudge`), so an idle console sleeps.
+        let wait = LANES_EVERY
+            .saturating_sub(self.lanes_read.elapsed())
+            .max(poll);
+        let token = self.store.wait_change(self.token, wait)?;
         let committed = token != self.token;
         self.token = token;
         if !committed && self.lanes_read.elapsed() < LANES_EVERY {
