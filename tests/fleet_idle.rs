@@ -129,3 +129,44 @@ fn an_idle_supervisor_wakes_a_few_times_a_second_at_most() {
         "an idle supervisor woke {per_second:.1} times a second ({woke} in {window:?})"
     );
 }
+
+/// Idle lanes sleep until woken, so a stop must wake them: the signal handler nudges
+/// the waiters. Stopped just after its lanes went idle, an unwoken supervisor would
+/// see the flag only at each lane's 5 s backstop (`store::generation::GIVE_UP_EVERY`).
+#[test]
+fn an_idle_supervisor_stops_at_once() {
+    let lane = "profile = \"demo\"\nphases = [\"todo\"]\nprojects = [\"nothing-here\"]\n";
+    let env = TestEnv::with_lanes(&[("a", lane), ("b", lane), ("c", lane), ("d", lane)]);
+    let sup = env.fleet_up(&[]);
+    wait_for("every lane idle", 60, || {
+        ["a", "b", "c", "d"]
+            .iter()
+            .all(|l| idle(&env, l))
+            .then_some(())
+    });
+    let asked = std::time::Instant::now();
+    env.run(&["fleet", "down"]).ok();
+    sup.finished();
+    assert!(
+        asked.elapsed() < std::time::Duration::from_secs(3),
+        "an idle supervisor took {:?} to stop",
+        asked.elapsed()
+    );
+}
+
+/// `--until-idle` with nothing eligible ends as soon as every lane has looked: the
+/// last lane to find nothing nudges the others, which sleep until woken (without the
+/// nudge, each would see the fleet quiet only at its 5 s backstop).
+#[test]
+fn an_until_idle_run_with_nothing_to_do_ends_at_once() {
+    let lane = "profile = \"demo\"\nphases = [\"todo\"]\nprojects = [\"nothing-here\"]\n";
+    let env = TestEnv::with_lanes(&[("a", lane), ("b", lane), ("c", lane), ("d", lane)]);
+    env.add(&["Not for these lanes", "--project", "demo"]);
+    let started = std::time::Instant::now();
+    env.fleet_up(&["--until-idle"]).finished();
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(4),
+        "an --until-idle run with nothing to do took {:?}",
+        started.elapsed()
+    );
+}

@@ -99,7 +99,11 @@ impl Store {
         let bell = self.bell();
         // Taken before the read below: a commit after that read rings it.
         let mut ticket = bell.map(|b| b.ticket());
-        let mut version = self.data_version()?;
+        // Only a wait without the bell compares data versions itself.
+        let mut version = match bell {
+            Some(_) => 0,
+            None => self.data_version()?,
+        };
         let now = self.generation()?;
         if now != seen {
             return Ok(Waited::Changed(now));
