@@ -17,6 +17,8 @@
 
 mod common;
 mod mock;
+#[path = "agents_e2e/refusal.rs"]
+mod refusal;
 #[path = "agents_e2e/restarts.rs"]
 mod restarts;
 #[path = "agents_e2e/states.rs"]

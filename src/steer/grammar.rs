@@ -24,7 +24,10 @@ mod clause;
 mod header;
 mod markdown;
 mod walk;
+mod words;
 
+#[cfg(test)]
+mod guard_tests;
 #[cfg(test)]
 mod properties;
 #[cfg(test)]

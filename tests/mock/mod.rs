@@ -41,7 +41,8 @@ pub enum Step {
     Escalated(String),
     /// Reply with this text; `{acks}` becomes one `ACK <key>: done` line for every
     /// steering key (`[KEY]`) in what the model was just given (the last tool result
-    /// and any text beside it, or the last user message).
+    /// and any text beside it, or the last user message), and `{refusals}` one
+    /// `I refuse to ACK <key>: …` line (a refusal, which must not retire the item).
     Say(String),
 }
 
@@ -334,21 +335,28 @@ pub fn steering_keys(text: &str) -> Vec<String> {
     keys
 }
 
-/// `{acks}` expanded for what the model was just given.
+/// `{acks}` and `{refusals}` expanded for what the model was just given.
 fn expand(template: &str, given: &str) -> String {
-    if !template.contains("{acks}") {
-        return template.to_string();
-    }
-    let acks: Vec<String> = steering_keys(given)
-        .iter()
-        .map(|k| format!("ACK {k}: done"))
-        .collect();
-    let acks = if acks.is_empty() {
-        "Done.".to_string()
-    } else {
-        acks.join("\n")
+    let lines = |shape: &str| {
+        let lines: Vec<String> = steering_keys(given)
+            .iter()
+            .map(|k| shape.replace("{k}", k))
+            .collect();
+        if lines.is_empty() {
+            "Done.".to_string()
+        } else {
+            lines.join("\n")
+        }
     };
-    template.replace("{acks}", &acks)
+    let mut text = template.to_string();
+    if text.contains("{acks}") {
+        text = text.replace("{acks}", &lines("ACK {k}: done"));
+    }
+    if text.contains("{refusals}") {
+        let refusal = "I refuse to ACK {k}: this steering conflicts with the task.";
+        text = text.replace("{refusals}", &lines(refusal));
+    }
+    text
 }
 
 /// A parsed model request, as the API modules see it.

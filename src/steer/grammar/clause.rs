@@ -1,25 +1,40 @@
 //! Use versus mention: the context rules that discard a well-formed candidate because
-//! the agent is talking about a directive rather than issuing one.
+//! the agent is talking about a directive rather than issuing one. The words each rule
+//! reacts to are classed in [`super::words`].
 //!
 //! - *Quoted*: the token sits inside an inline code span or a double-quoted stretch
 //!   of the line (`"Done. ACK k"`), or right after an opening quote or backtick
 //!   (`` `ACK k: done` ``, `'ACK k'`, `“ACK k”`). Single quotes count only right before
 //!   the token, since elsewhere they are mostly apostrophes.
-//! - *Vetoed*: its clause, before the token, holds a negation (`not`, `never`, any
-//!   `n't` word…) or a hypothetical or narration word (`would`, `for example`, `e.g.`,
-//!   `such as`, `the phrase`, `reply with`, `write`, `say`, `mentioned`, `see`…).
-//!   A turning connective (`so`, `therefore`, `thus`, `hence`, `but`) ends the reach of
-//!   a negation before it, not of a hypothetical: "It did not fail again, so ACK k: x"
-//!   issues, "If it fails, so ACK k" does not.
+//! - *Negated*: a negation (`not`, `never`, `no`, `don't`, `dont` …) stands before the
+//!   token in its clause, at most [`NEGATION_REACH`] words before it: "I did not ACK k"
+//!   issues nothing. A negation further away does not reach the token ("I did not
+//!   touch the parser or its tests, ACK k: done" issues). A negated NACK is still a
+//!   NACK: "I will not NACK k: …" answers the item, negatively.
+//! - *Rejected*: a refusal (`refuse to`, `decline to`), a substitution (`instead of`,
+//!   `rather than`) or a prohibition (`remove`, `avoid`, `stop`, `skip` …) within the
+//!   same reach: "I refuse to ACK k", "Remove NACK k: from the docs". This discards
+//!   either polarity.
+//! - *Hypothetical*: the clause before the token holds a modal (`could`, `would`,
+//!   `will`, `I'd` …, unless a negation follows it at once: "I could not reproduce it"
+//!   states a fact), a condition or an example (`if`, `hypothetically`, `for example`,
+//!   `e.g.`, `such as`, `the phrase`, `reply with` …), or a narration verb (`wrote`,
+//!   `typed`, `said`, `mentioned` …), whatever the distance.
 //! - *Named*: a determiner right before the token (`the`, `an`, `your`, `this`…) makes
 //!   it a noun, the word talked about: "waiting for the ACK k" issues nothing.
+//!
+//! A turning connective (`so`, `therefore`, `thus`, `hence`, `but`) starts a new main
+//! clause: it ends the reach of a negation, a rejection and a narration verb before it,
+//! not of a modal, condition or example. "I could not reproduce it, so ACK k: x" and "I
+//! wrote a test, so ACK k: x" issue; "If it fails, so ACK k" and "I would, but ACK k" do
+//! not. Position alone never discards a token that has its key.
 //!
 //! The clause runs from the start of the line's content (or the end of the previous
 //! directive's header on the same line) to the token, and restarts after `.`, `!`, `?`
 //! and `;`, but not after `:`, which introduces what follows: in "for example: ACK k"
 //! the example governs the directive, and a vetoed clause ending in `:` governs the
-//! rest of the line ("For example: Done. ACK k" is all example). It never crosses a
-//! line break.
+//! rest of the line ("For example: Done. ACK k" is all example; a negation's reach is
+//! still counted in words). It never crosses a line break.
 //!
 //! Invariants: [`Clause`] reads each byte of a line at most once however many
 //! candidates the line holds, so a huge line costs linear time; [`CodeSpans`] pairs
@@ -27,79 +42,13 @@
 
 use std::collections::HashMap;
 
-/// Words that negate what follows ("did not ACK k"). Any word ending in `n't` too.
-const NEGATIONS: &[&str] = &["not", "never", "cannot", "nor", "without"];
+use super::words::{self, Class};
+use super::Polarity;
 
-/// Words that make the clause hypothetical, an example, or narration about writing.
-/// Words ending in `'d` and `'ll` ("I'd", "we'll") count too.
-const HYPOTHETICALS: &[&str] = &[
-    "could",
-    "would",
-    "should",
-    "might",
-    "may",
-    "shall",
-    "will",
-    "if",
-    "unless",
-    "suppose",
-    "imagine",
-    "example",
-    "instance",
-    "e.g",
-    "eg",
-    "i.e",
-    "ie",
-    "like",
-    "write",
-    "writes",
-    "writing",
-    "wrote",
-    "written",
-    "type",
-    "types",
-    "typing",
-    "typed",
-    "say",
-    "says",
-    "saying",
-    "said",
-    "mention",
-    "mentions",
-    "mentioned",
-    "mentioning",
-    "quote",
-    "quotes",
-    "quoted",
-    "quoting",
-    "see",
-    "cf",
-];
-
-/// Words that turn the sentence, ending the reach of a negation before them.
-const CONNECTIVES: &[&str] = &["so", "therefore", "thus", "hence", "but"];
-
-/// Words that make the token right after them a noun ("the ACK", "your NACK").
-const DETERMINERS: &[&str] = &[
-    "the", "a", "an", "this", "that", "these", "those", "my", "your", "his", "her", "its", "our",
-    "their", "each", "every", "any", "some", "another",
-];
-
-/// Two-word vetoes, where either word alone is ordinary prose.
-const PHRASES: &[(&str, &str)] = &[
-    ("such", "as"),
-    ("reply", "with"),
-    ("replied", "with"),
-    ("respond", "with"),
-    ("answer", "with"),
-    ("the", "phrase"),
-    ("the", "string"),
-    ("the", "word"),
-    ("the", "token"),
-];
-
-/// A `.` after these does not end a sentence ("e.g. ACK k" is still an example).
-const ABBREVIATIONS: &[&str] = &["e.g", "i.e", "eg", "ie", "cf", "vs", "viz"];
+/// How many words may stand between a negation (or rejection) and the token it
+/// reaches: "I refuse to ACK" (one), "I will not be able to ACK" (three), "Do not,
+/// under any circumstances, ACK" (three). One more word and it reaches no further.
+pub(super) const NEGATION_REACH: usize = 4;
 
 /// Characters that open a quotation; a token right after one is mentioned.
 const OPENING_QUOTES: &[char] = &['"', '\'', '`', '“', '‘', '«', '„'];
@@ -119,27 +68,6 @@ fn joins(b: &[u8], i: usize) -> bool {
         && b.get(i + 1).is_some_and(|&c| is_word_byte(c))
 }
 
-fn eq_any(word: &str, list: &[&str]) -> bool {
-    list.iter().any(|w| w.eq_ignore_ascii_case(word))
-}
-
-fn ends_with_ci(word: &str, suffix: &str) -> bool {
-    word.len() >= suffix.len()
-        && word.is_char_boundary(word.len() - suffix.len())
-        && word[word.len() - suffix.len()..].eq_ignore_ascii_case(suffix)
-}
-
-fn is_negation(word: &str) -> bool {
-    eq_any(word, NEGATIONS) || ends_with_ci(word, "n't") || ends_with_ci(word, "n’t")
-}
-
-fn is_hypothetical(word: &str) -> bool {
-    eq_any(word, HYPOTHETICALS)
-        || ["'d", "’d", "'ll", "’ll"]
-            .iter()
-            .any(|s| ends_with_ci(word, s))
-}
-
 /// True if the `.` at `dot` ends an abbreviation or a number ("1. ACK k" inside a
 /// sentence is an ordinal, not a full stop) rather than a sentence.
 pub(super) fn abbreviation_before(b: &[u8], dot: usize) -> bool {
@@ -157,7 +85,7 @@ pub(super) fn abbreviation_before(b: &[u8], dot: usize) -> bool {
     }
     let word = std::str::from_utf8(&b[dot - len..dot]).unwrap_or("");
     let word = word.trim_start_matches('.');
-    eq_any(word, ABBREVIATIONS) || (!word.is_empty() && word.bytes().all(|c| c.is_ascii_digit()))
+    words::is_abbreviation(word) || (!word.is_empty() && word.bytes().all(|c| c.is_ascii_digit()))
 }
 
 /// True if a sentence mark at `at - 1` is followed by closers and then space or the end.
@@ -179,32 +107,69 @@ pub(super) fn quoted_before(line: &str, at: usize) -> bool {
         .is_some_and(|c| OPENING_QUOTES.contains(&c))
 }
 
-/// The state of the clause being read, advanced incrementally along one line: whether
-/// a negation or a hypothetical was seen, and whether a double quote is open.
+/// What a clause (or, once it ended in `:`, what it introduced) holds against a token:
+/// the word numbers of its last negation and rejection, and whether a hypothetical or
+/// a narration verb was read.
+#[derive(Default, Clone, Copy)]
+struct Vetoes {
+    negation: Option<usize>,
+    rejection: Option<usize>,
+    hypothetical: bool,
+    narration: bool,
+}
+
+impl Vetoes {
+    /// A turning connective: what a new main clause no longer hears.
+    fn turn(&mut self) {
+        self.negation = None;
+        self.rejection = None;
+        self.narration = false;
+    }
+
+    fn join(&mut self, other: Vetoes) {
+        self.negation = self.negation.max(other.negation);
+        self.rejection = self.rejection.max(other.rejection);
+        self.hypothetical |= other.hypothetical;
+        self.narration |= other.narration;
+    }
+
+    /// Whether these discard a token of `polarity` standing after word `words`.
+    fn discard(&self, polarity: Polarity, words: usize) -> bool {
+        let reaches = |at: Option<usize>| at.is_some_and(|n| words - n <= NEGATION_REACH);
+        self.hypothetical
+            || self.narration
+            || reaches(self.rejection)
+            || (polarity == Polarity::Ack && reaches(self.negation))
+    }
+}
+
+/// The state of the clause being read, advanced incrementally along one line: its
+/// vetoes, what an earlier clause ending in `:` introduced, and whether a double quote
+/// is open.
 pub(super) struct Clause {
     pos: usize,
-    negated: bool,
-    hypothetical: bool,
+    /// Words read on the line so far; a negation's reach is counted in them.
+    words: usize,
+    vetoes: Vetoes,
+    introduced: Vetoes,
+    /// The last word was a modal: hypothetical unless the next word negates it.
+    modal: bool,
     prev: Option<(usize, usize)>,
     straight_quote: bool,
     curly_quotes: usize,
-    /// A vetoed clause ended in `:`, so the rest of the line is what it introduced: by a
-    /// negation (a connective ends it) and by a hypothetical (nothing does).
-    introduced_negation: bool,
-    introduced_hypothetical: bool,
 }
 
 impl Clause {
     pub(super) fn new(start: usize) -> Self {
         Clause {
             pos: start,
-            negated: false,
-            hypothetical: false,
+            words: 0,
+            vetoes: Vetoes::default(),
+            introduced: Vetoes::default(),
+            modal: false,
             prev: None,
             straight_quote: false,
             curly_quotes: 0,
-            introduced_negation: false,
-            introduced_hypothetical: false,
         }
     }
 
@@ -213,16 +178,24 @@ impl Clause {
         *self = Clause::new(at);
     }
 
-    /// Reads the line up to `to` and says whether a token there is discarded: its clause
-    /// holds a veto, it sits inside double quotes, or a determiner names it. Code spans
-    /// are read as one neutral word: what an agent quotes in code (`` `ACK <key>: …` ``)
-    /// neither vetoes nor ends a clause.
-    pub(super) fn discards(&mut self, line: &str, to: usize, spans: &CodeSpans) -> bool {
+    /// Reads the line up to `to` and says whether a token of `polarity` there is
+    /// discarded: its clause holds a veto that reaches it, it sits inside double quotes,
+    /// or a determiner names it. Code spans are read as one neutral word: what an agent
+    /// quotes in code (`` `ACK <key>: …` ``) neither vetoes nor ends a clause.
+    pub(super) fn discards(
+        &mut self,
+        line: &str,
+        to: usize,
+        spans: &CodeSpans,
+        polarity: Polarity,
+    ) -> bool {
         let b = line.as_bytes();
         let mut i = self.pos;
         while i < to {
             if b[i] == b'`' {
                 if let Some(end) = spans.starting_at(i) {
+                    self.settle_modal();
+                    self.words += 1;
                     self.prev = None;
                     i = end;
                     continue;
@@ -249,8 +222,8 @@ impl Clause {
                     false
                 }
                 b':' => {
-                    self.introduced_negation |= self.negated;
-                    self.introduced_hypothetical |= self.hypothetical;
+                    self.settle_modal();
+                    self.introduced.join(self.vetoes);
                     false
                 }
                 _ => false,
@@ -262,25 +235,32 @@ impl Clause {
         }
         self.pos = self.pos.max(to);
         let named = self.prev.is_some_and(|(pi, pj)| {
-            eq_any(line[pi..pj].trim_matches(WORD_QUOTES), DETERMINERS)
+            words::is_determiner(line[pi..pj].trim_matches(WORD_QUOTES))
                 && pj <= to
                 && b[pj..to]
                     .iter()
                     .all(|&c| matches!(c, b' ' | b'\t' | b'*' | b'_'))
         });
-        self.negated
-            || self.hypothetical
-            || self.introduced_negation
-            || self.introduced_hypothetical
+        let mut vetoes = self.vetoes;
+        vetoes.join(self.introduced);
+        vetoes.hypothetical |= self.modal;
+        vetoes.discard(polarity, self.words)
             || self.straight_quote
             || self.curly_quotes > 0
             || named
     }
 
     fn end_clause(&mut self) {
-        self.negated = false;
-        self.hypothetical = false;
+        self.vetoes = Vetoes::default();
+        self.modal = false;
         self.prev = None;
+    }
+
+    /// A modal not followed by a negation makes the clause hypothetical.
+    fn settle_modal(&mut self) {
+        if std::mem::take(&mut self.modal) {
+            self.vetoes.hypothetical = true;
+        }
     }
 
     fn word(&mut self, line: &str, i: usize, j: usize) {
@@ -289,24 +269,36 @@ impl Clause {
             self.curly_quotes += raw.matches('“').count();
             self.curly_quotes = self.curly_quotes.saturating_sub(raw.matches('”').count());
         }
+        self.words += 1;
         let word = raw.trim_matches(WORD_QUOTES);
-        if is_negation(word) {
-            self.negated = true;
-        } else if eq_any(word, CONNECTIVES) {
-            self.negated = false;
-            self.introduced_negation = false;
-        }
-        if is_hypothetical(word) {
-            self.hypothetical = true;
-        }
+        let mut class = words::class(word);
         if let Some((pi, pj)) = self.prev {
-            let prev = line[pi..pj].trim_matches(WORD_QUOTES);
-            if PHRASES
+            let joined = line.as_bytes()[pj..i]
                 .iter()
-                .any(|(a, b)| a.eq_ignore_ascii_case(prev) && b.eq_ignore_ascii_case(word))
-            {
-                self.hypothetical = true;
+                .all(|&c| matches!(c, b' ' | b'\t' | b'-'));
+            if joined {
+                let prev = line[pi..pj].trim_matches(WORD_QUOTES);
+                class = words::phrase(prev, word).unwrap_or(class);
             }
+        }
+        if class == Class::Negation {
+            // "could not": a negated modal states a fact.
+            self.modal = false;
+        } else {
+            self.settle_modal();
+        }
+        let v = &mut self.vetoes;
+        match class {
+            Class::Negation => v.negation = Some(self.words),
+            Class::Rejection => v.rejection = Some(self.words),
+            Class::Modal => self.modal = true,
+            Class::Conditional => v.hypothetical = true,
+            Class::Narration => v.narration = true,
+            Class::Connective => {
+                v.turn();
+                self.introduced.turn();
+            }
+            Class::Plain => {}
         }
         self.prev = Some((i, j));
     }
@@ -367,7 +359,7 @@ mod tests {
     fn vetoed(prefix: &str) -> bool {
         let line = format!("{prefix}ACK");
         let spans = CodeSpans::new(line.as_bytes());
-        Clause::new(0).discards(&line, prefix.len(), &spans)
+        Clause::new(0).discards(&line, prefix.len(), &spans, Polarity::Ack)
     }
 
     #[test]

@@ -25,7 +25,9 @@
 //! whose token ends the line with no key yet is *open*: its key may start the next line
 //! ([`continued`]).
 //!
-//! A key ends at a closer: `ACK k/path`, `ACK k.rs`, `ACK k's` are not headers.
+//! A key ends at a closer: `ACK k/path`, `ACK k.rs`, `ACK k's` are not headers. A
+//! lead separator glued to the key is not one either: `ACK -k` (a flag, to the eye)
+//! names no key, so at a directive position it is keyless.
 //!
 //! Invariants: offsets are byte offsets into the line, on char boundaries; each
 //! candidate is examined in time proportional to its own header, so a line costs linear
@@ -114,7 +116,7 @@ pub(super) fn scan(line: &str, finder: &Finder<'_>, resume: Option<usize>, out: 
             continue;
         }
         let spans = spans.get_or_insert_with(|| CodeSpans::new(b));
-        if spans.contains(t) || clause.discards(line, t, spans) {
+        if spans.contains(t) || clause.discards(line, t, spans, polarity) {
             continue;
         }
         out.push(Found {
@@ -220,7 +222,13 @@ fn header(line: &str, a: usize, loose: bool) -> Option<Header> {
         return None;
     }
     let k = lead_sep.map_or(s, |n| skip_ws(b, skip_emphasis(b, s + n)));
-    if let Some((keys, end)) = keys(line, k, loose) {
+    // A separator glued to what follows is part of it ("ACK -k" reads like a flag,
+    // not a key): the header has no key.
+    let glued = lead_sep.is_some_and(|n| {
+        let after = skip_emphasis(b, s + n);
+        after == k && after < b.len()
+    });
+    if let Some((keys, end)) = keys(line, k, loose).filter(|_| !glued) {
         return Some(Header {
             keys,
             body: tail(b, end),

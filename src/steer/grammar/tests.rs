@@ -187,7 +187,7 @@ const CASES: &[(&str, &str, &[Exp])] = &[
     ("connective", "It did not fail, so not ACK dMbnngX3j", &[]),
     ("connective", "If it fails again, so ACK dMbnngX3j: x", &[]),
     ("connective", "I would, but ACK dMbnngX3j: x", &[]),
-    ("connective", "I could not reproduce it, but ACK dMbnngX3j: x", &[]),
+    ("connective", "I could not reproduce it, but ACK dMbnngX3j: x", &[("ack", &[A], "x")]),
     ("connective", "For example: it failed, so ACK dMbnngX3j: x", &[]),
     ("connective", "So, ACK inbox item dMbnngX3j: fillers after a mark", &[]),
     // A header across a line break: ACK ending one line, the key opening the next.
