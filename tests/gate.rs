@@ -537,3 +537,158 @@ fn a_branch_that_loosens_its_gate_is_checked_under_bases_rules() {
         .unwrap_or_else(|| panic!("{ledger}"));
     assert_eq!(bypass["detail"]["kind"], "config", "{bypass}");
 }
+
+/// Every latch as (path, rule), sorted.
+fn latched(env: &TestEnv) -> Vec<(String, String)> {
+    let all = env.run(&["gate", "latches", "--json"]).json();
+    let mut out: Vec<(String, String)> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["path"].as_str().unwrap().to_string(),
+                l["rule"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn pairs(want: &[(&str, &str)]) -> Vec<(String, String)> {
+    want.iter()
+        .map(|(p, r)| (p.to_string(), r.to_string()))
+        .collect()
+}
+
+/// A five-line routine (base 4, ceiling 6: it flexes) in a file of `n` lines.
+fn with_routine(n: usize) -> String {
+    format!(
+        "{}fn big() {{\n    let a = 1;\n    let b = 2;\n    let c = a + b;\n}}\n",
+        lines(n - 5).replace("line", "// line")
+    )
+}
+
+/// Issue 37: a latched file that turns generated is no longer limited, so the next
+/// accepted commit drops its latches (file and routine), though it does not touch the
+/// file; latches of files still capped stay, and a refused commit drops nothing.
+#[test]
+fn a_latched_file_that_turns_generated_loses_its_latches_on_the_next_accepted_commit() {
+    let env = repo(&format!("{CAPS}[gate.routines]\nlines = 4\nflex = 1.5\n"));
+    env.run(&["gate", "install"]).ok();
+    write(&env, "src/gen.rs", &with_routine(14));
+    write(&env, "src/keep.rs", &with_routine(8));
+    write(&env, "src/keep.txt", &lines(14));
+    git(&env.repo, &["add", "src"]);
+    let r = commit(&env.repo, "flex");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let all = pairs(&[
+        ("src/gen.rs", "file.lines"),
+        ("src/gen.rs::big", "routine.lines"),
+        ("src/keep.rs::big", "routine.lines"),
+        ("src/keep.txt", "file.lines"),
+    ]);
+    assert_eq!(latched(&env), all);
+    // Marked generated in a commit refused for another file: nothing is released.
+    write(&env, ".gitattributes", "src/gen.rs linguist-generated\n");
+    write(&env, "src/keep.txt", &lines(15));
+    git(&env.repo, &["add", ".gitattributes", "src/keep.txt"]);
+    let r = commit(&env.repo, "generated, but keep.txt grew");
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("src/keep.txt:1: file.lines"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(latched(&env), all, "a refused commit leaves no trace");
+    git(&env.repo, &["reset", "-q"]);
+    git(&env.repo, &["checkout", "-q", "--", "src/keep.txt"]);
+    // Accepted: the generated file's latches go; the untouched, still capped, stay.
+    git(&env.repo, &["add", ".gitattributes"]);
+    let r = commit(&env.repo, "src/gen.rs is generated");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        latched(&env),
+        pairs(&[
+            ("src/keep.rs::big", "routine.lines"),
+            ("src/keep.txt", "file.lines"),
+        ])
+    );
+    // A latched routine the file no longer has goes with the commit that removed it.
+    write(
+        &env,
+        "src/keep.rs",
+        &with_routine(8).replace("big", "small"),
+    );
+    git(&env.repo, &["add", "src/keep.rs"]);
+    let r = commit(&env.repo, "big renamed small");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        latched(&env),
+        pairs(&[
+            ("src/keep.rs::small", "routine.lines"),
+            ("src/keep.txt", "file.lines"),
+        ])
+    );
+}
+
+/// Issue 37: a latch goes once no cap holds its (rule, path): the cap's glob stops
+/// matching the file, the cap is removed, the cap no longer names the rule, the file
+/// is deleted. Only on an accepted commit; an unchanged file still capped keeps it.
+#[test]
+fn a_latch_goes_when_no_cap_holds_its_file_any_more() {
+    let env = repo(
+        "[gate]\njitter = 0.0\n[gate.files]\n\"src/**\" = { lines = 10, flex = 1.5 }\n\
+         \"lib/**\" = { lines = 10, bytes = 1000, flex = 1.5 }\n\
+         \"etc/**\" = { lines = 10, flex = 1.5 }\n",
+    );
+    env.run(&["gate", "install"]).ok();
+    for f in [
+        "src/a.txt",
+        "src/b.txt",
+        "src/d.txt",
+        "lib/c.txt",
+        "etc/e.txt",
+    ] {
+        write(&env, f, &lines(14));
+    }
+    git(&env.repo, &["add", "-A"]);
+    let r = commit(&env.repo, "flex");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let all = pairs(&[
+        ("etc/e.txt", "file.lines"),
+        ("lib/c.txt", "file.lines"),
+        ("src/a.txt", "file.lines"),
+        ("src/b.txt", "file.lines"),
+        ("src/d.txt", "file.lines"),
+    ]);
+    assert_eq!(latched(&env), all);
+    // `src/**` narrowed to two files (a.txt no longer matches), `lib/**` caps bytes
+    // only, `etc/**` gone.
+    write(
+        &env,
+        "spice.toml",
+        "[gate]\njitter = 0.0\n[gate.files]\n\"src/b.txt\" = { lines = 10, flex = 1.5 }\n\
+         \"src/d.txt\" = { lines = 10, flex = 1.5 }\n\"lib/**\" = { bytes = 1000 }\n",
+    );
+    // Refused (b.txt grew while latched): nothing is released.
+    write(&env, "src/b.txt", &lines(15));
+    git(&env.repo, &["add", "spice.toml", "src/b.txt"]);
+    let r = commit(&env.repo, "looser caps, but b.txt grew");
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert_eq!(latched(&env), all, "a refused commit leaves no trace");
+    git(&env.repo, &["reset", "-q", "src/b.txt"]);
+    git(&env.repo, &["checkout", "-q", "--", "src/b.txt"]);
+    let r = commit(&env.repo, "looser caps");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        latched(&env),
+        pairs(&[("src/b.txt", "file.lines"), ("src/d.txt", "file.lines")])
+    );
+    // A deleted file's latch goes with the commit that deletes it.
+    git(&env.repo, &["rm", "-q", "src/d.txt"]);
+    let r = commit(&env.repo, "d.txt deleted");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(latched(&env), pairs(&[("src/b.txt", "file.lines")]));
+}

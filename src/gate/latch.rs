@@ -15,6 +15,15 @@
 //! common directory. A latch made by a failure is kept at once (it only tightens);
 //! latches made by passes, and clears, are written only when the whole gate run is
 //! accepted, so a commit that is refused for another reason leaves no trace.
+//!
+//! A latch lasts only while a cap still holds its (rule, path): an accepted run also
+//! drops every latch whose file is gone from what it would commit (deleted; a rename
+//! carries the latch), is now generated, vendored, binary or excluded, or that no cap
+//! of `spice.toml` holds that rule for any more (its glob stopped matching, the cap
+//! went, or no longer names that rule), and a routine's latch when the run measured
+//! its file without it. This holds for latched files the commit does not touch too
+//! (they are read as the commit has them); a file merely left unchanged keeps its
+//! latch.
 
 use super::config::Cap;
 use serde::{Deserialize, Serialize};
@@ -156,6 +165,16 @@ impl Latches {
     }
 }
 
+/// The file a latch key names, and the routine for routine rules (keyed
+/// `path::routine`, split at the first `::`: a routine's name may hold one, as a
+/// JavaScript key `"a::b"` does, a path in practice does not).
+pub fn split_key<'a>(rule: &str, key: &'a str) -> (&'a str, Option<&'a str>) {
+    match key.split_once("::") {
+        Some((path, routine)) if rule.starts_with("routine.") => (path, Some(routine)),
+        _ => (key, None),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,6 +221,21 @@ mod tests {
         for i in 0..100 {
             assert!(ceiling(tight, 0.1, &i.to_string(), "a") >= 10);
         }
+    }
+
+    #[test]
+    fn a_key_names_its_file_and_routine() {
+        assert_eq!(split_key("file.lines", "src/a.rs"), ("src/a.rs", None));
+        assert_eq!(
+            split_key("routine.lines", "src/a.rs::outer.f"),
+            ("src/a.rs", Some("outer.f"))
+        );
+        assert_eq!(
+            split_key("routine.complexity", "a.js::\"x::y\""),
+            ("a.js", Some("\"x::y\""))
+        );
+        // A file rule's key is the path, whatever it holds.
+        assert_eq!(split_key("file.bytes", "odd::name"), ("odd::name", None));
     }
 
     #[test]

@@ -3,10 +3,12 @@
 //! A run reads the repository's `spice.toml` ([`config`]), collects the paths in scope
 //! with the content git will commit ([`scan`]), and applies every rule in a fixed
 //! order (file caps, routine caps, repository checks), collecting every finding;
-//! nothing stops at the first. Caps flex and latch ([`latch`]). A rule that could not
-//! run is reported as such, never as zero findings. Commit messages are checked by
-//! [`message`]; hooks are written by [`hooks`]. The gate needs no store and no fleet:
-//! a repository runs `spice gate install` and commits as usual.
+//! nothing stops at the first. Caps flex and latch ([`latch`]); an accepted run that
+//! records drops the latches no cap holds any more, whether or not it touched their
+//! files ([`latch`] says when). A rule that could not run is reported as such, never
+//! as zero findings. Commit messages are checked by [`message`]; hooks are written by
+//! [`hooks`]. The gate needs no store and no fleet: a repository runs `spice gate
+//! install` and commits as usual.
 
 pub mod checks;
 pub mod config;
@@ -21,6 +23,7 @@ use config::{Cap, GateConfig};
 use latch::{Latch, Latches, Verdict};
 use scan::{Item, Repo, Scope};
 use serde::Serialize;
+use std::collections::{HashMap, HashSet};
 
 /// One rule broken.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -94,6 +97,9 @@ pub fn run(repo: &Repo, cfg: &GateConfig, scope: &Scope, opts: &Options) -> Resu
     let marked = scan::attributed(repo, &paths, cached)?;
     let mut pending = latches.clone();
     let mut measured: Vec<&Item> = Vec::new();
+    // What the run saw of each path in scope: skipped (`None`), or measured, with the
+    // routines found in it once they are measured.
+    let mut seen: HashMap<&str, Option<HashSet<String>>> = HashMap::new();
     for (item, marked) in items.iter().zip(marked) {
         if let Some(from) = &item.renamed_from {
             latches.rename(from, &item.path);
@@ -101,8 +107,10 @@ pub fn run(repo: &Repo, cfg: &GateConfig, scope: &Scope, opts: &Options) -> Resu
         }
         if marked || cfg.excluded(&item.path) || scan::looks_binary(&item.content) {
             report.skipped += 1;
+            seen.insert(&item.path, None);
             continue;
         }
+        seen.insert(&item.path, Some(HashSet::new()));
         measured.push(item);
     }
     report.files = measured.len();
@@ -145,7 +153,11 @@ pub fn run(repo: &Repo, cfg: &GateConfig, scope: &Scope, opts: &Options) -> Resu
             continue;
         };
         let found = match routines::measure(lang, &item.content) {
-            Ok(r) => r,
+            Ok(r) => {
+                let names = r.iter().map(|r| r.name.clone());
+                seen.insert(&item.path, Some(names.collect()));
+                r
+            }
             Err(why) => {
                 j.report.could_not_run.push(NotRun {
                     rule: "routine".into(),
@@ -201,6 +213,11 @@ pub fn run(repo: &Repo, cfg: &GateConfig, scope: &Scope, opts: &Options) -> Resu
         }
     }
     if opts.record {
+        if report.clean() {
+            for (rule, key) in unlimited(repo, cfg, scope, &seen, &pending)? {
+                pending.clear(&rule, &key);
+            }
+        }
         let keep = if report.clean() { &pending } else { &latches };
         // Unchanged latches are not written again (the hooks sit on every commit).
         if keep.latches != loaded.latches {
@@ -208,6 +225,79 @@ pub fn run(repo: &Repo, cfg: &GateConfig, scope: &Scope, opts: &Options) -> Resu
         }
     }
     Ok(report)
+}
+
+/// The latches nothing limits any more, as (rule, key): their file is gone from what
+/// the run would commit, generated, vendored, binary or excluded, or no cap of
+/// spice.toml holds that rule for it now (its glob stopped matching, the cap went,
+/// or dropped that rule), or a routine the run measured the file without. `seen` is
+/// what the run made of the paths in its scope (skipped, or measured with the routines
+/// found); a latched path outside the scope (a file this commit does not touch) is
+/// read as the scope has it and kept while it is still capped: not being changed does
+/// not release a latch.
+fn unlimited(
+    repo: &Repo,
+    cfg: &GateConfig,
+    scope: &Scope,
+    seen: &HashMap<&str, Option<HashSet<String>>>,
+    latches: &Latches,
+) -> Result<Vec<(String, String)>, String> {
+    let mut released = Vec::new();
+    let mut outside: Vec<(&Latch, &str)> = Vec::new();
+    for l in latches.all() {
+        let (path, routine) = latch::split_key(&l.rule, &l.path);
+        match seen.get(path) {
+            Some(None) => released.push(l),
+            Some(Some(names)) => {
+                let gone = routine.is_some_and(|r| !names.contains(r));
+                if gone || !capped(cfg, &l.rule, path) {
+                    released.push(l);
+                }
+            }
+            None => outside.push((l, path)),
+        }
+    }
+    if !outside.is_empty() {
+        let mut paths: Vec<String> = outside.iter().map(|(_, p)| p.to_string()).collect();
+        paths.sort();
+        paths.dedup();
+        let contents = repo.read(scope, &paths)?;
+        let marked = scan::attributed(repo, &paths, matches!(scope, Scope::Staged))?;
+        let limited: HashMap<&str, bool> = paths
+            .iter()
+            .zip(contents.iter().zip(marked))
+            .map(|(p, (content, marked))| {
+                let measured = content
+                    .as_ref()
+                    .is_some_and(|c| !marked && !cfg.excluded(p) && !scan::looks_binary(c));
+                (p.as_str(), measured)
+            })
+            .collect();
+        for (l, path) in outside {
+            if !limited[path] || !capped(cfg, &l.rule, path) {
+                released.push(l);
+            }
+        }
+    }
+    Ok(released
+        .into_iter()
+        .map(|l| (l.rule.clone(), l.path.clone()))
+        .collect())
+}
+
+/// Whether a cap of `cfg` holds `rule` for the (measured) file `path`. A rule this
+/// build does not know is taken as held: its latch is not ours to drop.
+fn capped(cfg: &GateConfig, rule: &str, path: &str) -> bool {
+    let routine = |cap: fn(&config::RoutineRule) -> Option<Cap>| {
+        routines::Lang::of(path).is_some() && cfg.routine_rule(path).and_then(cap).is_some()
+    };
+    match rule {
+        "file.lines" => cfg.file_rule(path).and_then(|r| r.lines).is_some(),
+        "file.bytes" => cfg.file_rule(path).and_then(|r| r.bytes).is_some(),
+        "routine.lines" => routine(|r| r.lines),
+        "routine.complexity" => routine(|r| r.complexity),
+        _ => true,
+    }
 }
 
 /// Where a measure was taken: its rule, its latch key, and what a finding names.

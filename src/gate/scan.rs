@@ -132,12 +132,7 @@ impl Repo {
         paths
             .into_iter()
             .filter_map(|path| {
-                let full = self.root.join(&path);
-                let meta = std::fs::symlink_metadata(&full).ok()?;
-                if !meta.is_file() {
-                    return None;
-                }
-                let content = std::fs::read(&full).ok()?;
+                let content = self.read_file(&path)?;
                 Some(Item {
                     path,
                     renamed_from: None,
@@ -145,6 +140,53 @@ impl Repo {
                 })
             })
             .collect()
+    }
+
+    /// One working-tree file's content (`None`: gone, or not a file).
+    fn read_file(&self, path: &str) -> Option<Vec<u8>> {
+        let full = self.root.join(path);
+        let meta = std::fs::symlink_metadata(&full).ok()?;
+        if !meta.is_file() {
+            return None;
+        }
+        std::fs::read(&full).ok()
+    }
+
+    /// `paths` as `scope` will have them, whether or not the scope changed them: the
+    /// index for `Staged`, the tip for a branch, tracked working-tree files for `All`,
+    /// the working tree for `Paths`. `None` for a path that is not there (deleted,
+    /// untracked, not a file). What a run asks of the files its latches name.
+    pub fn read(&self, scope: &Scope, paths: &[String]) -> Result<Vec<Option<Vec<u8>>>, String> {
+        let at = |rev: &str| {
+            let specs: Vec<String> = paths.iter().map(|p| format!("{rev}:{p}")).collect();
+            self.cat(&specs)
+        };
+        match scope {
+            Scope::Staged => at(""),
+            Scope::Branch { tip, .. } => at(tip),
+            Scope::Paths(_) => Ok(paths.iter().map(|p| self.read_file(p)).collect()),
+            Scope::All => {
+                if paths.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let mut a = vec!["--literal-pathspecs", "ls-files", "-z", "--"];
+                a.extend(paths.iter().map(String::as_str));
+                let listed = git(&self.root, &a)?;
+                let tracked: std::collections::HashSet<&[u8]> = listed
+                    .split(|b| *b == 0)
+                    .filter(|p| !p.is_empty())
+                    .collect();
+                Ok(paths
+                    .iter()
+                    .map(|p| {
+                        tracked
+                            .contains(p.as_bytes())
+                            .then(|| self.read_file(p))
+                            .flatten()
+                    })
+                    .collect())
+            }
+        }
     }
 
     /// Blob contents for each object spec, through one `git cat-file --batch`
