@@ -291,6 +291,76 @@ fn regression_a_review_lane_takes_each_task_the_todo_lane_finished_on_its_first_
     }
 }
 
+/// The todo → review hand-off is a state, not an error: the review lane waits for the
+/// todo lane's agent to finish with the branch, and says so as `worktree_wait` events,
+/// never as `error`, and the operator's `[notify]` (default events, which include
+/// `error`) is not run for it. Before: the wait was the lane row's `last_error`, printed
+/// as `error - waiting for lane core's agent … to finish` and notified.
+#[test]
+fn regression_a_hand_off_between_phases_is_no_error_and_pages_no_one() {
+    let env = repo();
+    todo_and_review(&env, "");
+    let notified = env.dir.path().join("notified.jsonl");
+    std::fs::write(
+        env.repo.join("spice.toml"),
+        "[notify]\ncommand = [\"sh\", \"-c\", \"cat >> \\\"$NOTIFIED\\\"\"]\nper_minute = 600\n",
+    )
+    .unwrap();
+    git(&env.repo, &["add", "spice.toml"]);
+    git(&env.repo, &["commit", "-q", "-m", "notify"]);
+    let tasks: Vec<String> = (1..=3)
+        .map(|i| env.add(&[&format!("Task {i}"), "--project", "demo"]))
+        .collect();
+    let run = common::finished(
+        env.supervisor(
+            env.cmd(&["fleet", "up", "--until-idle", "--json"])
+                .env("NOTIFIED", &notified)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped()),
+        )
+        .drained(),
+    );
+    // `fleet up --json` writes its events to stderr, one JSON object a line.
+    let events: Vec<serde_json::Value> = run
+        .stderr
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let errors: Vec<_> = events.iter().filter(|e| e["event"] == "error").collect();
+    assert!(errors.is_empty(), "a hand-off reported as an error: {errors:?}");
+    let waits: Vec<serde_json::Value> = tasks
+        .iter()
+        .flat_map(|t| env.ledger_of(t, "worktree_wait"))
+        .collect();
+    assert!(
+        !waits.is_empty(),
+        "no review claim waited for the todo lane's agent; the test proves nothing:\n{}",
+        run.stderr
+    );
+    for w in &waits {
+        let reason = w["detail"]["reason"].as_str().unwrap();
+        assert!(
+            events
+                .iter()
+                .any(|e| e["event"] == "worktree_wait" && e["detail"] == reason),
+            "the wait {reason:?} is not a worktree_wait event:\n{}",
+            run.stderr
+        );
+    }
+    let paged = std::fs::read_to_string(&notified).unwrap_or_default();
+    assert!(!paged.contains("waiting for"), "paged for a hand-off: {paged}");
+    assert!(!paged.contains("\"error\""), "paged an error: {paged}");
+    for task in &tasks {
+        let show = env.run(&["task", "show", task, "--json"]).json();
+        assert_eq!(show["status"], "completed", "{show}");
+    }
+    // The lanes' rows end with no error left on them.
+    for lane in ["core", "review"] {
+        let l = env.lane(lane);
+        assert!(l["last_error"].is_null(), "{l}");
+    }
+}
+
 #[test]
 fn regression_a_rollout_never_found_before_the_kill_is_found_by_the_next_supervisor() {
     // A supervisor killed within a second of a Codex launch never found the rollout

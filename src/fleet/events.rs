@@ -9,6 +9,7 @@
 //! | `claimed`, `successor`, `launched`, `exited`, `compacted`, `held` | the ledger entry of that kind |
 //! | `budget` | a ledger `budget` entry: a lane paused at its token budget, raised, or stopped |
 //! | `delivered` | a ledger `delivered` entry (typed into an idle agent), a `launched` entry's `steering_in_brief` (at the top of its brief), or the first showing of an item neither names (`spice exec` or the hook) |
+//! | `worktree_wait` | a ledger `worktree_wait` entry: the task's branch is still in use by the lane of its previous phase, and the claim waits for it (a hand-off, not an error) |
 //! | `worktree_ready` | a lane's claim that records a worktree it did not record before |
 //! | `acked`, `refused` | an acknowledgment record with that effect (a NACK with a reason refuses) |
 //! | `phase_done` | a ledger `phase_completed` (or `done`) entry by a lane's session |
@@ -40,6 +41,8 @@ pub use observer::{Observer, SETTLE};
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
     Claimed,
+    /// The claim waits for the task's branch, still in use by its previous phase's lane.
+    WorktreeWait,
     WorktreeReady,
     Launched,
     Waiting,
@@ -64,8 +67,9 @@ pub enum EventKind {
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 22] = [
+    pub const ALL: [EventKind; 23] = [
         EventKind::Claimed,
+        EventKind::WorktreeWait,
         EventKind::WorktreeReady,
         EventKind::Launched,
         EventKind::Waiting,
@@ -92,6 +96,7 @@ impl EventKind {
     pub fn as_str(self) -> &'static str {
         match self {
             EventKind::Claimed => "claimed",
+            EventKind::WorktreeWait => "worktree_wait",
             EventKind::WorktreeReady => "worktree_ready",
             EventKind::Launched => "launched",
             EventKind::Waiting => "waiting",

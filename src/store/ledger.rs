@@ -54,8 +54,9 @@ pub(super) fn append(
 /// under, or why it was not), a lane paused at its token budget, resumed after a
 /// raise, or stopped by the operator (`budget`), a conversation's transcript copied
 /// to where a successor on this host resumes it (`transcript_restored`), or a
-/// successor that starts afresh because it cannot be (`resume_unavailable`).
-pub const SUPERVISOR_KINDS: [&str; 19] = [
+/// successor that starts afresh because it cannot be (`resume_unavailable`), or a
+/// directive in the agent's prose that named no key (`keyless_ack`: nothing retired).
+pub const SUPERVISOR_KINDS: [&str; 20] = [
     "launched",
     "conversation",
     "exited",
@@ -75,6 +76,7 @@ pub const SUPERVISOR_KINDS: [&str; 19] = [
     "gc",
     "transcript_restored",
     "resume_unavailable",
+    "keyless_ack",
 ];
 
 /// Refuses a note of a kind the supervisor does not report (both backends).

@@ -46,6 +46,9 @@ pub struct ScanReport {
     pub session_id: Option<String>,
     /// Whom its directives count for: the items addressed to these targets.
     pub counts_for: Vec<Target>,
+    /// The transcript lines holding a keyless directive (`ACK:` naming no key): a
+    /// failure of its own, matched to no item, reported so the writer learns of it.
+    pub keyless: Vec<u64>,
     /// The main conversation's assistant messages read in this scan, in order: what
     /// the conscience hears.
     #[serde(skip)]
@@ -145,6 +148,7 @@ impl Scanner {
             usage: Delta::default(),
             session_id: None,
             counts_for: self.writer.clone(),
+            keyless: Vec::new(),
             said: Vec::new(),
             turn: super::turn::Turn::default(),
         };
@@ -180,7 +184,9 @@ impl Scanner {
                 match &e.kind {
                     EventKind::AssistantText { text, .. } => {
                         for mut d in grammar::parse(text) {
-                            if d.problem.is_none() {
+                            if d.problem.is_some() {
+                                report.keyless.push(e.line);
+                            } else {
                                 d.line = e.line as usize;
                                 directives.push(d);
                             }

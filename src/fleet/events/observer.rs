@@ -256,6 +256,11 @@ impl Observer {
                     format!("phase {phase}, session {}", short(&actor)),
                 )
             }
+            "worktree_wait" => (
+                text("lane").or(of_claim),
+                EventKind::WorktreeWait,
+                text("reason").unwrap_or_default(),
+            ),
             "successor" => {
                 let from = text("from");
                 let lane = from

@@ -17,7 +17,7 @@ use super::machine::{self, Handoff, Renewer};
 use super::{Lane, TICK};
 use crate::error::{Error, Result};
 use crate::fleet::launch;
-use crate::store::{Claim, Holder};
+use crate::store::{Claim, Holder, LaneState};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -81,7 +81,11 @@ impl Lane<'_> {
                             &holder.claimant,
                             json!({ "lane": self.cfg.name, "reason": reason }),
                         )?;
-                        self.row.last_error = Some(reason.clone());
+                        // A hand-off between phases is a state, not an error: the
+                        // operator is not paged for it (`worktree_wait` events).
+                        self.row.state = LaneState::Starting;
+                        self.row.task_id = Some(claim.task_id.clone());
+                        self.row.state_note = Some(reason.clone());
                         self.publish(false)?;
                         waited = Some(reason);
                     }

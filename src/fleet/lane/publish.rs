@@ -12,10 +12,15 @@ impl Lane<'_> {
     /// Writes the lane's row when what it reports changed (the last-activity time
     /// alone at most every [`ACTIVITY_EVERY`]).
     pub(super) fn publish(&mut self, force: bool) -> Result<()> {
-        // A note says what an asking, sub-agent, errored or stalled state is about.
+        // A note says what an asking, sub-agent, errored or stalled state is about, and
+        // what a starting lane waits for (a hand-off).
         if !matches!(
             self.row.state,
-            LaneState::Asking | LaneState::Subagent | LaneState::Errored | LaneState::Stalled
+            LaneState::Asking
+                | LaneState::Subagent
+                | LaneState::Errored
+                | LaneState::Stalled
+                | LaneState::Starting
         ) {
             self.row.state_note = None;
         }

@@ -210,6 +210,7 @@ impl Lane<'_> {
             work.briefed.extend(keys);
         }
         self.row.state = LaneState::Starting;
+        self.row.state_note = None;
         self.row.pid = Some(agent.pid());
         self.row.pid_start = Some(agent.start_time());
         self.row.recording = Some(recording.display().to_string());
@@ -269,6 +270,17 @@ impl Lane<'_> {
                     &mut noted,
                 );
                 self.through_outage(named)?;
+                if !report.keyless.is_empty() {
+                    // The agent meant to answer but named no key: nothing is retired,
+                    // and the ledger says so (the items stay pending and shown).
+                    let noted = self.store.note(
+                        &task.id,
+                        "keyless_ack",
+                        &session,
+                        json!({ "transcript": report.path, "lines": report.keyless }),
+                    );
+                    self.through_outage(noted)?;
+                }
                 if report.compactions > 0 {
                     let noted = self.store.note(
                         &task.id,
