@@ -322,3 +322,107 @@ fn a_worktree_made_again_after_a_restart_keeps_its_ports() {
     assert_eq!(beds.len(), 2, "{beds:#?}");
     assert_eq!(beds[0]["detail"]["ports"], beds[1]["detail"]["ports"]);
 }
+
+/// Regression (issue 40): `spice bed gc` under a budget it could not meet said
+/// "nothing to evict" and never why. It says why in one line: no budget set, the beds
+/// within it, or over it with what is left and why none of it may go (a template
+/// being seeded from, the beds of task worktrees in use).
+#[test]
+fn regression_gc_says_why_it_evicts_nothing() {
+    let env = bed_repo(&format!("{BED}pool = 0\n"));
+    std::fs::create_dir_all(env.repo.join("profiles")).unwrap();
+    std::fs::write(
+        env.repo.join("profiles/sleeper.toml"),
+        "command = [\"sh\", \"-c\", \"touch \\\"$SPICE_HOME/started\\\"; exec sleep 120\"]\nmode = \"pty\"\n",
+    )
+    .unwrap();
+    std::fs::remove_file(env.repo.join("lanes/b.toml")).unwrap();
+    std::fs::write(
+        env.repo.join("lanes/a.toml"),
+        "profile = \"sleeper\"\nphases = [\"todo\"]\nlease = \"5m\"\n",
+    )
+    .unwrap();
+    git(&env.repo, &["add", "-A"]);
+    git(&env.repo, &["commit", "-q", "-m", "a sleeping lane"]);
+    env.run(&["bed", "warm"]).ok();
+    let id = status(&env)["templates"][0]["template"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let gc = |env: &TestEnv| env.run(&["bed", "gc"]).ok().to_string();
+    assert_eq!(
+        gc(&env),
+        "nothing to evict: [testbed] sets no disk_budget, so only failed warms are evicted\n"
+    );
+    // A task's worktree, seeded from the template, in use while its agent runs.
+    env.add(&["Sleep", "--project", "demo"]);
+    let _sup = env.fleet_up(&[]);
+    common::wait_for("the agent to start", 30, || {
+        env.home.join("started").exists().then_some(())
+    });
+    let budget = |b: &str| {
+        std::fs::write(
+            env.repo.join("spice.toml"),
+            format!("{BED}pool = 0\ndisk_budget = \"{b}\"\n"),
+        )
+        .unwrap()
+    };
+    budget("1GiB");
+    let within = gc(&env);
+    assert!(
+        within.starts_with("nothing to evict: all beds use ")
+            && within.ends_with(" of real disk, within the budget of 1.0 GiB\n"),
+        "{within}"
+    );
+    // Over the budget, with the template being seeded from (its lock held).
+    budget("1KiB");
+    let lock = env.repo.join(format!(".git/spice/beds/{id}.lock"));
+    // `-o`: the lock is flock's own, not its sleep's, so killing flock frees it.
+    let mut holder = std::process::Command::new("flock")
+        .arg("-o")
+        .arg(&lock)
+        .args(["sleep", "30"])
+        .spawn()
+        .unwrap();
+    common::wait_for("the lock to be held", 10, || {
+        (status(&env)["templates"][0]["busy"] == true).then_some(())
+    });
+    let held = gc(&env);
+    holder.kill().unwrap();
+    let _ = holder.wait();
+    let over = ", over the budget of 1.0 KiB, and none of what is left may go: \
+                the beds of 1 task worktree(s) in use (";
+    assert_eq!(held.lines().count(), 1, "{held}");
+    assert!(
+        held.starts_with("nothing to evict: all beds use "),
+        "{held}"
+    );
+    assert!(held.contains(over), "{held}");
+    assert!(
+        held.ends_with(&format!("), template {id} (being warmed or seeded from)\n")),
+        "{held}"
+    );
+    // Free, the template goes; what is left is the bed in use, and gc says so.
+    let evicted = gc(&env);
+    let lines: Vec<&str> = evicted.lines().collect();
+    assert_eq!(lines.len(), 2, "{evicted}");
+    assert!(
+        lines[0].starts_with(&format!("evicted template {id} (")),
+        "{evicted}"
+    );
+    assert!(
+        lines[1].starts_with("still over: all beds use "),
+        "{evicted}"
+    );
+    assert!(
+        lines[1].contains(over) && lines[1].ends_with(')'),
+        "{evicted}"
+    );
+    let again = gc(&env);
+    assert!(
+        again.starts_with("nothing to evict: all beds use "),
+        "{again}"
+    );
+    assert!(again.contains(over) && again.ends_with(")\n"), "{again}");
+    env.run(&["fleet", "down"]).ok();
+}

@@ -1,6 +1,6 @@
 //! Edges of the command line: every listing takes `--json`, help says what a command
-//! group does, steering refuses lanes nothing defines, and ids are shown and accepted
-//! by their shortest unique prefix.
+//! group does, steering and every other command naming a lane refuse lanes nothing
+//! defines, and ids are shown and accepted by their shortest unique prefix.
 
 mod common;
 #[path = "common/console.rs"]
@@ -92,6 +92,74 @@ fn regression_steer_refuses_a_lane_no_lane_file_defines() {
     // Lane names are exact: a file in another case is another lane.
     env.run(&["steer", "lane:Core", "x"])
         .fails(2, "unknown lane 'Core'");
+}
+
+/// Regression (issue 40): `spice budget raise zzz 1000` set a budget for a lane no
+/// lane file defines ("budget zzz: 1000 tokens (0 used)", exit 0), as did `budget
+/// stop zzz`; `fleet attach zzz` asked whether `spice fleet up` was running, and
+/// `fleet lift` and `conscience scan --lane` took any name too. Each refuses it now in
+/// the words of `spice steer lane:zzz`, naming the lanes that exist.
+#[test]
+fn regression_commands_naming_a_lane_refuse_one_no_lane_file_defines() {
+    let env = TestEnv::new();
+    // With no lane at all, the refusal says how to add one.
+    let err = env
+        .run(&["budget", "raise", "zzz", "1000"])
+        .fails(2, "unknown lane 'zzz'");
+    assert!(err.contains("lanes/zzz.toml"), "{err}");
+    assert!(err.contains("`spice demo`"), "{err}");
+    std::fs::create_dir_all(env.repo.join("lanes")).unwrap();
+    for lane in ["b", "a"] {
+        std::fs::write(
+            env.repo.join(format!("lanes/{lane}.toml")),
+            "profile = \"demo\"\n",
+        )
+        .unwrap();
+    }
+    // Prose two built-in maxims answer: the scan would publish their reminders.
+    let transcript = env.dir.path().join("t.jsonl");
+    std::fs::write(
+        &transcript,
+        json!({"type": "assistant", "uuid": "u1", "sessionId": "s1", "cwd": "/tmp/x",
+               "timestamp": "2026-01-01T00:00:01.000Z",
+               "message": {"id": "m1", "role": "assistant", "stop_reason": "end_turn",
+                   "content": [{"type": "text", "text": "I will add a fallback shim."}]}})
+        .to_string()
+            + "\n",
+    )
+    .unwrap();
+    let transcript = transcript.display().to_string();
+    for args in [
+        &["budget", "raise", "zzz", "1000"][..],
+        &["budget", "raise", "zzz", "+5"],
+        &["budget", "stop", "zzz"],
+        &["fleet", "attach", "zzz"],
+        &["fleet", "lift", "zzz"],
+        &["conscience", "scan", &transcript, "--lane", "zzz"],
+        &["task", "next", "--lane", "zzz"],
+        &["steer", "lane:zzz", "x"],
+    ] {
+        let err = env.run(args).fails(2, "unknown lane 'zzz'");
+        assert!(
+            err.contains("/lanes/zzz.toml defines it (the lanes are a, b)"),
+            "{args:?}: {err}"
+        );
+    }
+    assert_eq!(env.run(&["budget", "show", "--json"]).json(), json!([]));
+    assert!(items(&env).is_empty(), "nothing stored");
+    // A lane that exists is taken as before.
+    assert_eq!(
+        env.run(&["budget", "raise", "a", "1000"]).ok(),
+        "budget a: 1000 tokens (0 used)\n"
+    );
+    env.run(&["budget", "stop", "a"]).ok();
+    env.run(&["fleet", "attach", "a"])
+        .fails(2, "is `spice fleet up` running?");
+    env.run(&["fleet", "lift", "a"])
+        .fails(2, "no lane named \"a\" has run");
+    // A task's budget is named by its task, whatever the lane files say.
+    let task = env.add(&["Metered"]);
+    env.run(&["budget", "raise", &task, "50", "--task"]).ok();
 }
 
 /// Regression: the console's steer took any lane too.

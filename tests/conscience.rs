@@ -95,7 +95,14 @@ fn s(m: &str, e: i64, st: &str) -> (String, i64, String) {
     (m.into(), e, st.into())
 }
 
+/// `conscience scan` as lane `a`, whose lane file this writes when the repository
+/// has none (the scan refuses a lane no lane file defines).
 fn scan(env: &TestEnv, t: &Transcript) -> Value {
+    let lane = env.repo.join("lanes/a.toml");
+    if !lane.exists() {
+        std::fs::create_dir_all(env.repo.join("lanes")).unwrap();
+        std::fs::write(&lane, "profile = \"demo\"\n").unwrap();
+    }
     let p = t.path.display().to_string();
     env.run(&["conscience", "scan", &p, "--lane", "a", "--json"])
         .json()

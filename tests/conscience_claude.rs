@@ -56,6 +56,9 @@ fn the_real_claude_p_judges_a_statement() {
         vec![Step::Say("YES".into()), Step::Say("YES".into())],
     );
     let env = TestEnv::new();
+    // The lane the scan publishes for (a lane no lane file defines is refused).
+    std::fs::create_dir_all(env.repo.join("lanes")).unwrap();
+    std::fs::write(env.repo.join("lanes/a.toml"), "profile = \"demo\"\n").unwrap();
     std::fs::create_dir_all(env.repo.join("maxims")).unwrap();
     std::fs::write(
         env.repo.join("maxims/conscience.toml"),

@@ -254,9 +254,55 @@ fn json_reports_unavailable_lanes_and_sources() {
     );
 }
 
+/// What `fleet check` and `fleet status` print and `fleet up` refuses with when the
+/// repository defines no lane: the directory looked in, and how to add a lane.
+fn no_lanes_in(env: &TestEnv) -> String {
+    let repo = std::fs::canonicalize(&env.repo).unwrap();
+    format!(
+        "no lanes in {}: add one as lanes/NAME.toml holding `profile = \"claude\"`, or run \
+         `spice demo` to see a fleet at work",
+        repo.join("lanes").display()
+    )
+}
+
 #[test]
 fn no_lanes_is_not_an_error() {
     let env = TestEnv::new();
     let run = check(&env, &fake_path(&env, &[]), &[]);
-    assert_eq!(run.ok(), "no lanes (a lane is a file lanes/NAME.toml)\n");
+    assert_eq!(run.ok(), format!("{}\n", no_lanes_in(&env)));
+}
+
+/// Regression (issue 40): `spice fleet up` in a repository with no lane file (no
+/// `lanes/`, or one holding none) exited 0 having printed nothing; with every lane
+/// disabled it did the same. It refuses now, saying where it looked and what to do;
+/// `fleet status` says the same as `fleet check`.
+#[test]
+fn regression_fleet_up_without_a_lane_says_where_it_looked_and_fails() {
+    let env = TestEnv::new();
+    let err = env
+        .run(&["fleet", "up", "--until-idle"])
+        .fails(2, &no_lanes_in(&env));
+    assert!(err.contains("spice demo"), "{err}");
+    let status = env.run(&["fleet", "status"]);
+    assert!(
+        status.ok().contains(&no_lanes_in(&env)),
+        "{}",
+        status.stdout
+    );
+    // A lanes/ directory holding no lane file is the same.
+    std::fs::create_dir_all(env.repo.join("lanes")).unwrap();
+    std::fs::write(env.repo.join("lanes/README.md"), "lanes go here\n").unwrap();
+    let up = env.run(&["fleet", "up"]);
+    up.fails(2, &no_lanes_in(&env));
+    assert_eq!(up.stdout, "", "nothing ran");
+    // Lanes, every one disabled: nothing to run either.
+    std::fs::write(
+        env.repo.join("lanes/a.toml"),
+        "profile = \"demo\"\nenabled = false\n",
+    )
+    .unwrap();
+    env.run(&["fleet", "up", "--until-idle"]).fails(
+        2,
+        "no lane to run: every lane sets enabled = false (lanes/a.toml)",
+    );
 }

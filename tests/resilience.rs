@@ -483,7 +483,7 @@ fn an_agent_that_dies_at_once_holds_the_lane_until_lifted() {
         .output()
         .map(common::to_run)
         .unwrap()
-        .fails(2, "no lane named \"b\"");
+        .fails(2, "unknown lane 'b': no ");
     env.run(&["fleet", "down"]).ok();
     assert!(sup.wait().unwrap().success());
 }

@@ -562,6 +562,15 @@ fn import_and_export(f: &Fleet) -> Vec<String> {
 fn budgets_beds_and_the_conscience(f: &Fleet) -> Vec<String> {
     let e = &f.env;
     let mut r = Record::default();
+    // The lanes the budgets and the scan name (an unknown lane is refused).
+    std::fs::create_dir_all(e.repo.join("lanes")).unwrap();
+    for lane in ["lane-a", "a"] {
+        std::fs::write(
+            e.repo.join(format!("lanes/{lane}.toml")),
+            "profile = \"demo\"\n",
+        )
+        .unwrap();
+    }
     e.add(&["metered"]);
     r.learn(f);
     let t = r.id("a");

@@ -418,3 +418,48 @@ fn budget_commands_name_what_is_wrong() {
     assert_eq!(shown[0]["name"], "a", "{shown}");
     assert_eq!(shown[0]["limit"], 5000, "{shown}");
 }
+
+/// Regression (issue 40): `spice budget show` listed only the budgets the operator
+/// had raised, leaving out those a lane file's `budget_tokens` sets, and showed a
+/// lane stopped at its budget as "no limit" with nothing said of the stop. It lists
+/// each lane's budget in force, and a stop as asked, then as done.
+#[test]
+fn regression_budget_show_lists_lane_file_budgets_and_stopped_lanes() {
+    let env = metered_env_running(1000, AGENT_WITH_SUBAGENT);
+    let show = |env: &TestEnv| env.run(&["budget", "show"]).ok().to_string();
+    let row = |used: u64, stop: bool, state: Value| {
+        json!([{ "kind": "lane", "name": "a", "limit": 1000, "used": used, "stop": stop,
+                 "state": state }])
+    };
+    assert_eq!(
+        env.run(&["budget", "show", "--json"]).json(),
+        row(0, false, Value::Null)
+    );
+    assert_eq!(show(&env), "lane a: 0 of 1000 tokens\n");
+    env.add(&["Delegating work", "--project", "demo"]);
+    let mut sup = env.fleet_up(&[]);
+    wait_for("the turn to end past the budget", 60, || {
+        let l = env.lane("a");
+        let reason = l["hold"]["reason"].as_str().unwrap_or("").to_string();
+        reason.starts_with("budget:").then_some(())
+    });
+    assert_eq!(show(&env), "lane a: 1100 of 1000 tokens\n");
+    env.run(&["budget", "stop", "a"]).ok();
+    let out = wait_for("the lane to stop", 60, || sup.try_wait().unwrap());
+    assert!(out.success());
+    assert_eq!(
+        show(&env),
+        "lane a: 1100 of 1000 tokens (stopped at its budget; claim kept)\n"
+    );
+    assert_eq!(
+        env.run(&["budget", "show", "--json"]).json(),
+        row(1100, false, json!("stopped"))
+    );
+    // A stop asked for while no supervisor runs the lane waits for one.
+    env.run(&["budget", "stop", "a"]).ok();
+    assert_eq!(show(&env), "lane a: 1100 of 1000 tokens (stop asked)\n");
+    assert_eq!(
+        env.run(&["budget", "show", "--json"]).json(),
+        row(1100, true, json!("stop_asked"))
+    );
+}

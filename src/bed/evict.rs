@@ -8,6 +8,8 @@
 //!   until everything fits or nothing more may go.
 //! - Never evicted: a template being warmed or seeded from (its lock is held), and
 //!   the bed of a task worktree in use (the caller names those; they only count).
+//! - A collection that cannot meet the budget says why ([`Outcome::standing`]): what
+//!   is left over it is only what may not go.
 
 use super::config::BedConfig;
 use super::pool::{Pool, Pooled};
@@ -65,13 +67,88 @@ impl Candidate {
     }
 }
 
-fn size(b: u64) -> String {
-    format!("{:.1} MiB", b as f64 / (1 << 20) as f64)
+/// `b` bytes in the largest binary unit that leaves a whole part (`512 B`, `1.5 MiB`).
+pub fn size(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i < UNITS.len() - 1 {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[i])
+    }
+}
+
+/// What a collection evicted, and where the beds stand after it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Outcome {
+    pub evicted: Vec<Evicted>,
+    /// `[testbed] disk_budget`; without one only failed warms are evicted.
+    pub budget: Option<u64>,
+    /// The real disk of every bed after the evictions (measured only under a budget).
+    pub real: u64,
+    /// Of which the beds of the task worktrees in use, which never go (measured only
+    /// when the beds stay over the budget).
+    pub in_use: u64,
+    pub in_use_worktrees: usize,
+    /// The templates kept over the budget, each with why it may not go.
+    pub kept: Vec<Kept>,
+}
+
+/// A template over the budget that may not go, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Kept {
+    pub id: String,
+    pub why: String,
+}
+
+impl Outcome {
+    /// Why the beds stand as they do, in one line: no budget, within it, or over it
+    /// with what is left and why none of it may go.
+    pub fn standing(&self) -> String {
+        let Some(budget) = self.budget else {
+            return "[testbed] sets no disk_budget, so only failed warms are evicted".into();
+        };
+        let (over, real, budget) = (self.real > budget, size(self.real), size(budget));
+        if !over {
+            return format!("all beds use {real} of real disk, within the budget of {budget}");
+        }
+        let mut left = Vec::new();
+        if self.in_use_worktrees > 0 {
+            left.push(format!(
+                "the beds of {} task worktree(s) in use ({})",
+                self.in_use_worktrees,
+                size(self.in_use)
+            ));
+        }
+        left.extend(
+            self.kept
+                .iter()
+                .map(|k| format!("template {} ({})", k.id, k.why)),
+        );
+        if left.is_empty() {
+            left.push("nothing".into());
+        }
+        format!(
+            "all beds use {real} of real disk, over the budget of {budget}, and none of \
+             what is left may go: {}",
+            left.join(", ")
+        )
+    }
 }
 
 /// Evicts what must go for the repository's beds to fit its budget (module
 /// invariants); `in_use` are the task worktrees whose beds live tasks use.
 pub fn gc(git: &Git, cfg: &BedConfig, in_use: &[PathBuf]) -> Result<Vec<Evicted>> {
+    Ok(evict(git, cfg, in_use)?.evicted)
+}
+
+/// [`gc`], and where the beds stand after it.
+pub fn evict(git: &Git, cfg: &BedConfig, in_use: &[PathBuf]) -> Result<Outcome> {
     let beds = Beds::of(git);
     let pool = Pool::of(git);
     let mut evicted = Vec::new();
@@ -88,8 +165,16 @@ pub fn gc(git: &Git, cfg: &BedConfig, in_use: &[PathBuf]) -> Result<Vec<Evicted>
             candidates.push(Candidate::Template(t));
         }
     }
+    let mut outcome = Outcome {
+        evicted,
+        budget: cfg.disk_budget,
+        real: 0,
+        in_use: 0,
+        in_use_worktrees: in_use.len(),
+        kept: Vec::new(),
+    };
     let Some(budget) = cfg.disk_budget else {
-        return Ok(evicted);
+        return Ok(outcome);
     };
     candidates.extend(pool.list().into_iter().map(Candidate::Pooled));
     candidates.sort_by_key(Candidate::used);
@@ -126,16 +211,30 @@ pub fn gc(git: &Git, cfg: &BedConfig, in_use: &[PathBuf]) -> Result<Vec<Evicted>
                     why,
                 })
             }
-            Candidate::Template(_) => None,
+            Candidate::Template(t) => {
+                outcome.kept.push(Kept {
+                    id: t.id.clone(),
+                    why: if beds.busy(&t.id) {
+                        "being warmed or seeded from".into()
+                    } else {
+                        format!("{}, not ready", t.state)
+                    },
+                });
+                None
+            }
         };
         match gone {
             Some(e) => {
-                evicted.push(e);
+                outcome.evicted.push(e);
                 candidates.remove(i);
                 real = total(&candidates)?;
             }
             None => i += 1,
         }
     }
-    Ok(evicted)
+    outcome.real = real;
+    if real > budget && !in_use.is_empty() {
+        outcome.in_use = real_of(cfg, in_use)?;
+    }
+    Ok(outcome)
 }

@@ -6,7 +6,7 @@
 use super::render::print_json;
 use super::Env;
 use crate::bed::config::{self, BedConfig};
-use crate::bed::evict::{self, bed_paths};
+use crate::bed::evict::{self, bed_paths, size};
 use crate::bed::pool::Pool;
 use crate::bed::template::{self, Beds, Template};
 use crate::error::{Error, Result};
@@ -234,15 +234,19 @@ pub fn run(cmd: BedCmd, env: &Env) -> Result<()> {
                 .iter()
                 .map(|s| PathBuf::from(&s.worktree))
                 .collect();
-            let evicted = evict::gc(&git, &cfg, &in_use)?;
+            let outcome = evict::evict(&git, &cfg, &in_use)?;
             if json {
-                print_json(&evicted);
-            } else if evicted.is_empty() {
-                println!("nothing to evict");
-            } else {
-                for e in &evicted {
-                    println!("evicted {} {} ({})", e.kind, e.id, e.why);
-                }
+                print_json(&outcome.evicted);
+                return Ok(());
+            }
+            for e in &outcome.evicted {
+                println!("evicted {} {} ({})", e.kind, e.id, e.why);
+            }
+            let standing = outcome.standing();
+            if outcome.evicted.is_empty() {
+                println!("nothing to evict: {standing}");
+            } else if outcome.budget.is_some_and(|b| outcome.real > b) {
+                println!("still over: {standing}");
             }
             Ok(())
         }
@@ -276,19 +280,4 @@ fn line(t: &Template) -> String {
             .map(|e| format!("\n  {}", e.lines().next().unwrap_or("")))
             .unwrap_or_default()
     )
-}
-
-fn size(b: u64) -> String {
-    const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i < U.len() - 1 {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.1} {}", U[i])
-    }
 }

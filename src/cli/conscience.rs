@@ -117,6 +117,9 @@ pub fn run(cmd: ConscienceCmd, env: &Env) -> Result<()> {
             phase,
             json,
         } => {
+            // Its reminders are the lane's steering: for a lane no file defines, nothing
+            // would deliver them.
+            super::lanes::require(env, &lane)?;
             // Its judges are agents.
             super::launch_depth()?;
             let c = Conscience::new(book(env)?);

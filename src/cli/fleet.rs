@@ -96,8 +96,12 @@ pub fn run(cmd: FleetCmd, env: &Env) -> Result<()> {
             }
             Ok(())
         }
-        FleetCmd::Attach { lane } => attach(env, &lane),
+        FleetCmd::Attach { lane } => {
+            super::lanes::require(env, &lane)?;
+            attach(env, &lane)
+        }
         FleetCmd::Lift { lane } => {
+            super::lanes::require(env, &lane)?;
             env.authority()?.lift_hold(&lane)?;
             println!("lifted the hold on lane {lane}");
             Ok(())
@@ -129,7 +133,7 @@ pub(super) fn load(env: &Env) -> Result<(PathBuf, FleetConfig)> {
 }
 
 fn status(env: &Env, json: bool) -> Result<()> {
-    let (_, fleet) = load(env)?;
+    let (repo, fleet) = load(env)?;
     let supervisor = crate::fleet::running(&env.state_dir).map(|(pid, _)| pid);
     let mut store = env.authority()?;
     let doc =
@@ -138,6 +142,9 @@ fn status(env: &Env, json: bool) -> Result<()> {
         render::print_json(&doc);
     } else {
         render::fleet_status_table(&doc, &store.short_ids()?);
+        if doc.lanes.is_empty() {
+            println!("{}", super::lanes::none_defined(&repo.join("lanes")));
+        }
     }
     Ok(())
 }
@@ -177,6 +184,7 @@ pub(super) fn stop_on_signals() -> std::sync::Arc<std::sync::atomic::AtomicBool>
 fn up(env: &Env, until_idle: bool, json: bool) -> Result<()> {
     super::launch_depth()?;
     let (repo, fleet) = load(env)?;
+    runnable(&repo, &fleet)?;
     for (l, e) in fleet.unavailable() {
         eprintln!("spice: lane {} will not run: {e}", l.name);
     }
@@ -247,6 +255,28 @@ fn up(env: &Env, until_idle: bool, json: bool) -> Result<()> {
             failed.len(),
             reports.len(),
             failed.join("; ")
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a fleet with no lane to run (no lane file, or every lane disabled): a
+/// supervisor with nothing to run would exit at once and say nothing.
+fn runnable(repo: &Path, fleet: &FleetConfig) -> Result<()> {
+    if fleet.lanes.is_empty() {
+        return Err(Error::input(super::lanes::none_defined(
+            &repo.join("lanes"),
+        )));
+    }
+    if fleet.lanes.iter().all(|l| !l.lane.enabled) {
+        let files: Vec<String> = fleet
+            .lanes
+            .iter()
+            .map(|l| l.file.display().to_string())
+            .collect();
+        return Err(Error::input(format!(
+            "no lane to run: every lane sets enabled = false ({}); set it to true in one",
+            files.join(", ")
         )));
     }
     Ok(())
@@ -325,7 +355,7 @@ fn check(env: &Env, json: bool) -> Result<()> {
             json!(problems.iter().map(|e| e.to_string()).collect::<Vec<_>>());
         render::print_json(&doc);
     } else {
-        print_table(&fleet);
+        print_table(&opts.repo, &fleet);
     }
     match problems.pop() {
         None => Ok(()),
@@ -354,9 +384,9 @@ fn mode(m: Mode) -> &'static str {
     }
 }
 
-fn print_table(fleet: &FleetConfig) {
+fn print_table(repo: &Path, fleet: &FleetConfig) {
     if fleet.lanes.is_empty() {
-        println!("no lanes (a lane is a file lanes/NAME.toml)");
+        println!("{}", super::lanes::none_defined(&repo.join("lanes")));
         return;
     }
     let rows: Vec<[String; 5]> = fleet

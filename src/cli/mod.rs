@@ -8,6 +8,7 @@ mod conscience;
 mod demo;
 mod fleet;
 mod gate;
+mod lanes;
 mod next;
 pub(crate) mod render;
 mod serve;

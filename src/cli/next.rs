@@ -49,6 +49,7 @@ pub fn run(s: &mut dyn Authority, env: &Env, args: NextArgs) -> Result<()> {
     };
     let mut lane_name = None;
     if let Some(lane) = &args.lane {
+        super::lanes::require(env, lane)?;
         let l = crate::config::lane::load(&env.lanes_dir()?, lane)?;
         filter.projects.extend(l.projects);
         filter.phases.extend(l.phases);

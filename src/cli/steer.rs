@@ -545,19 +545,13 @@ fn steer_target_with(
     if target.kind != TargetKind::Lane || force {
         return Ok(target);
     }
-    let name = &target.name;
-    match env.lanes_dir() {
-        Ok(dir) if dir.join(format!("{name}.toml")).is_file() => Ok(target),
-        Ok(dir) => Err(Error::input(format!(
-            "unknown lane '{name}': no {} defines it, so nothing would deliver the item \
-             and it would expire unseen (`spice steer --force` steers it anyway)",
-            dir.join(format!("{name}.toml")).display()
-        ))),
-        Err(_) => Err(Error::input(format!(
-            "cannot tell whether lane '{name}' exists: not inside a git repository \
-             (lanes live in its lanes/ directory); `spice steer --force` steers it anyway"
-        ))),
-    }
+    super::lanes::require(env, &target.name).map_err(|e| {
+        Error::input(format!(
+            "{e}; nothing would deliver the item and it would expire unseen \
+             (`spice steer --force` steers it anyway)"
+        ))
+    })?;
+    Ok(target)
 }
 
 /// A worktree target is the canonical top of the git work tree holding `path`.

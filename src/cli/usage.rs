@@ -195,7 +195,15 @@ fn table(r: &Report) {
 }
 
 pub fn budget(cmd: BudgetCmd, env: &Env) -> Result<()> {
-    let mut store = env.authority()?;
+    // A lane no lane file defines is refused before the store is opened: nothing would
+    // ever work under its budget.
+    let lane_named = |target: &str, task: bool| -> Result<()> {
+        if task {
+            Ok(())
+        } else {
+            super::lanes::require(env, target)
+        }
+    };
     let scope = |store: &mut dyn crate::store::Authority,
                  target: &str,
                  task: bool|
@@ -212,6 +220,8 @@ pub fn budget(cmd: BudgetCmd, env: &Env) -> Result<()> {
             tokens,
             task,
         } => {
+            lane_named(&target, task)?;
+            let mut store = env.authority()?;
             let scope = scope(&mut *store, &target, task)?;
             let floor = lane_floor(env, &scope);
             let now = match &scope {
@@ -231,29 +241,105 @@ pub fn budget(cmd: BudgetCmd, env: &Env) -> Result<()> {
             );
         }
         BudgetCmd::Stop { target, task } => {
+            lane_named(&target, task)?;
+            let mut store = env.authority()?;
             let scope = scope(&mut *store, &target, task)?;
             store.budget_stop(&scope)?;
             println!("stop asked for {target}: its lane ends the session (claim kept)");
         }
         BudgetCmd::Show { json } => {
-            let rows = store.budgets()?;
+            let rows = shown(env, &mut *env.authority()?)?;
             if json {
                 print_json(&rows);
             } else {
                 for r in rows {
-                    println!(
-                        "{} {}: {} of {} tokens{}",
-                        r.kind,
-                        r.name,
-                        r.used,
-                        r.limit.map_or("no limit".into(), |l| l.to_string()),
-                        if r.stop { " (stop asked)" } else { "" }
-                    );
+                    let spent = match r.limit {
+                        Some(l) => format!("{} of {l} tokens", r.used),
+                        None => format!("{} tokens, no limit", r.used),
+                    };
+                    let state = match r.state {
+                        Some(BudgetStop::StopAsked) => " (stop asked)",
+                        Some(BudgetStop::Stopped) => " (stopped at its budget; claim kept)",
+                        None => "",
+                    };
+                    println!("{} {}: {spent}{state}", r.kind, r.name);
                 }
             }
         }
     }
     Ok(())
+}
+
+/// A budget as `budget show` lists it: the limit in force (a lane's is its file's
+/// `budget_tokens` unless the operator raised it higher), the tokens used, and a stop.
+#[derive(Debug, serde::Serialize)]
+struct ShownBudget {
+    kind: String,
+    name: String,
+    limit: Option<u64>,
+    used: u64,
+    /// A stop asked for and not acted on yet.
+    stop: bool,
+    state: Option<BudgetStop>,
+}
+
+/// Where a stop stands: asked for, or acted on (the lane stopped at its budget).
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+enum BudgetStop {
+    StopAsked,
+    Stopped,
+}
+
+/// Every budget: each lane's that a lane file sets or the operator raised or stopped
+/// (lanes first, by name), then each task's the store holds.
+fn shown(env: &Env, store: &mut dyn crate::store::Authority) -> Result<Vec<ShownBudget>> {
+    let stored = store.budgets()?;
+    let mut lanes: std::collections::BTreeMap<String, Option<u64>> = stored
+        .iter()
+        .filter(|r| r.kind == "lane")
+        .map(|r| (r.name.clone(), None))
+        .collect();
+    if let Ok(dir) = env.lanes_dir() {
+        for name in super::lanes::defined(&dir) {
+            let floor = lane_floor(env, &BudgetScope::Lane(name.clone()));
+            if floor.is_some() || lanes.contains_key(&name) {
+                lanes.insert(name, floor);
+            }
+        }
+    }
+    let rows = store.lanes()?;
+    let mut out = Vec::new();
+    for (name, floor) in lanes {
+        let b = store.budget_state(&name, None, floor)?.lane;
+        let stopped = rows.iter().any(|r| r.name == name && r.stopped_at_budget());
+        out.push(ShownBudget {
+            kind: "lane".into(),
+            state: if b.stop {
+                Some(BudgetStop::StopAsked)
+            } else {
+                stopped.then_some(BudgetStop::Stopped)
+            },
+            name,
+            limit: b.limit,
+            used: b.used,
+            stop: b.stop,
+        });
+    }
+    out.extend(
+        stored
+            .into_iter()
+            .filter(|r| r.kind != "lane")
+            .map(|r| ShownBudget {
+                state: r.stop.then_some(BudgetStop::StopAsked),
+                kind: r.kind,
+                name: r.name,
+                limit: r.limit,
+                used: r.used,
+                stop: r.stop,
+            }),
+    );
+    Ok(out)
 }
 
 /// A lane file's `budget_tokens`, the floor of its budget.

@@ -301,6 +301,20 @@ pub fn is_budget_pause(reason: &str) -> bool {
     reason.starts_with("budget:")
 }
 
+impl LaneRow {
+    /// The operator stopped the lane at its token budget (`spice budget stop`) and its
+    /// runner acted on it: the stop asked for is cleared then, and the row the runner
+    /// left (stopped, its reason `budget: stopped …` as `fleet::lane::budget` writes
+    /// it) is what says so, until a supervisor runs the lane again.
+    pub fn stopped_at_budget(&self) -> bool {
+        self.state == LaneState::Stopped
+            && self
+                .hold_reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with("budget: stopped"))
+    }
+}
+
 /// The handle of task `id` (its id when the task is gone).
 fn task_handle(tx: &rusqlite::Transaction<'_>, id: &str) -> Result<String> {
     let project: Option<Option<String>> = tx
