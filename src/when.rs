@@ -89,6 +89,14 @@ pub fn micros(d: std::time::Duration) -> Micros {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }
 
+/// A span counted in whole seconds, in [`span`]'s form (`0s`, not `0ms`, for none).
+pub fn seconds(s: i64) -> String {
+    if s == 0 {
+        return "0s".into();
+    }
+    span(s.saturating_mul(1_000_000))
+}
+
 /// A short human form of a signed span: `3h12m`, `-45s`.
 pub fn span(mut us: Micros) -> String {
     let neg = us < 0;

@@ -234,3 +234,35 @@ fn ack_scan_on_postgres_counts_across_hosts() {
     assert_eq!(out["counts_for"][0]["name"], "s1", "{out}");
     assert_eq!(item(&a, &key)["state"], "acked");
 }
+
+/// A keyless directive in a transcript (`ACK:` naming no key) retires nothing and is
+/// reported as such by `spice ack scan`, with its line, in text and JSON (issue #37).
+#[test]
+fn ack_scan_reports_a_keyless_directive_and_retires_nothing() {
+    let env = TestEnv::new();
+    let mine = steer(&env, "session:s1", "first");
+    let t = env.dir.path().join("s1.jsonl");
+    let lines = [
+        assistant(&env.repo, "Looked at it.", 1),
+        assistant(&env.repo, "ACK: done, all of it", 2),
+        assistant(&env.repo, "I refuse to ACK {mine}: it conflicts", 3),
+    ];
+    let lines = lines.map(|l| l.replace("{mine}", &mine));
+    std::fs::write(&t, format!("{}\n", lines.join("\n"))).unwrap();
+    let out = env
+        .run(&["ack", "scan", t.to_str().unwrap()])
+        .ok()
+        .to_string();
+    assert!(
+        out.contains("line 2: ACK without a key (keyless); nothing retired"),
+        "{out}"
+    );
+    assert_eq!(item(&env, &mine)["state"], "pending", "{out}");
+    assert!(effects(&env, &mine).is_empty(), "{out}");
+    // Read again from the start (a fresh state directory), as JSON.
+    let env2 = TestEnv::new();
+    let json = env2
+        .run(&["ack", "scan", t.to_str().unwrap(), "--json"])
+        .json();
+    assert_eq!(json["keyless"], serde_json::json!([2]), "{json}");
+}

@@ -490,6 +490,22 @@ fn a_phase_completion_is_refused_by_the_gate_and_accepted_after_the_fix() {
         kinds.contains(&"gate_bypass".to_string()),
         "the --no-verify commit: {kinds:?}"
     );
+    // The refusal needs the operator (#38), with its findings, until a phase lands.
+    let needs = env.run(&["fleet", "status", "--json"]).json()["needs"].clone();
+    let refused = needs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["kind"] == "merge_refused" && n["task_id"] == task.as_str())
+        .unwrap_or_else(|| panic!("no merge_refused in {needs}"));
+    assert_eq!(
+        refused["findings"]["findings"][0]["path"], "src/a.txt",
+        "{refused}"
+    );
+    assert!(
+        refused["what"].as_str().unwrap().contains("1 finding(s)"),
+        "{refused}"
+    );
     // The fix, committed through the hook.
     std::fs::write(wt.join("src/a.txt"), lines(9)).unwrap();
     git(&wt, &["add", "src/a.txt"]);
@@ -503,6 +519,11 @@ fn a_phase_completion_is_refused_by_the_gate_and_accepted_after_the_fix() {
         git(&env.repo, &["rev-parse", "main"]),
         main_before,
         "merged"
+    );
+    let needs = env.run(&["fleet", "status", "--json"]).json()["needs"].clone();
+    assert!(
+        !needs.to_string().contains("merge_refused"),
+        "a merged phase still needs you: {needs}"
     );
 }
 

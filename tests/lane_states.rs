@@ -156,6 +156,21 @@ fn each_state_is_told_apart_and_notified_once() {
     s.step(0);
     let l = s.state("asking", Some("Should I also remove the old flag?"));
     assert_eq!(l["needs_you"], true, "{l}");
+    // At the top of what needs the operator (#38): the question and how to answer it.
+    let needs = s.env.run(&["fleet", "status", "--json"]).json()["needs"].clone();
+    assert_eq!(needs[0]["kind"], "asking", "{needs}");
+    assert_eq!(needs[0]["lane"], "a", "{needs}");
+    assert_eq!(
+        needs[0]["what"], "Should I also remove the old flag?",
+        "{needs}"
+    );
+    assert!(
+        needs[0]["resolve"]
+            .as_str()
+            .unwrap()
+            .starts_with("spice steer lane:a "),
+        "{needs}"
+    );
     let n = s.notification(1);
     assert_eq!(
         (n["kind"].as_str(), n["lane"].as_str()),

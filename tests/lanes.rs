@@ -327,7 +327,10 @@ fn regression_a_hand_off_between_phases_is_no_error_and_pages_no_one() {
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect();
     let errors: Vec<_> = events.iter().filter(|e| e["event"] == "error").collect();
-    assert!(errors.is_empty(), "a hand-off reported as an error: {errors:?}");
+    assert!(
+        errors.is_empty(),
+        "a hand-off reported as an error: {errors:?}"
+    );
     let waits: Vec<serde_json::Value> = tasks
         .iter()
         .flat_map(|t| env.ledger_of(t, "worktree_wait"))
@@ -348,7 +351,10 @@ fn regression_a_hand_off_between_phases_is_no_error_and_pages_no_one() {
         );
     }
     let paged = std::fs::read_to_string(&notified).unwrap_or_default();
-    assert!(!paged.contains("waiting for"), "paged for a hand-off: {paged}");
+    assert!(
+        !paged.contains("waiting for"),
+        "paged for a hand-off: {paged}"
+    );
     assert!(!paged.contains("\"error\""), "paged an error: {paged}");
     for task in &tasks {
         let show = env.run(&["task", "show", task, "--json"]).json();

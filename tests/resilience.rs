@@ -469,6 +469,20 @@ fn an_agent_that_dies_at_once_holds_the_lane_until_lifted() {
         .contains("exited with code 3"));
     let text = env.run(&["fleet", "status"]).ok().to_string();
     assert!(text.contains("spice fleet lift a"), "{text}");
+    // First in the queue of what needs the operator (#38), with its countdown.
+    let needs = env.run(&["fleet", "status", "--json"]).json()["needs"].clone();
+    let held_need = needs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["kind"] == "held")
+        .unwrap_or_else(|| panic!("no held entry in {needs}"));
+    assert_eq!(held_need["lane"], "a", "{held_need}");
+    assert_eq!(held_need["resolve"], "spice fleet lift a", "{held_need}");
+    assert!(
+        held_need["seconds_left"].as_i64().unwrap() > 0,
+        "{held_need}"
+    );
     // Lifted: three more quick deaths, and a hold twice as long.
     env.run(&["fleet", "lift", "a"]).ok();
     let again = wait_for("the second hold", 30, || {

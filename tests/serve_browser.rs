@@ -233,6 +233,8 @@ fn the_console_in_headless_chromium() {
         .env("STALE_HANDLE", format!("app-{stale}"))
         .env("FRESH_ID", &fresh)
         .env("CHROMIUM", chromium)
+        // Where to leave screenshots of the page (desktop and phone), when asked.
+        .envs(std::env::var_os("SPICE_SCREENSHOTS").map(|d| ("SCREENSHOTS", d)))
         .output()
         .expect("node runs");
     let stdout = String::from_utf8_lossy(&out.stdout);

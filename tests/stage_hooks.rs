@@ -438,6 +438,21 @@ fn a_failing_on_phase_done_refuses_the_phase_with_its_output_to_the_agent() {
         pairs(&[("on_phase_done", "failed")]),
         "{runs:#?}"
     );
+    // The refusal needs the operator (#38), with the hook's output.
+    let needs = env.run(&["fleet", "status", "--json"]).json()["needs"].clone();
+    assert!(
+        needs
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n["kind"] == "merge_refused"
+                && n["task_id"] == id.as_str()
+                && n["what"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("on_phase_done refused")),
+        "{needs}"
+    );
     let r = result_with(&t, "test parser::empty ... FAILED");
     let content = r["message"]["content"][0]["content"].as_str().unwrap();
     assert!(content.starts_with("Exit code 5\n"), "{content}");

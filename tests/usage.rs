@@ -333,6 +333,22 @@ fn a_lane_pauses_at_its_budget_resumes_when_raised_and_stops_when_told() {
     );
     assert_eq!(l["budget"]["lane"]["used"], 1200, "{l}");
     assert_eq!(budget_steps(&env, &task), ["paused"]);
+    // The pause needs the operator (#38): used against the limit, and what ends it.
+    let needs = env.run(&["fleet", "status", "--json"]).json()["needs"].clone();
+    let paused = needs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["kind"] == "budget")
+        .unwrap_or_else(|| panic!("no budget entry in {needs}"));
+    assert_eq!(
+        (paused["used"].as_u64(), paused["limit"].as_u64()),
+        (Some(1200), Some(1000))
+    );
+    assert_eq!(
+        paused["resolve"], "spice budget raise a +N, or spice budget stop a",
+        "{paused}"
+    );
     // Not a crash-loop hold: `fleet lift` refuses (a lifted row would stay over its
     // budget, paused) and names what ends the pause.
     env.run(&["fleet", "lift", "a"]).fails(

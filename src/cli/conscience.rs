@@ -209,7 +209,7 @@ fn propose_cmd(env: &Env, min: usize, json: bool) -> Result<()> {
                             d.evidence.len()
                         ),
                         body: propose::body(&d),
-                        tags: vec!["maxim-proposal".into()],
+                        tags: vec![crate::fleet::needs::PROPOSAL_TAG.into()],
                         ..NewTask::default()
                     },
                     &[],

@@ -312,80 +312,157 @@ pub fn outcome_line(o: &Outcome) -> String {
     format!("{} (line {}): {what}", o.key, o.line)
 }
 
-/// `fleet status` for people: one line per lane, drawn from the JSON document.
+/// `fleet status` for people, drawn from the JSON document: what needs the operator
+/// first (since when, its lane and task, what, and the command that resolves it), then
+/// the lanes as an aligned table with headers. Durations are [`when::span`]'s.
 pub fn fleet_status_table(doc: &FleetStatus, short: &ShortIds) {
     match doc.supervisor_pid {
         Some(pid) => println!("supervisor running (pid {pid})"),
         None => println!("no supervisor running"),
     }
-    for l in &doc.lanes {
-        let mut line = format!(
-            "{:<12} {:<8} {:<9}",
-            l.lane,
-            l.profile.as_deref().unwrap_or(""),
-            l.state
-        );
-        if let Some(n) = &l.state_note {
-            line.push_str(&format!(
-                " ({})",
-                crate::transcript::sanitize::for_terminal(n)
-            ));
-        }
-        if l.needs_you {
-            line.push_str(" [needs you]");
-        }
-        let work = l
-            .claims
+    println!();
+    if doc.needs.is_empty() {
+        println!("Nothing needs you.");
+    } else {
+        println!("Needs you ({}):", doc.needs.len());
+        let rows: Vec<Vec<String>> = doc
+            .needs
             .iter()
-            .map(|c| {
-                format!(
-                    "{} (session {}, lease {}s)",
-                    short_handle(short, &c.task, &c.id),
-                    c.session,
-                    c.lease_left_seconds
-                )
+            .map(|n| {
+                vec![
+                    when::seconds(n.since_seconds_ago),
+                    serde_json::to_value(n.kind)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default(),
+                    n.lane.clone().unwrap_or_else(|| "-".into()),
+                    match (&n.task, &n.task_id) {
+                        (Some(h), Some(id)) => short_handle(short, h, id),
+                        (Some(h), None) => h.clone(),
+                        _ => "-".into(),
+                    },
+                    terminal_line(&n.what, 100),
+                    n.resolve.clone(),
+                ]
             })
-            .collect::<Vec<_>>()
-            .join(", ");
-        if !work.is_empty() {
-            line.push_str(&format!(" {work}"));
-        }
-        if let Some(a) = l.last_activity_seconds_ago {
-            line.push_str(&format!("; active {a}s ago"));
-        }
-        line.push_str(&format!("; {} pending steering", l.pending_steering));
-        if l.restarts > 0 {
-            line.push_str(&format!("; {} restarts", l.restarts));
-        }
-        match &l.hold {
-            Some(h) if h.until.is_none() => {
-                let reason = h.reason.as_deref().unwrap_or("");
-                // A task's budget is raised on the task, not on the lane.
-                let target = match l.claims.first() {
-                    Some(c) if reason.starts_with("budget: task") => format!("{} --task", c.task),
-                    _ => l.lane.clone(),
-                };
-                line.push_str(&format!(
-                    "; paused ({reason}); go on with: spice budget raise {target} +N, or end with: spice budget stop {target}"
-                ))
+            .collect();
+        print_aligned(
+            &["AGO", "NEEDS", "LANE", "TASK", "WHAT", "RESOLVE WITH"],
+            &rows,
+            "  ",
+        );
+    }
+    if doc.lanes.is_empty() {
+        return;
+    }
+    println!();
+    let rows: Vec<Vec<String>> = doc
+        .lanes
+        .iter()
+        .map(|l| {
+            let task = match l.claims.first() {
+                Some(c) => short_handle(short, &c.task, &c.id),
+                None => "-".into(),
+            };
+            let lease = match l.claims.first() {
+                Some(c) if c.stale => "lapsed".into(),
+                Some(c) => when::seconds(c.lease_left_seconds),
+                None => "-".into(),
+            };
+            let active = l
+                .last_activity_seconds_ago
+                .map_or("-".into(), |a| format!("{} ago", when::seconds(a)));
+            let tokens = match l.budget.lane.limit {
+                Some(limit) => format!("{}/{limit}", l.budget.lane.used),
+                None => l.budget.lane.used.to_string(),
+            };
+            let mut note = Vec::new();
+            if let Some(n) = &l.state_note {
+                note.push(terminal_line(n, 80));
             }
-            Some(h) => line.push_str(&format!(
-                "; held {}s more ({}); lift with: spice fleet lift {}",
-                h.seconds_left,
-                h.reason.as_deref().unwrap_or(""),
-                l.lane
-            )),
-            None => {}
+            match &l.hold {
+                Some(h) if h.until.is_none() => {
+                    note.push(format!("paused ({})", h.reason.as_deref().unwrap_or("")))
+                }
+                Some(h) => note.push(format!(
+                    "held {} more; lift with: spice fleet lift {}",
+                    when::seconds(h.seconds_left),
+                    l.lane
+                )),
+                None => {}
+            }
+            if l.restarts > 0 {
+                note.push(format!("{} restarts", l.restarts));
+            }
+            if let Some(e) = &l.last_error {
+                note.push(format!("last error: {}", terminal_line(e, 100)));
+            }
+            vec![
+                l.lane.clone(),
+                l.profile.clone().unwrap_or_default(),
+                l.state.clone(),
+                task,
+                lease,
+                active,
+                l.pending_steering.to_string(),
+                tokens,
+                note.join("; "),
+            ]
+        })
+        .collect();
+    print_aligned(
+        &[
+            "LANE",
+            "PROFILE",
+            "STATE",
+            "TASK",
+            "LEASE LEFT",
+            "ACTIVE",
+            "PENDING",
+            "TOKENS",
+            "NOTE",
+        ],
+        &rows,
+        "",
+    );
+}
+
+/// Agent or operator text on one line, made safe for the terminal and cut at `max`
+/// characters.
+fn terminal_line(text: &str, max: usize) -> String {
+    let flat = sanitize::for_terminal(&text.replace(['\n', '\r'], " "));
+    if flat.chars().count() <= max {
+        return flat;
+    }
+    let cut: String = flat.chars().take(max.saturating_sub(1)).collect();
+    format!("{cut}…")
+}
+
+/// Prints `rows` under `headers`, each column as wide as its widest cell (the last one
+/// not padded), every line starting with `indent`.
+fn print_aligned(headers: &[&str], rows: &[Vec<String>], indent: &str) {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
         }
-        if let Some(limit) = l.budget.lane.limit {
-            line.push_str(&format!("; {} of {limit} tokens", l.budget.lane.used));
-        } else if l.budget.lane.used > 0 {
-            line.push_str(&format!("; {} tokens", l.budget.lane.used));
+    }
+    let line = |cells: Vec<&str>| {
+        let last = cells.len().saturating_sub(1);
+        let mut out = String::from(indent);
+        for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
+            if i == last {
+                out.push_str(c);
+            } else {
+                out.push_str(c);
+                out.push_str(&" ".repeat(w - c.chars().count() + 2));
+            }
         }
-        if let Some(e) = &l.last_error {
-            line.push_str(&format!("; last error: {e}"));
-        }
-        println!("{line}");
+        println!("{}", out.trim_end());
+    };
+    line(headers.to_vec());
+    for r in rows {
+        line(r.iter().map(String::as_str).collect());
     }
 }
 

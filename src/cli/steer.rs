@@ -206,6 +206,9 @@ pub fn ack(cmd: AckCmd, env: impl FnOnce() -> Result<Env>) -> Result<()> {
             for o in &report.outcomes {
                 println!("{}", render::outcome_line(o));
             }
+            for line in &report.keyless {
+                println!("line {line}: ACK without a key (keyless); nothing retired");
+            }
         }
         return Ok(());
     }

@@ -16,6 +16,7 @@ pub mod hold;
 pub mod hosts;
 pub mod lane;
 mod launch;
+pub mod needs;
 pub mod notify;
 pub mod status;
 mod warm;

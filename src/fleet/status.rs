@@ -1,5 +1,6 @@
 //! The one lane-status document: what `spice fleet status --json` prints, what the
-//! console serves as `/api/status`, and what the `fleet status` table is drawn from.
+//! console serves as `/api/status`, and what the `fleet status` table is drawn from,
+//! led by what needs the operator ([`super::needs`]).
 //!
 //! Built from the store only (lane rows, claims, the inbox), plus, for the CLI, the
 //! configured lanes. Invariants:
@@ -34,6 +35,8 @@ pub struct FleetStatus {
     pub claims: Vec<ClaimStatus>,
     /// Pending items for any target.
     pub pending_steering: usize,
+    /// What needs the operator, most urgent first ([`super::needs`]).
+    pub needs: Vec<super::needs::Need>,
 }
 
 /// One lane as the operator sees it.
@@ -313,9 +316,11 @@ pub fn status(
             pending_steering: waiting,
         });
     }
+    let needs = super::needs::collect(store, &lanes, &rows, &claims, now)?;
     Ok(FleetStatus {
         now: when::rfc3339(now),
         supervisor_pid,
+        needs,
         lanes,
         claims: claims.iter().map(|c| ClaimStatus::new(c, now)).collect(),
         pending_steering: pending.len(),

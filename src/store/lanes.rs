@@ -22,7 +22,9 @@ use serde::Serialize;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum LaneState {
-    /// The agent is launched and has not written its transcript yet.
+    /// The agent is launched and has not written its transcript yet, or its worktree
+    /// is being prepared (`state_note` says what a hand-off from the task's previous
+    /// phase waits for).
     #[default]
     Starting,
     /// The agent's turn is in progress.

@@ -25,11 +25,14 @@ pub const BODY_LIMIT: u64 = 64 * 1024;
 const INDEX_HTML: &str = include_str!("assets/index.html");
 const APP_JS: &str = include_str!("assets/app.js");
 const APP_CSS: &str = include_str!("assets/app.css");
+const MANIFEST: &str = include_str!("assets/manifest.webmanifest");
+const ICON_SVG: &str = include_str!("assets/icon.svg");
 
-/// Scripts, styles and connections from this origin only; nothing inline, no frames,
-/// no forms posting anywhere.
+/// Scripts, styles, the web app manifest and connections from this origin only;
+/// nothing inline, no frames, no forms posting anywhere.
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
-                   connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+                   manifest-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; \
+                   frame-ancestors 'none'";
 
 #[derive(Debug)]
 struct Refused(Denied);
@@ -72,6 +75,13 @@ pub(super) fn all(
     let css = warp::path!("app.css")
         .and(get)
         .map(|| asset(APP_CSS, "text/css; charset=utf-8"));
+    // What makes the console installable as an app (reach stays a transport matter).
+    let manifest = warp::path!("manifest.webmanifest")
+        .and(get)
+        .map(|| asset(MANIFEST, "application/manifest+json"));
+    let icon_svg = warp::path!("icon.svg")
+        .and(get)
+        .map(|| asset(ICON_SVG, "image/svg+xml"));
     // No icon: an empty answer keeps the browser from logging a 404 on every load.
     let icon = warp::path!("favicon.ico").and(get).map(|| {
         let mut r = Response::new(Bytes::new().into());
@@ -209,6 +219,10 @@ pub(super) fn all(
         .or(css)
         .unify()
         .or(icon)
+        .unify()
+        .or(manifest)
+        .unify()
+        .or(icon_svg)
         .unify()
         .or(login)
         .unify();

@@ -71,9 +71,29 @@ try {
   const asking = await page.textContent('#lanes tr[data-lane="d"]');
   assert.match(asking, /needs you/);
   assert.match(asking, /Should I keep <b>the alias<\/b>\?/, 'the question is shown as text');
-  // Lane d asks; lane c is held at its budget: both need the operator.
-  await page.waitForFunction(() => document.title === '(2) spice console');
+  // Lane d asks, lane c is held at its budget, lane b failed, lane a's claim is stale:
+  // the title counts the queue of what needs the operator.
+  await page.waitForFunction(() => document.title === '(4) spice console');
   assert.equal(await page.isChecked('#notify'), false, 'browser notifications are opt-in');
+
+  step('the needs-you queue leads the page, most urgent first, each with its control');
+  await page.waitForSelector('#needs li[data-kind="stale_claim"]');
+  const kinds = await page.$$eval('#needs li', (lis) => lis.map((li) => `${li.dataset.kind}:${li.dataset.lane}`));
+  assert.deepEqual(kinds, ['asking:d', 'budget:c', 'error:b', 'stale_claim:a']);
+  const needsTop = (await page.locator('#needs-section').boundingBox()).y;
+  assert.ok(needsTop < (await page.locator('#lanes-section').boundingBox()).y, 'the queue is above the lanes');
+  assert.match(await page.textContent('#needs li[data-kind="asking"]'), /Should I keep <b>the alias<\/b>\?/);
+  assert.equal(await page.locator('#needs b, #needs img, #needs script').count(), 0, 'agent text stays text');
+  assert.match(await page.textContent('#needs li[data-kind="budget"]'), /1200 of 1000 tokens/);
+  assert.match(await page.textContent('#needs li[data-kind="error"]'), /claude: command not found/);
+  assert.match(await page.textContent('#needs li[data-kind="stale_claim"] .need-cli'), /spice task takeover .* --stale \d+/);
+
+  step('a reply typed into the asking entry reaches the lane as steering');
+  await page.fill('#needs li[data-kind="asking"] textarea', 'Keep it <i>for now</i>');
+  await page.click('#needs li[data-kind="asking"] button[type="submit"]');
+  await page.waitForFunction(() => /^sent /.test(document.querySelector('#needs li[data-kind="asking"] [role="status"]').textContent), null, { timeout: 5000 });
+  const replies = JSON.parse(spice('inbox', 'lane:d', '--json'));
+  assert.ok(replies.some((i) => i.text === 'Keep it <i>for now</i>'), 'the reply is an item for lane d');
 
   const title = await page.title();
   await page.evaluate(() => { window.__sameDocument = true; });
@@ -124,10 +144,10 @@ try {
   const claims = JSON.parse(spice('task', 'claims', '--json'));
   assert.equal(claims.find((c) => c.id === env.STALE_ID).claimant, 'operator');
 
-  step('... and is refused for a fresh one, naming the holder');
-  await page.click(`#claims tr[data-task="${env.FRESH_ID}"] button.takeover`);
-  await page.waitForFunction(() => /refused/.test(document.querySelector('#takeover-msg').textContent), null, { timeout: 5000 });
-  assert.match(await page.textContent('#takeover-msg'), /refused: .*held by busy/);
+  step('... leaves the needs-you queue, and a live claim offers no takeover');
+  await page.waitForFunction(() => !document.querySelector('#needs li[data-kind="stale_claim"]'), null, { timeout: 5000 });
+  assert.equal(await page.locator(`#claims tr[data-task="${env.FRESH_ID}"] button.takeover`).count(), 0);
+  assert.match(await page.textContent(`#claims tr[data-task="${env.FRESH_ID}"]`), /live/);
 
   step('a lane paused at its budget shows its tokens, and raise and stop go through the store');
   await page.waitForSelector('#lanes tr[data-lane="c"] .budget-raise');
@@ -147,6 +167,20 @@ try {
   step('the ledger of a task shows its history');
   await page.click(`#claims tr[data-task="${env.STALE_ID}"] a`);
   await page.waitForFunction(() => document.querySelector('#ledger tbody').textContent.includes('displaced'), null, { timeout: 5000 });
+
+  step('installable: the manifest and its icon are served from this origin');
+  const manifest = await page.evaluate(async () => (await fetch('/manifest.webmanifest')).json());
+  assert.equal(manifest.start_url, '/');
+  assert.equal(await page.evaluate(async () => (await fetch(document.querySelector('link[rel=manifest]').href)).status), 200);
+
+  step('desktop and phone widths: the queue first, no sideways scroll at 390 px');
+  await page.setViewportSize({ width: 1280, height: 900 });
+  if (env.SCREENSHOTS) await page.screenshot({ path: `${env.SCREENSHOTS}/console-desktop.png`, fullPage: true });
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.waitForFunction(() => document.documentElement.scrollWidth <= 390, null, { timeout: 5000 })
+    .catch(async () => assert.fail(`the page scrolls sideways at 390 px: ${await page.evaluate(() => document.documentElement.scrollWidth)} px wide`));
+  assert.ok((await page.locator('#needs-section').boundingBox()).y < 200, 'the queue is at the top on a phone');
+  if (env.SCREENSHOTS) await page.screenshot({ path: `${env.SCREENSHOTS}/console-phone.png`, fullPage: true });
 
   assert.deepEqual(problems, []);
   console.log('browser checks passed');

@@ -105,12 +105,94 @@ async function refreshStatus() {
   const s = await api('/api/status');
   state.offset = new Date(s.now).getTime() - (t0 + Date.now()) / 2;
   state.status = s;
+  renderNeeds(s);
   renderLanes(s);
   tellNeeds(s);
   renderClaims(s);
   renderGates(await api('/api/gate'));
   renderConscience(await api('/api/conscience'));
   $('summary').textContent = `${s.lanes.length} lane(s), ${s.claims.length} claim(s), ${s.pending_steering} pending steering`;
+}
+
+// ---- what needs the operator, first ---------------------------------------------
+
+const NEED_WORDS = {
+  asking: 'asks', budget: 'budget paused', held: 'held', merge_refused: 'merge refused',
+  error: 'error', stale_claim: 'stale claim', proposal: 'maxim proposal',
+};
+
+// Replies being written survive the re-renders a live page does on every change.
+state.drafts = {};
+const needKey = (n) => `${n.kind}:${n.lane || ''}:${n.task_id || ''}`;
+
+// One entry per thing only the operator can resolve, most urgent first, each with the
+// control that resolves it in place (the CLI command beside it).
+function renderNeeds(s) {
+  const focused = document.activeElement && document.activeElement.dataset.need;
+  const laneOf = (n) => s.lanes.find((l) => l.lane === n.lane);
+  const items = s.needs.map((n) => {
+    const key = needKey(n);
+    let action = null;
+    if (n.kind === 'asking') {
+      const box = el('textarea', { rows: 2, maxlength: 60000, 'data-need': key, 'aria-label': `reply to lane ${n.lane}`,
+        placeholder: 'your answer', oninput: (ev) => { state.drafts[key] = ev.target.value; } });
+      box.value = state.drafts[key] || '';
+      const msg = el('span', { role: 'status', class: 'small' });
+      action = el('form', { class: 'reply-form', onsubmit: (ev) => replyTo(ev, n, box, msg) },
+        box, el('button', { type: 'submit' }, 'Reply'), msg);
+    } else if (n.kind === 'held') {
+      action = el('button', { type: 'button', class: 'lift', onclick: () => liftHold(n.lane) }, 'lift hold');
+    } else if (n.kind === 'budget' && laneOf(n)) {
+      action = el('span', {},
+        el('button', { type: 'button', class: 'budget-raise', onclick: () => raiseBudget(laneOf(n)) }, 'raise budget'), ' ',
+        el('button', { type: 'button', class: 'budget-stop', onclick: () => stopBudget(laneOf(n)) }, 'stop'));
+    } else if (n.kind === 'stale_claim') {
+      action = el('button', { type: 'button', class: 'takeover hot', onclick: () => takeover(n.task_id, n.task, n.fence) }, 'take over');
+    } else if (n.kind === 'merge_refused') {
+      const f = n.findings || {};
+      action = f.output !== undefined ? el('pre', { class: 'small' }, f.output || '') : findingList(f.findings, f.could_not_run);
+    } else if (n.kind === 'proposal' && n.task_id) {
+      action = el('button', { type: 'button', onclick: () => showLedger(n.task_id) }, 'show');
+    } else if (n.lane) {
+      action = el('button', { type: 'button', onclick: () => selectLane(n.lane) }, 'open lane');
+    }
+    const budget = n.kind === 'budget' && n.limit != null ? ` (${n.used} of ${n.limit} tokens)` : '';
+    return el('li', { class: `need need-${n.kind}`, 'data-kind': n.kind, 'data-lane': n.lane || '' },
+      el('div', { class: 'need-head' },
+        el('span', { class: `badge nd-${n.kind}` }, NEED_WORDS[n.kind] || n.kind), ' ',
+        n.lane ? el('strong', {}, n.lane) : null, ' ',
+        n.task ? el('code', { class: 'small' }, n.task) : null, ' ',
+        el('span', { class: 'muted small' }, 'since ', rel(n.since, 'ago'))),
+      el('div', { class: 'need-what' }, n.what + budget),
+      action ? el('div', { class: 'need-action' }, action) : null,
+      el('div', { class: 'muted small mono need-cli' }, n.resolve));
+  });
+  $('needs').replaceChildren(...items);
+  $('needs-empty').hidden = items.length > 0;
+  $('needs-count').textContent = items.length ? `(${items.length})` : '';
+  if (focused) {
+    const box = document.querySelector(`#needs textarea[data-need="${CSS.escape(focused)}"]`);
+    if (box) box.focus();
+  }
+}
+
+// A reply to an asking lane goes the way steering an idle agent does: an item for the
+// lane, typed into its agent, pending until it answers.
+async function replyTo(ev, n, box, msg) {
+  ev.preventDefault();
+  const text = box.value.trim();
+  if (!text) return;
+  const r = await post('/api/steer', { target: `lane:${n.lane}`, text });
+  if (r.ok) {
+    delete state.drafts[needKey(n)];
+    box.value = '';
+    msg.className = 'ok small';
+    msg.textContent = `sent ${r.body.key}`;
+  } else {
+    msg.className = 'err small';
+    msg.textContent = clean(r.body.error);
+  }
+  refreshSoon();
 }
 
 // What each state is called on the page.
@@ -120,22 +202,23 @@ const STATE_WORDS = {
   subagent: 'waiting on its sub-agent',
 };
 
-// The tab's title counts the lanes waiting for the operator; with the browser's
-// notifications turned on (opt-in, the checkbox), a lane that comes to need the
-// operator is told once per change.
+// The tab's title counts what needs the operator (the queue at the top); with the
+// browser's notifications turned on (opt-in, the checkbox), each entry that enters
+// the queue is told once.
 function tellNeeds(s) {
-  const needs = s.lanes.filter((l) => l.needs_you);
+  const needs = s.needs || [];
   document.title = needs.length ? `(${needs.length}) spice console` : 'spice console';
-  const before = state.needs || {};
+  const before = state.told;
   const now = {};
-  for (const l of needs) {
-    const what = `${l.state}: ${l.state_note || ''}`;
-    now[l.lane] = what;
-    if (before[l.lane] !== what && state.needs && notifyOn()) {
-      new Notification(`spice: lane ${l.lane} needs you`, { body: clean(l.state_note || l.state), tag: `spice-${l.lane}` });
+  for (const n of needs) {
+    const key = needKey(n);
+    now[key] = true;
+    if (before && !before[key] && notifyOn()) {
+      const who = n.lane ? `lane ${n.lane}` : (n.task || 'spice');
+      new Notification(`spice: ${who}: ${NEED_WORDS[n.kind] || n.kind}`, { body: clean(n.what), tag: `spice-${key}` });
     }
   }
-  state.needs = now;
+  state.told = now;
 }
 
 function notifyOn() {
@@ -172,17 +255,19 @@ function renderLanes(s) {
       el('td', {}, el('strong', {}, l.lane),
         l.host ? el('div', { class: `small lane-host${l.host_lost ? ' err' : ' muted'}`, title: 'the host whose supervisor runs the lane' },
           l.host_lost ? `on ${l.host} (host lost)` : `on ${l.host}`) : null),
-      el('td', {}, l.profile || '–'),
-      el('td', {}, el('span', { class: `badge st-${l.state}` }, STATE_WORDS[l.state] || l.state),
+      el('td', { 'data-label': 'profile' }, l.profile || '–'),
+      el('td', { 'data-label': 'state' }, el('span', { class: `badge st-${l.state}` }, STATE_WORDS[l.state] || l.state),
         l.state_note ? el('div', { class: 'small muted state-note' }, l.state_note) : null),
-      el('td', { class: 'mono small' }, l.session || '–'),
-      el('td', {}, task),
-      el('td', {}, l.task ? l.task.phase : '–'),
-      el('td', {}, l.claims.length ? rel(l.claims[0].lease_until, 'lease') : '–'),
-      el('td', {}, rel(l.last_activity, 'ago')),
-      el('td', { class: l.pending_steering ? 'pending' : '' }, String(l.pending_steering)),
-      el('td', { class: `tokens${atBudget ? ' err' : ''}`, title: atBudget ? l.hold.reason : '' }, tokens),
+      el('td', { class: 'mono small', 'data-label': 'session' }, l.session || '–'),
+      el('td', { 'data-label': 'task' }, task),
+      el('td', { 'data-label': 'phase' }, l.task ? l.task.phase : '–'),
+      el('td', { 'data-label': 'lease' }, l.claims.length ? rel(l.claims[0].lease_until, 'lease') : '–'),
+      el('td', { 'data-label': 'active' }, rel(l.last_activity, 'ago')),
+      el('td', { class: l.pending_steering ? 'pending' : '', 'data-label': 'pending' }, String(l.pending_steering)),
+      el('td', { class: `tokens${atBudget ? ' err' : ''}`, title: atBudget ? l.hold.reason : '', 'data-label': 'tokens' }, tokens),
       el('td', {}, lift, ...budgetButtons, l.last_error ? el('span', { class: 'err small lane-error' }, 'error: ', l.last_error) : null));
+    // A phone shows a lane as a card: cells with nothing to say are left out there.
+    for (const td of row.cells) if (td.textContent === '–' || td.textContent === '') td.classList.add('blank');
     return row;
   }));
   $('lanes-empty').hidden = s.lanes.length > 0;
@@ -199,10 +284,11 @@ function renderClaims(s) {
     el('td', { class: 'fence' }, String(c.fence)),
     el('td', { class: 'small' }, localTime(c.lease_until)),
     el('td', {}, rel(c.lease_until, 'lease')),
-    el('td', {}, el('button', {
-      type: 'button', class: c.stale ? 'takeover hot' : 'takeover',
+    // Only a stale claim is offered to take over: a live one is its holder's.
+    el('td', {}, c.stale ? el('button', {
+      type: 'button', class: 'takeover hot',
       'data-fence': c.fence, onclick: () => takeover(c.id, c.task, c.fence),
-    }, 'Take over')))));
+    }, 'Take over') : el('span', { class: 'muted small' }, 'live')))));
   $('claims-empty').hidden = s.claims.length > 0;
 }
 
