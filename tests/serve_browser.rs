@@ -147,6 +147,65 @@ fn the_console_in_headless_chromium() {
             ..LaneRow::default()
         })
         .unwrap();
+    // A lane whose agent changed a file in its task's worktree: the review shows it.
+    for (k, v) in [("user.email", "r@spice"), ("user.name", "r")] {
+        common::git(&env.repo, &["config", k, v]);
+    }
+    common::git(&env.repo, &["checkout", "-q", "-b", "main"]);
+    std::fs::write(env.repo.join("x.rs"), "fn a() {}\nfn b() {}\nfn c() {}\n").unwrap();
+    common::git(&env.repo, &["add", "x.rs"]);
+    common::git(&env.repo, &["commit", "-q", "-m", "x"]);
+    let reviewed = env.add(&["Reviewed work", "--project", "app"]);
+    let wt = env.dir.path().join("wt-r");
+    common::git(
+        &env.repo,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "spice/app-r",
+            wt.to_str().unwrap(),
+        ],
+    );
+    std::fs::write(
+        wt.join("x.rs"),
+        "fn a() {}\nfn b() { todo!() }\nfn c() {}\n<img src=x onerror=\"window.__pwned = 4\">\n",
+    )
+    .unwrap();
+    common::git(&wt, &["commit", "-q", "-am", "b, and markup"]);
+    env.run(&[
+        "task",
+        "claim",
+        &reviewed,
+        "--claimant",
+        "sess-r",
+        "--lane",
+        "r",
+        "--worktree",
+        wt.to_str().unwrap(),
+        "--lease",
+        "30m",
+    ])
+    .ok();
+    let mut s = Store::open_dir(&env.home, Arc::new(spice::clock::SystemClock)).unwrap();
+    s.note(
+        &reviewed,
+        "launched",
+        "sess-r",
+        json!({"lane": "r", "base": "main", "worktree": wt, "pid": 1, "turn": 1}),
+    )
+    .unwrap();
+    s.put_lane(&LaneRow {
+        name: "r".into(),
+        state: LaneState::Waiting,
+        profile: Some("demo".into()),
+        session: Some("sess-r".into()),
+        task_id: Some(reviewed.clone()),
+        ..LaneRow::default()
+    })
+    .unwrap();
+    drop(s);
     // A lane paused at its token budget: 1200 of 1000 tokens used.
     let mut s = Store::open_dir(&env.home, Arc::new(spice::clock::SystemClock)).unwrap();
     s.put_lane(&LaneRow {
@@ -232,6 +291,7 @@ fn the_console_in_headless_chromium() {
         .env("STALE_ID", &stale)
         .env("STALE_HANDLE", format!("app-{stale}"))
         .env("FRESH_ID", &fresh)
+        .env("REVIEWED_ID", &reviewed)
         .env("CHROMIUM", chromium)
         // Where to leave screenshots of the page (desktop and phone), when asked.
         .envs(std::env::var_os("SPICE_SCREENSHOTS").map(|d| ("SCREENSHOTS", d)))

@@ -172,6 +172,7 @@ pub fn serve(args: ServeArgs, env: Env) -> Result<()> {
             max_connections: max_connections(args.max_connections),
             header_timeout: args.header_timeout,
         },
+        git: crate::git::Runner::new(std::env::vars_os()),
     };
     {
         let mut out = std::io::stdout().lock();

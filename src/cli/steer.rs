@@ -30,6 +30,11 @@ pub struct SteerArgs {
     /// that name, and expires unseen if none runs.
     #[arg(long)]
     force: bool,
+    /// Anchor the item to lines of the target's worktree (PATH:START-END, or PATH:LINE):
+    /// its text quotes them as they are now, then the message.
+    #[arg(long, value_name = "PATH:LINES")]
+    at: Option<String>,
+    /// Print the new item as JSON.
     #[arg(long)]
     json: bool,
 }
@@ -119,6 +124,13 @@ pub fn steer(args: SteerArgs, env: &Env) -> Result<()> {
     let mut store = match opened {
         Some(s) => s,
         None => env.authority()?,
+    };
+    let text = match &args.at {
+        Some(at) => {
+            let anchor: crate::steer::anchor::Anchor = at.parse()?;
+            crate::steer::anchor::anchored(store.as_mut(), &target, &anchor, &text)?
+        }
+        None => text,
     };
     let item = store.steer(&target, &text, args.ttl.unwrap_or(DEFAULT_TTL))?;
     if args.json {

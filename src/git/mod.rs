@@ -35,6 +35,7 @@ mod merge;
 mod merge_commit;
 mod pool;
 mod refname;
+pub mod review;
 mod run;
 mod status;
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! ACK/NACK grammar that retires them from the agent's own prose, and the `spice exec`
 //! wrapper that shows them on the stderr of the agent's commands.
 
+pub mod anchor;
 pub mod exec;
 pub mod grammar;
 pub mod hook;

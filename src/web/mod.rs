@@ -44,6 +44,7 @@ pub mod docs;
 pub mod gate;
 pub mod guard;
 mod lane_transcript;
+pub mod review;
 mod routes;
 pub mod server;
 pub mod token;
@@ -82,6 +83,8 @@ pub struct Config {
     pub poll: Duration,
     /// Connections served at once and the time allowed for a request head.
     pub limits: server::Limits,
+    /// How git is run for a task's review (read-only).
+    pub git: crate::git::Runner,
 }
 
 /// How many idle store connections are kept for requests.

@@ -120,6 +120,15 @@ pub(super) fn all(
         .then(|id: String, app: Arc<App>| async move {
             reply(app.store(move |s, _| docs::ledger(s, &id)).await)
         });
+    let review = warp::path!("api" / "tasks" / String / "review")
+        .and(get)
+        .and(with_app.clone())
+        .then(|id: String, app: Arc<App>| async move {
+            reply(
+                app.store(move |s, app| super::review::doc(s, &app.cfg.git, &id))
+                    .await,
+            )
+        });
     let gate = warp::path!("api" / "gate")
         .and(get)
         .and(with_app.clone())
@@ -234,6 +243,8 @@ pub(super) fn all(
         .or(graph)
         .unify()
         .or(ledger)
+        .unify()
+        .or(review)
         .unify()
         .or(claims)
         .unify()

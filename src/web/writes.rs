@@ -33,6 +33,9 @@ struct SteerBody {
     text: String,
     /// A duration such as `2h`; the default TTL otherwise.
     ttl: Option<String>,
+    /// Lines of the target's worktree the item is about (`PATH:START-END`): a review
+    /// comment, its text quoting them (`steer::anchor`).
+    at: Option<String>,
 }
 
 pub(super) async fn steer(body: Bytes, app: Arc<App>) -> Response {
@@ -49,7 +52,14 @@ pub(super) async fn steer(body: Bytes, app: Arc<App>) -> Response {
                 None => DEFAULT_TTL,
             };
             let target = target(s, app, &b.target)?;
-            let item = s.steer(&target, b.text.trim_end(), ttl)?;
+            let text = match &b.at {
+                Some(at) => {
+                    let anchor: crate::steer::anchor::Anchor = at.parse()?;
+                    crate::steer::anchor::anchored(s, &target, &anchor, &b.text)?
+                }
+                None => b.text.trim_end().to_string(),
+            };
+            let item = s.steer(&target, &text, ttl)?;
             Ok(crate::json::item_json(&item, s.now()?))
         })
         .await;

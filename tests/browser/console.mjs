@@ -42,7 +42,7 @@ try {
   assert.match(laneText, new RegExp(env.STALE_HANDLE));
   assert.match(laneText, /working/);
   await page.waitForSelector(`#claims tr[data-task="${env.STALE_ID}"]`);
-  assert.equal(await page.locator('#claims tbody tr').count(), 2);
+  assert.equal(await page.locator('#claims tbody tr').count(), 3);
   assert.ok(await page.locator(`#claims tr[data-task="${env.STALE_ID}"].stale-row`).count(), 'stale claim highlighted');
   await page.waitForSelector('#graph-box svg g.node');
   assert.equal(await page.isChecked('#speak'), false, 'speech is off by default');
@@ -167,6 +167,30 @@ try {
   step('the ledger of a task shows its history');
   await page.click(`#claims tr[data-task="${env.STALE_ID}"] a`);
   await page.waitForFunction(() => document.querySelector('#ledger tbody').textContent.includes('displaced'), null, { timeout: 5000 });
+
+  step('the review of what lane r\'s agent changed, and a comment on its lines that becomes steering');
+  await page.click('#lanes tr[data-lane="r"] button.review');
+  await page.waitForSelector('#review-diff table.diff tr.kadd');
+  assert.match(await page.textContent('#review-task'), /Reviewed work/);
+  assert.match(await page.textContent('#review-files'), /x\.rs modified \+2 -1/);
+  assert.match(await page.textContent('#review-commits'), /b, and markup/);
+  assert.equal(await page.locator('#review-diff img').count(), 0, 'changed lines stay text');
+  await page.click('#review-diff td.pick[data-line="2"]');
+  await page.click('#review-diff td.pick[data-line="3"]', { modifiers: ['Shift'] });
+  assert.equal(await page.locator('#review-diff tr.chosen').count(), 2);
+  await page.fill('#review-diff tr.comment-form textarea', 'No todo!() here.');
+  await page.click('#review-diff tr.comment-form button[type="submit"]');
+  await page.waitForSelector('#review-diff tr.comment', { timeout: 5000 });
+  const anchored = JSON.parse(spice('inbox', 'lane:r', '--json'));
+  assert.equal(anchored.length, 1);
+  assert.equal(anchored[0].text, 'Review of x.rs:2-3:\n```\nfn b() { todo!() }\nfn c() {}\n```\nNo todo!() here.');
+  // Shown at the lines it is about: right after line 3, pending, then with the answer.
+  const after3 = await page.$eval('#review-diff tr.comment', (tr) => tr.previousElementSibling.dataset.new);
+  assert.equal(after3, '3');
+  assert.match(await page.textContent('#review-diff tr.comment'), /pending.*x\.rs:2-3.*No todo!\(\) here\./);
+  execFileSync(env.SPICE_BIN, ['ack', 'apply'], { cwd: env.REPO, env, input: `ACK ${anchored[0].key}: it returns an error now` });
+  await page.waitForFunction(() => /acked/.test(document.querySelector('#review-diff tr.comment').textContent), null, { timeout: 8000 });
+  assert.match(await page.textContent('#review-diff tr.comment .reply'), /ACK\s*it returns an error now/);
 
   step('installable: the manifest and its icon are served from this origin');
   const manifest = await page.evaluate(async () => (await fetch('/manifest.webmanifest')).json());

@@ -199,6 +199,7 @@ impl Lane<'_> {
             &session,
             json!({
                 "lane": cfg.name, "phase": task.phase, "pid": agent.pid(), "resume": resume, "turn": work.turns + 1,
+                "base": self.base, "worktree": work.worktree,
                 "conversation": conversation, "recording": recording,
                 "steering_in_brief": pending.iter().map(|i| &i.key).collect::<Vec<_>>(),
                 "interrupted": interrupted, "interrupted_from": interrupted_from,

@@ -265,7 +265,9 @@ function renderLanes(s) {
       el('td', { 'data-label': 'active' }, rel(l.last_activity, 'ago')),
       el('td', { class: l.pending_steering ? 'pending' : '', 'data-label': 'pending' }, String(l.pending_steering)),
       el('td', { class: `tokens${atBudget ? ' err' : ''}`, title: atBudget ? l.hold.reason : '', 'data-label': 'tokens' }, tokens),
-      el('td', {}, lift, ...budgetButtons, l.last_error ? el('span', { class: 'err small lane-error' }, 'error: ', l.last_error) : null));
+      el('td', {}, lift, ...budgetButtons,
+        l.task ? el('button', { type: 'button', class: 'review', onclick: (ev) => { ev.stopPropagation(); openReview(l.task.id); } }, 'review') : null,
+        l.last_error ? el('span', { class: 'err small lane-error' }, 'error: ', l.last_error) : null));
     // A phone shows a lane as a card: cells with nothing to say are left out there.
     for (const td of row.cells) if (td.textContent === '–' || td.textContent === '') td.classList.add('blank');
     return row;
@@ -557,6 +559,107 @@ async function steer(ev) {
   }
 }
 
+// ---- what an agent changed: the review ---------------------------------------------
+
+state.review = null;   // {task, doc, sel: {path, start, end} | null}
+
+async function openReview(id) {
+  state.review = { task: id, doc: null, sel: null };
+  $('review-section').hidden = false;
+  await refreshReview();
+  $('review-section').scrollIntoView({ block: 'start' });
+}
+
+async function refreshReview() {
+  const r = state.review;
+  if (!r) return;
+  let doc;
+  try {
+    doc = await api(`/api/tasks/${encodeURIComponent(r.task)}/review`);
+  } catch (e) {
+    $('review-problem').hidden = false;
+    $('review-problem').textContent = clean(e.message);
+    return;
+  }
+  $('review-problem').hidden = true;
+  r.doc = doc;
+  renderReview();
+}
+
+// A file's diff as one table: old and new line numbers, the line; the review's comments
+// after the last line they are anchored to, with their state and the agent's answer.
+function renderReview() {
+  const { doc, sel } = state.review;
+  $('review-task').textContent = clean(`${doc.task.handle} ${doc.task.title}`);
+  $('review-base').textContent = clean(`${doc.files.length} file(s), +${doc.added} -${doc.removed} against ${doc.base}${doc.truncated ? ' (cut: too large)' : ''}`);
+  $('review-commits').replaceChildren(...doc.commits.map((c) => el('li', {}, el('code', {}, c.sha.slice(0, 10)), ' ', c.subject, ' ', el('span', { class: 'muted' }, c.author))));
+  $('review-files').replaceChildren(...doc.files.map((f) => el('li', {},
+    el('a', { href: `#diff-${encodeURIComponent(f.path)}` }, f.path), ` ${f.status} +${f.added} -${f.removed}${f.binary ? ' (binary)' : ''}`)));
+  const byEnd = {};
+  for (const c of doc.comments) (byEnd[`${c.path}\n${c.end}`] = byEnd[`${c.path}\n${c.end}`] || []).push(c);
+  const tables = doc.files.map((f) => {
+    const rows = [];
+    for (const h of f.hunks) {
+      rows.push(el('tr', { class: 'hunk' }, el('td', { colspan: 3, class: 'mono small muted' }, `@@ -${h.old_start},${h.old_lines} +${h.new_start},${h.new_lines} @@ ${h.section}`)));
+      for (const l of h.lines) {
+        const chosen = sel && sel.path === f.path && l.new != null && l.new >= sel.start && l.new <= sel.end;
+        const num = l.new != null
+          ? el('td', { class: 'ln pick', 'data-line': l.new, title: 'select to comment', onclick: (ev) => pickLine(f.path, l.new, ev.shiftKey) }, String(l.new))
+          : el('td', { class: 'ln' }, '');
+        rows.push(el('tr', { class: `dl k${l.kind === '+' ? 'add' : l.kind === '-' ? 'del' : 'ctx'}${chosen ? ' chosen' : ''}`, 'data-new': l.new == null ? '' : l.new },
+          el('td', { class: 'ln' }, l.old == null ? '' : String(l.old)), num,
+          el('td', { class: 'code' }, `${l.kind}${l.text}`)));
+        if (l.new != null) {
+          for (const c of byEnd[`${f.path}\n${l.new}`] || []) rows.push(commentRow(c));
+          if (chosen && l.new === sel.end) rows.push(commentForm(f.path));
+        }
+      }
+    }
+    return el('div', { class: 'file', id: `diff-${encodeURIComponent(f.path)}`, 'data-path': f.path },
+      el('h3', { class: 'mono' }, f.old_path ? `${f.old_path} → ${f.path}` : f.path),
+      f.binary ? el('p', { class: 'muted small' }, 'binary file') : el('table', { class: 'diff' }, el('tbody', {}, ...rows)));
+  });
+  $('review-diff').replaceChildren(...tables);
+}
+
+function commentRow(c) {
+  const badge = { pending: 'it-pending', acked: 'it-acked', refused: 'it-refused', expired: 'it-expired' }[c.state] || '';
+  return el('tr', { class: 'comment', 'data-key': c.key },
+    el('td', { colspan: 3 },
+      el('span', { class: `badge ${badge}` }, c.state), ' ',
+      c.outdated ? el('span', { class: 'badge it-expired', title: 'the lines changed since the comment' }, 'outdated') : null, ' ',
+      el('code', { class: 'small' }, `${c.path}:${c.start}-${c.end}`), ' ',
+      el('span', { class: 'text' }, c.comment),
+      c.answer ? el('div', { class: `reply${c.answer.polarity === 'nack' ? ' nack' : ''}` },
+        el('span', { class: 'who' }, c.answer.polarity.toUpperCase()), c.answer.body) : null));
+}
+
+function pickLine(path, n, extend) {
+  const r = state.review;
+  if (extend && r.sel && r.sel.path === path) {
+    r.sel = { path, start: Math.min(r.sel.start, n), end: Math.max(r.sel.end, n) };
+  } else {
+    r.sel = { path, start: n, end: n };
+  }
+  renderReview();
+}
+
+function commentForm(path) {
+  const { sel, doc } = state.review;
+  const box = el('textarea', { rows: 3, maxlength: 60000, 'aria-label': 'review comment', placeholder: `what should change at ${path}:${sel.start}-${sel.end}` });
+  const msg = el('span', { role: 'status', class: 'small' });
+  const send = async (ev) => {
+    ev.preventDefault();
+    const text = box.value.trim();
+    if (!text || !doc.lane) return;
+    const r = await post('/api/steer', { target: `lane:${doc.lane}`, text, at: `${sel.path}:${sel.start}-${sel.end}` });
+    if (r.ok) { state.review.sel = null; await refreshReview(); } else { msg.className = 'err small'; msg.textContent = clean(r.body.error); }
+  };
+  return el('tr', { class: 'comment-form' }, el('td', { colspan: 3 },
+    el('form', { class: 'reply-form', onsubmit: send }, box, el('button', { type: 'submit' }, 'Comment'),
+      el('button', { type: 'button', onclick: () => { state.review.sel = null; renderReview(); } }, 'cancel'), msg)));
+}
+
 // ---- tasks, ledger, graph ---------------------------------------------------------
 
 async function refreshTasks() {
@@ -645,6 +748,8 @@ function refreshSoon() {
         state.tasksDue = Date.now() + 2000;
         await Promise.all([refreshTasks(), refreshGraph()]);
         if (state.ledger) await showLedger(state.ledger);
+        // A comment being written is not swept away by a refresh.
+        if (state.review && !state.review.sel) await refreshReview();
       } else {
         setTimeout(refreshSoon, state.tasksDue - Date.now());
       }
