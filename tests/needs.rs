@@ -78,3 +78,63 @@ fn a_stale_claim_and_a_maxim_proposal_need_you_until_resolved() {
     env.run(&["task", "done", &proposal]).ok();
     assert!(needs(&env).is_empty());
 }
+
+/// An entry no lane state says (here a claim whose lease lapses with no commit at
+/// all) is a `needs` event as it enters the queue, and runs the operator's `[notify]`
+/// (default events) once.
+#[test]
+fn a_stale_claim_entering_the_queue_is_notified_once() {
+    let env = TestEnv::with_lanes(&[("a", "profile = \"demo\"\nprojects = [\"demo\"]\n")]);
+    let notified = env.dir.path().join("notified.jsonl");
+    std::fs::write(
+        env.repo.join("spice.toml"),
+        "[notify]\ncommand = [\"sh\", \"-c\", \"cat >> \\\"$NOTIFIED\\\"\"]\n",
+    )
+    .unwrap();
+    common::git(&env.repo, &["add", "spice.toml"]);
+    common::git(&env.repo, &["commit", "-q", "-m", "notify"]);
+    let _fleet = env.supervisor(
+        env.cmd(&["fleet", "up"])
+            .env("NOTIFIED", &notified)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null()),
+    );
+    wait_for("the lane to go idle", 30, || {
+        (env.lane("a")["state"] == "idle").then_some(())
+    });
+    let stale = env.add(&["Left behind", "--project", "elsewhere"]);
+    env.run(&[
+        "task",
+        "claim",
+        &stale,
+        "--claimant",
+        "ghost",
+        "--lease",
+        "1s",
+    ])
+    .ok();
+    let told = wait_for("the stale claim to be notified", 20, || {
+        let text = std::fs::read_to_string(&notified).unwrap_or_default();
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|e| e["event"] == "needs")
+    });
+    let detail = told["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("stale_claim: the lease of ghost"),
+        "{told}"
+    );
+    assert!(detail.contains("spice task takeover"), "{told}");
+    common::stays("no second notification of the same entry", 5, || {
+        let text = std::fs::read_to_string(&notified).unwrap_or_default();
+        let needs = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|e| e["event"] == "needs")
+            .count();
+        match needs {
+            1 => Ok(()),
+            n => Err(format!("{n} needs notifications: {text}")),
+        }
+    });
+}

@@ -18,6 +18,7 @@
 //! | `waiting` (done with its turn), `asking` (needs the operator), `subagent`, `idle`, `stalled`, `stopped` | a lane row whose state became that (`asking` again when the question changes); the detail says what it is about |
 //! | `error` | also a lane row whose state became `errored` (the agent's API failed) |
 //! | `error` | a lane row whose `last_error` became a new message |
+//! | `needs` | an entry of the operator's queue no lane state says (`fleet::needs::beyond_lanes`: a stale claim, a refused merge, a maxim proposal) that was not in it at the last look (every 2 s) |
 //!
 //! Invariants:
 //! - [`Observer`] reads from a cursor (ledger and acknowledgment `seq`, the lane rows
@@ -64,10 +65,13 @@ pub enum EventKind {
     Stalled,
     Error,
     Stopped,
+    /// Something no lane state says entered the operator's queue (`fleet::needs`): a
+    /// stale claim, a refused merge, a maxim proposal.
+    Needs,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 23] = [
+    pub const ALL: [EventKind; 24] = [
         EventKind::Claimed,
         EventKind::WorktreeWait,
         EventKind::WorktreeReady,
@@ -91,6 +95,7 @@ impl EventKind {
         EventKind::Stalled,
         EventKind::Error,
         EventKind::Stopped,
+        EventKind::Needs,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -118,6 +123,7 @@ impl EventKind {
             EventKind::Stalled => "stalled",
             EventKind::Error => "error",
             EventKind::Stopped => "stopped",
+            EventKind::Needs => "needs",
         }
     }
 

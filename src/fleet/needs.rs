@@ -35,6 +35,20 @@ pub const PROPOSAL_TAG: &str = "maxim-proposal";
 /// How many of the newest merge refusals and completions are read.
 const READ: usize = 500;
 
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Asking => "asking",
+            Kind::Budget => "budget",
+            Kind::Held => "held",
+            Kind::MergeRefused => "merge_refused",
+            Kind::Error => "error",
+            Kind::StaleClaim => "stale_claim",
+            Kind::Proposal => "proposal",
+        }
+    }
+}
+
 /// What kind of thing needs the operator, most urgent first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -80,6 +94,16 @@ pub struct Need {
 }
 
 impl Need {
+    /// What the entry is about, the same while it stands: kind, lane and task.
+    pub fn key(&self) -> String {
+        format!(
+            "{}:{}:{}",
+            self.kind.as_str(),
+            self.lane.as_deref().unwrap_or(""),
+            self.task_id.as_deref().unwrap_or("")
+        )
+    }
+
     fn new(kind: Kind, since: Micros, now: Micros, what: String, resolve: String) -> Need {
         Need {
             kind,
@@ -124,6 +148,25 @@ pub fn collect(
         };
         out.extend(of_lane(l, row, now));
     }
+    out.extend(beyond_lanes(store, lanes, claims, now)?);
+    out.sort_by(|a, b| {
+        a.kind
+            .cmp(&b.kind)
+            .then_with(|| a.since_seconds_ago.cmp(&b.since_seconds_ago))
+    });
+    Ok(out)
+}
+
+/// The entries no lane's row says: stale claims, refused merges and maxim proposals.
+/// The supervisor's event observer reports each as it enters the queue (`needs`
+/// events), since no lane state changes for them.
+pub fn beyond_lanes(
+    store: &mut dyn Authority,
+    lanes: &[LaneStatus],
+    claims: &[Claim],
+    now: Micros,
+) -> Result<Vec<Need>> {
+    let mut out = Vec::new();
     for c in claims.iter().filter(|c| !c.is_live(now)) {
         let lapsed = c.lease_until;
         let mut n = Need::new(
@@ -150,11 +193,6 @@ pub fn collect(
     }
     out.extend(refused_merges(store, lanes, now)?);
     out.extend(proposals(store, now)?);
-    out.sort_by(|a, b| {
-        a.kind
-            .cmp(&b.kind)
-            .then_with(|| a.since_seconds_ago.cmp(&b.since_seconds_ago))
-    });
     Ok(out)
 }
 

@@ -6,7 +6,7 @@
 //! # spice.toml
 //! [notify]
 //! command = ["notify-send", "spice"]      # argv; the event is JSON on stdin and in SPICE_EVENT_*
-//! on = ["asking", "merged", "held", "error", "budget"]   # default: these five
+//! on = ["asking", "merged", "held", "error", "budget", "needs"]   # default: these six
 //! per_minute = 6                          # at most this many a minute (default 10)
 //! debounce = "10s"                        # the same lane and event again within it: once (default 10s)
 //! timeout = "30s"                         # each run's limit (default 30s)
@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use toml::Spanned;
 
 /// The events notified when `on` is not given.
-pub const DEFAULT_ON: [&str; 5] = ["asking", "merged", "held", "error", "budget"];
+pub const DEFAULT_ON: [&str; 6] = ["asking", "merged", "held", "error", "budget", "needs"];
 pub const DEFAULT_PER_MINUTE: u32 = 10;
 pub const DEFAULT_DEBOUNCE: Duration = Duration::from_secs(10);
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);

@@ -19,6 +19,8 @@ pub const SETTLE: Duration = Duration::from_millis(500);
 /// How long the observer waits for a commit before it looks anyway (a stop flag set
 /// without a nudge is seen within this).
 const QUIET_LOOK: Duration = Duration::from_secs(2);
+/// How often the operator's queue is looked at for entries no lane state says.
+const NEEDS_EVERY: Duration = Duration::from_secs(2);
 /// Rows read from the ledger or the acknowledgments at a time.
 const PAGE: usize = 500;
 
@@ -43,6 +45,9 @@ pub struct Observer {
     deferred: bool,
     /// When it last read (see [`Authority::quiet_reread`]).
     read_at: std::time::Instant,
+    /// The operator's queue entries no lane state says, as last seen, and when.
+    needs: HashSet<String>,
+    needs_at: std::time::Instant,
 }
 
 impl Observer {
@@ -64,7 +69,11 @@ impl Observer {
             delivered: HashSet::new(),
             deferred: false,
             read_at: std::time::Instant::now(),
+            needs: HashSet::new(),
+            needs_at: std::time::Instant::now(),
         };
+        // Only entries that enter the queue from here on are reported.
+        o.read_needs(&mut Vec::new())?;
         for r in o.store.lanes()? {
             o.learn_row(&r);
             o.rows.insert(r.name.clone(), r);
@@ -129,6 +138,15 @@ impl Observer {
                 Err(e) if e.is_unreachable() => std::thread::sleep(OUTAGE_PAUSE),
                 Err(e) => return Err(e),
             }
+            // A claim lapses with no commit at all: the queue is looked at on a timer.
+            if self.needs_at.elapsed() >= NEEDS_EVERY {
+                let mut out = Vec::new();
+                match self.read_needs(&mut out) {
+                    Ok(()) => out.iter().for_each(&mut emit),
+                    Err(e) if e.is_unreachable() => {}
+                    Err(e) => return Err(e),
+                }
+            }
             let pause = if self.deferred {
                 every
             } else {
@@ -145,6 +163,28 @@ impl Observer {
                 None => std::thread::sleep(every),
             }
         }
+    }
+
+    /// The queue entries no lane state says that were not there at the last look.
+    fn read_needs(&mut self, out: &mut Vec<LaneEvent>) -> Result<()> {
+        self.needs_at = std::time::Instant::now();
+        let now = self.store.now()?;
+        let claims = self.store.claims()?;
+        let needs = crate::fleet::needs::beyond_lanes(self.store.as_mut(), &[], &claims, now)?;
+        let keys: HashSet<String> = needs.iter().map(|n| n.key()).collect();
+        for n in needs.iter().filter(|n| !self.needs.contains(&n.key())) {
+            out.push(LaneEvent {
+                at: now,
+                lane: n.lane.clone().unwrap_or_else(|| "-".into()),
+                event: EventKind::Needs,
+                task: n.task.clone(),
+                session: None,
+                keys: Vec::new(),
+                detail: format!("{}: {} ({})", n.kind.as_str(), n.what, n.resolve),
+            });
+        }
+        self.needs = keys;
+        Ok(())
     }
 
     fn learn_row(&mut self, r: &LaneRow) {
