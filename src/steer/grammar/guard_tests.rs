@@ -7,14 +7,12 @@
 use proptest::prelude::*;
 
 use super::clause::NEGATION_REACH;
+use super::tests::Exp;
 use super::*;
 use crate::stamp;
 
 const A: &str = "dMbnngX3j";
 const B: &str = "dMbnpQ7kz";
-
-/// One directive expected: `"ack"`, `"nack"` or `"keyless"`, its keys and its body.
-type Exp = (&'static str, &'static [&'static str], &'static str);
 
 /// (rule, input, expected).
 #[rustfmt::skip]
@@ -123,42 +121,10 @@ const CASES: &[(&str, &str, &[Exp])] = &[
     ("order", "I refuse to ACK\ndMbnngX3j: an open header is guarded too", &[]),
 ];
 
-fn render(d: &Directive) -> (String, Vec<String>, String) {
-    let kind = match (d.problem, d.polarity) {
-        (Some(Problem::Keyless), _) => "keyless",
-        (None, Polarity::Ack) => "ack",
-        (None, Polarity::Nack) => "nack",
-    };
-    let body = d.body.clone().unwrap_or_default();
-    (kind.into(), d.keys.clone(), body)
-}
-
 #[test]
 fn guard_table() {
     assert!(CASES.len() >= 60);
-    let mut failures = Vec::new();
-    for &(rule, input, want) in CASES {
-        let got: Vec<_> = parse(input).iter().map(render).collect();
-        let want: Vec<_> = want
-            .iter()
-            .map(|&(k, keys, body)| {
-                let keys = keys.iter().map(|s| s.to_string()).collect();
-                (k.to_string(), keys, body.to_string())
-            })
-            .collect();
-        if got != want {
-            failures.push(format!(
-                "[{rule}] {input:?}\n   got  {got:?}\n   want {want:?}"
-            ));
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} of {} cases failed:\n{}",
-        failures.len(),
-        CASES.len(),
-        failures.join("\n")
-    );
+    super::tests::check_table(CASES);
 }
 
 /// How a guard treats a NACK, and whether a connective ends its reach.

@@ -4,7 +4,7 @@
 use super::*;
 
 /// Expected directive: `"ack"`, `"nack"` or `"keyless"`, its keys and its body.
-type Exp = (&'static str, &'static [&'static str], &'static str);
+pub(super) type Exp = (&'static str, &'static [&'static str], &'static str);
 
 const A: &str = "dMbnngX3j";
 const B: &str = "dMbnpQ7kz";
@@ -280,8 +280,14 @@ fn render(d: &Directive) -> (String, Vec<String>, String) {
 
 #[test]
 fn table() {
+    check_table(CASES);
+}
+
+/// Parses each case's input and fails with every case whose directives differ from
+/// what it expects (shared by the guard table, `guard_tests`).
+pub(super) fn check_table(cases: &[(&str, &str, &[Exp])]) {
     let mut failures = Vec::new();
-    for &(rule, input, want) in CASES {
+    for &(rule, input, want) in cases {
         let got: Vec<_> = parse(input).iter().map(render).collect();
         let want: Vec<_> = want
             .iter()
@@ -300,7 +306,7 @@ fn table() {
         failures.is_empty(),
         "{} of {} cases failed:\n{}",
         failures.len(),
-        CASES.len(),
+        cases.len(),
         failures.join("\n")
     );
 }
