@@ -71,3 +71,61 @@ fn the_demo_shows_the_loop_and_leaves_a_repository_to_explore() {
     // A directory that has something in it is refused.
     demo(&dir, &home).fails(2, "is not empty");
 }
+
+/// Regression (#40): the demo's closing hint said `spice task list` shows its tasks,
+/// but they are all done by then and `task list` shows open ones: "no tasks". The
+/// hint's command, typed as printed inside the demo's repository, lists them; and the
+/// hint says how to get there from where the demo was run.
+#[test]
+fn regression_the_closing_hint_lists_the_demos_tasks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let dir = tmp.path().join("demo");
+    let out = demo(&dir, &home).ok().to_string();
+    let hint = out.split("Look around").nth(1).expect("a closing hint");
+    let line = |start: &str| {
+        hint.lines()
+            .map(str::trim)
+            .find(|l| l.starts_with(start))
+            .unwrap_or_else(|| panic!("no {start:?} line in:\n{hint}"))
+            .split("  ")
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let bin_dir = bin().parent().unwrap().to_path_buf();
+    let path = std::env::join_paths(std::iter::once(bin_dir).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .unwrap();
+    let sh = |script: &str, cwd: &std::path::Path| {
+        common::to_run(
+            Command::new("sh")
+                .args(["-c", script])
+                .current_dir(cwd)
+                .env_clear()
+                .env("PATH", &path)
+                .env("HOME", &home)
+                .output()
+                .unwrap(),
+        )
+    };
+    let list = line("spice task list");
+    let titles = [
+        "Write the greeting",
+        "Add a farewell",
+        "Document the demo",
+        "Polish the farewell",
+    ];
+    let listed = sh(&list, &dir);
+    for title in titles {
+        assert!(listed.ok().contains(title), "{list}:\n{}", listed.stdout);
+    }
+    // From where the demo was run: the hint's `cd`, then the same command.
+    let script = format!("{} && {list}", line("cd "));
+    let listed = sh(&script, tmp.path());
+    for title in titles {
+        assert!(listed.ok().contains(title), "{script}:\n{}", listed.stdout);
+    }
+}

@@ -493,7 +493,15 @@ fn a_worktree_that_cannot_be_made_releases_the_claim() {
     let task = env.add(&["Blocked place", "--project", "demo"]);
     std::fs::create_dir_all(wts.join(format!("demo-{task}"))).unwrap();
     std::fs::write(wts.join(format!("demo-{task}/precious.txt")), "mine").unwrap();
-    let reports = up(&env);
+    let run = common::to_run(
+        env.cmd(&["fleet", "up", "--until-idle", "--json"])
+            .env("HOME", env.agent_home())
+            .output()
+            .unwrap(),
+    );
+    // The run stops there (--until-idle) and its exit status says so.
+    assert_ne!(run.code, 0, "{}", run.stderr);
+    let reports: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
     let err = reports[0]["error"].as_str().unwrap_or_default().to_string();
     assert!(err.contains("could not prepare a worktree"), "{reports}");
     let show = env.run(&["task", "show", &task, "--json"]).json();
@@ -504,7 +512,7 @@ fn a_worktree_that_cannot_be_made_releases_the_claim() {
     );
     let said = env.lane("a")["last_error"].as_str().unwrap().to_string();
     assert!(
-        said.contains(&format!("released demo-{task}, next try in")),
+        said.contains(&format!("released demo-{task}, left pending")),
         "{said}"
     );
 }

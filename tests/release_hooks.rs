@@ -87,6 +87,33 @@ fn a_claim_released_by_hand_runs_on_release_and_keeps_its_worktree() {
     released_in_place(&env, &task, &wt);
 }
 
+/// Regression (#40): `fleet down --release` released the lanes' claims after their
+/// supervisor stopped, so no lane ran on_release: what on_claim began stayed.
+#[test]
+fn regression_fleet_down_release_runs_on_release_in_each_worktree() {
+    let env = setup("lease = \"5m\"\n");
+    let task = env.add(&["Sleep", "--project", "demo"]);
+    let mut sup = env.fleet_up(&[]);
+    let claim = wait_for("the agent to run", 30, || {
+        let c = claim_of(&env, &task);
+        env.lane("a")["pid"].as_u64().map(|_| c)
+    });
+    let wt = claim["worktree"].as_str().unwrap().to_string();
+    let down = env.run(&["fleet", "down", "--release"]);
+    assert!(sup.wait().unwrap().success());
+    assert!(
+        down.ok().contains(&format!("released demo-{task}")),
+        "{}",
+        down.stdout
+    );
+    assert!(down.stderr.is_empty(), "{}", down.stderr);
+    assert!(claim_of(&env, &task).is_null());
+    released_in_place(&env, &task, &wt);
+    let run = &on_release_runs(&env, &task)[0];
+    assert_eq!(run["actor"], claim["claimant"], "{run:#}");
+    assert_eq!(run["detail"]["worktree"], wt.as_str(), "{run:#}");
+}
+
 #[test]
 fn a_claim_taken_over_runs_on_release_once_its_agent_stopped() {
     let env = setup("lease = \"2s\"\nrenew = \"1s\"\n");

@@ -573,7 +573,22 @@ fn bad_arguments_are_one_line_errors() {
     let srv = Server::start(&env, &[]);
     let taken = format!("127.0.0.1:{}", srv.port());
     env.run(&["serve", "--bind", &taken])
-        .fails(1, "failed to listen");
+        .fails(1, &format!("cannot listen on {taken}"));
+}
+
+/// Regression (#40): a busy port gave the OS error alone ("Address already in use (os
+/// error 98)"); now one line names the address and what to do instead.
+#[test]
+fn regression_a_busy_port_names_the_address_and_says_to_bind_another() {
+    let env = TestEnv::new();
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = busy.local_addr().unwrap().to_string();
+    let err = env.run(&["serve", "--bind", &taken]).fails(
+        1,
+        &format!("cannot listen on {taken}: the address is in use"),
+    );
+    assert!(err.contains("--bind 127.0.0.1:PORT"), "{err}");
+    assert!(!err.contains("os error"), "{err}");
 }
 
 fn jsonl_under(dir: &Path, out: &mut Vec<std::path::PathBuf>) {

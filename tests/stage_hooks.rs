@@ -248,10 +248,11 @@ fn a_failing_on_claim_releases_the_claim_and_the_lane_backs_off_and_reports() {
         ))
     ));
     let (id, handle) = task(&env, "claim refused");
-    let run = common::finished(env.fleet_up(&["--until-idle"]));
+    let run = common::to_run(env.fleet_up(&["--until-idle"]).wait_with_output());
+    assert_ne!(run.code, 0, "{}", run.stderr);
     assert!(
         run.stdout
-            .contains(&format!("released {handle}, next try in 1s")),
+            .contains(&format!("released {handle}, left pending")),
         "{}",
         run.stdout
     );
@@ -296,6 +297,31 @@ fn a_failing_on_claim_releases_the_claim_and_the_lane_backs_off_and_reports() {
     assert_ne!(show(&env, &id)["phase"], "todo");
 }
 
+/// Regression (#40): `fleet up --until-idle` exited 0 when a failing on_claim left its
+/// task pending; the run fails now, naming the task and the hook's complaint.
+#[test]
+fn regression_until_idle_fails_naming_the_task_a_failing_on_claim_left() {
+    let env = fleet(&format!(
+        "[hooks]\non_claim = {}\ntimeout = \"20s\"\n",
+        sh("echo 'no database for this task' >&2; exit 3")
+    ));
+    let (id, handle) = task(&env, "left pending");
+    let run = common::to_run(env.fleet_up(&["--until-idle"]).wait_with_output());
+    assert_ne!(run.code, 0, "{}", run.stderr);
+    let err = run.stderr.lines().last().unwrap_or_default();
+    assert!(
+        err.starts_with("spice: 1 of 1 lane(s) stopped with an error (a: ")
+            && err.contains("on_claim hook")
+            && err.contains("no database for this task")
+            && err.contains(&format!("released {handle}, left pending")),
+        "{}",
+        run.stderr
+    );
+    let t = show(&env, &id);
+    assert_eq!(t["status"], "pending", "{t}");
+    assert_eq!(t["claim"], Value::Null, "{t}");
+}
+
 #[test]
 fn an_on_claim_that_times_out_is_stopped_with_its_process_group_and_releases() {
     let out = tempfile::tempdir().unwrap();
@@ -305,7 +331,8 @@ fn an_on_claim_that_times_out_is_stopped_with_its_process_group_and_releases() {
         hanging(&pidfile)
     ));
     let (id, _) = task(&env, "claim times out");
-    common::finished(env.fleet_up(&["--until-idle"]));
+    let run = common::to_run(env.fleet_up(&["--until-idle"]).wait_with_output());
+    assert_ne!(run.code, 0, "{}", run.stderr);
     let runs = hook_runs(&env, &id);
     assert_eq!(
         stages(&runs),
@@ -344,7 +371,8 @@ fn a_failing_on_launch_starts_no_agent_and_hands_the_claim_back() {
         sh("cat > released.json; echo cleaned up"),
     ));
     let (id, handle) = task(&env, "launch refused");
-    let run = common::finished(env.fleet_up(&["--until-idle"]));
+    let run = common::to_run(env.fleet_up(&["--until-idle"]).wait_with_output());
+    assert_ne!(run.code, 0, "{}", run.stderr);
     let runs = hook_runs(&env, &id);
     assert_eq!(
         stages(&runs),
@@ -386,7 +414,8 @@ fn an_on_launch_that_times_out_starts_no_agent() {
         hanging(&pidfile)
     ));
     let (id, _) = task(&env, "launch times out");
-    common::finished(env.fleet_up(&["--until-idle"]));
+    let run = common::to_run(env.fleet_up(&["--until-idle"]).wait_with_output());
+    assert_ne!(run.code, 0, "{}", run.stderr);
     let runs = hook_runs(&env, &id);
     assert_eq!(
         stages(&runs),

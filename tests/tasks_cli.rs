@@ -352,3 +352,40 @@ fn output_into_a_closed_pipe_ends_quietly() {
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(out.status.signal(), Some(13), "{:?} {stderr}", out.status);
 }
+
+/// Regression (#40): `task next --claim` required `--claimant`; a person's claim now
+/// defaults to `operator` (the console's takeover claimant), and so do the other
+/// commands a person takes or gives back a claim with.
+#[test]
+fn regression_a_claim_without_a_claimant_is_the_operators() {
+    let env = TestEnv::new();
+    let help = env.run(&["task", "next", "--help"]).ok().to_string();
+    assert!(help.contains("operator"), "{help}");
+    let first = env.add(&["First", "--priority", "H"]);
+    let second = env.add(&["Second"]);
+    let claim = env.run(&["task", "next", "--claim", "--json"]).json();
+    assert_eq!(claim["claimant"], "operator", "{claim}");
+    assert_eq!(claim["id"], first, "{claim}");
+    env.run(&["task", "renew", &first]).ok();
+    env.run(&["task", "release", &first]).ok();
+    let claim = env.run(&["task", "claim", &second, "--json"]).json();
+    assert_eq!(claim["claimant"], "operator", "{claim}");
+    let show = env.run(&["task", "show", &first, "--json"]).json();
+    assert!(show["claim"].is_null(), "{show}");
+    // Someone else's claim is still refused to a release that names nobody.
+    env.run(&["task", "claim", &first, "--claimant", "s1", "--lease", "1s"])
+        .ok();
+    env.run(&["task", "release", &first]).fails(3, "");
+    // The store's hint for a lapsed lease names no claimant: as printed, it works.
+    common::wait_for("the lease to lapse", 30, || {
+        let stale = env.run(&["task", "claims", "--stale", "--json"]).json();
+        (stale.as_array().unwrap().len() == 1).then_some(())
+    });
+    let err = env
+        .run(&["task", "claim", &first])
+        .fails(3, "is taken over with");
+    let hint = err.split('`').nth(1).unwrap();
+    let args: Vec<&str> = hint.split_whitespace().skip(1).collect();
+    let taken = env.run(&[&args[..], &["--json"]].concat()).json();
+    assert_eq!(taken["claimant"], "operator", "{hint}: {taken}");
+}

@@ -295,3 +295,70 @@ fn all_files(dir: &Path, out: &mut Vec<(PathBuf, u64)>) {
         }
     }
 }
+
+/// Regression (#40): `session list DIR` was refused (an unexpected argument) though
+/// `watch` and `session briefing` take paths. It lists the sessions under a directory
+/// (not their sub-agents' files, nor files that are not transcripts) or in a file.
+#[test]
+fn regression_session_list_takes_directories_and_files() {
+    let env = TestEnv::new();
+    let dir = env.dir.path().join("transcripts");
+    let proj = dir.join("-work-proj");
+    std::fs::create_dir_all(proj.join("sess-a/subagents")).unwrap();
+    let session = |id: &str, prompt: &str| {
+        format!(
+            "{}\n{}\n",
+            claude_line("user", "/work/proj", prompt, 1),
+            claude_line("assistant", "/work/proj", "done", 2)
+        )
+        .replace("sess-spice-test", id)
+    };
+    std::fs::write(proj.join("sess-a.jsonl"), session("sess-a", "first ask")).unwrap();
+    std::fs::write(proj.join("sess-b.jsonl"), session("sess-b", "second ask")).unwrap();
+    std::fs::write(proj.join("agent-1.jsonl"), session("sess-a", "sub")).unwrap();
+    std::fs::write(
+        proj.join("sess-a/subagents/agent-2.jsonl"),
+        session("sess-a", "sub"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("notes.jsonl"), "{\"not\": \"a transcript\"}\n").unwrap();
+    let run = |args: &[&str]| {
+        common::to_run(
+            env.cmd(args)
+                .env("HOME", env.dir.path())
+                .env_remove("SPICE_HOME")
+                .output()
+                .unwrap(),
+        )
+    };
+    let d = dir.to_str().unwrap();
+    let list = run(&["session", "list", d, "--json"]).json();
+    let ids: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["session_id"].as_str().unwrap())
+        .collect();
+    let mut sorted = ids.clone();
+    sorted.sort();
+    assert_eq!(sorted, ["sess-a", "sess-b"], "{list:#}");
+    assert!(list
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["first_prompt"] == "second ask"));
+    let text = run(&["session", "list", d]).ok().to_string();
+    assert!(
+        text.contains("sess-a") && text.contains("second ask"),
+        "{text}"
+    );
+    let file = proj.join("sess-b.jsonl");
+    let one = run(&["session", "list", file.to_str().unwrap(), "--json"]).json();
+    assert_eq!(one.as_array().unwrap().len(), 1, "{one:#}");
+    assert_eq!(one[0]["session_id"], "sess-b");
+    let empty = env.dir.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let none = run(&["session", "list", empty.to_str().unwrap()]);
+    assert!(none.ok().starts_with("no sessions in "), "{}", none.stdout);
+    run(&["session", "list", "/nonexistent/spice"]).fails(2, "no such file or directory");
+}

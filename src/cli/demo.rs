@@ -294,8 +294,10 @@ fn summary(repo: &Path, store: &mut Store, ids: &[String]) -> Result<()> {
         println!("  {} \"{}\": phase {}", t.handle(), t.title, t.phase);
     }
     let state = repo.join(".git").join("spice");
+    // After the `cd`, each line works as typed: the state directory is the scratch
+    // repository's, and its tasks are all done (`task list` alone shows open ones).
     println!(
-        "\nLook around (inside {}):\n  spice task list          the tasks and their phases\n  \
+        "\nLook around:\n  cd {}\n  spice task list --all    the tasks and their phases\n  \
          spice task show ID       a task's ledger: claimed, launched, merged\n  \
          spice inbox --all        the steering item and its state\n  \
          spice fleet status       each lane's last state\n  \

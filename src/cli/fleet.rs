@@ -17,7 +17,6 @@ use super::Env;
 use crate::config::fleet::{self, FleetConfig, LaneConfig};
 use crate::config::profile::{Mode, Source};
 use crate::error::{Error, Result};
-use crate::store::Holder;
 use clap::Subcommand;
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -41,7 +40,9 @@ pub enum FleetCmd {
         /// How long to wait for the supervisor to exit.
         #[arg(long, value_parser = super::task::duration, default_value = "30s")]
         wait: std::time::Duration,
-        /// Also release the lanes' claims, so their tasks are free for anyone.
+        /// Also release the lanes' claims, so their tasks are free for anyone; each
+        /// claim's worktree gets the repository's on_release hook, as on a release
+        /// by hand.
         #[arg(long)]
         release: bool,
     },
@@ -84,13 +85,16 @@ pub fn run(cmd: FleetCmd, env: &Env) -> Result<()> {
                 None => println!("no supervisor running"),
             }
             if release {
-                let (_, fleet) = load(env)?;
-                let names: Vec<&str> = fleet.lanes.iter().map(|l| l.name.as_str()).collect();
+                let (repo, fleet) = load(env)?;
+                let home = std::env::var_os("HOME")
+                    .map(PathBuf::from)
+                    .unwrap_or_default();
+                let opts = options(env, repo, home, false)?;
                 let mut store = env.authority()?;
-                for c in store.claims()? {
-                    if c.lane.as_deref().is_some_and(|l| names.contains(&l)) {
-                        store.release(&c.task_id, &Holder::fenced(c.claimant.clone(), c.fence))?;
-                        println!("released {} (was {})", c.handle, c.claimant);
+                for r in crate::fleet::lane::release_claims(store.as_mut(), &fleet, &opts)? {
+                    println!("released {} (was {})", r.claim.handle, r.claim.claimant);
+                    if let Some(why) = r.hook {
+                        eprintln!("spice: {why}; the release of {} stands", r.claim.handle);
                     }
                 }
             }

@@ -22,11 +22,13 @@ pub struct NextArgs {
     projects: Vec<String>,
     #[arg(long = "phase", value_name = "PHASE")]
     phases: Vec<String>,
-    /// Rank for this claimant (peer spread and locality depend on who asks).
+    /// Rank for this claimant (peer spread and locality depend on who asks); with
+    /// --claim, who holds the claim [default with --claim: operator].
     #[arg(long)]
     claimant: Option<String>,
-    /// Claim the best candidate (needs --claimant).
-    #[arg(long, requires = "claimant")]
+    /// Claim the best candidate, as --claimant (default `operator`, as the console's
+    /// takeover).
+    #[arg(long)]
     claim: bool,
     /// With --claim: claim up to N tasks, one transaction each.
     #[arg(long, requires = "claim", default_value_t = 1)]
@@ -60,7 +62,7 @@ pub fn run(s: &mut dyn Authority, env: &Env, args: NextArgs) -> Result<()> {
             claimant: args
                 .claimant
                 .clone()
-                .expect("clap requires --claimant with --claim"),
+                .unwrap_or_else(|| crate::store::OPERATOR.into()),
             lane: lane_name,
             worktree: args.worktree,
             lease: args.lease.unwrap_or(crate::store::DEFAULT_LEASE),

@@ -108,6 +108,38 @@ fn listen(
     socket.listen(BACKLOG)?.into_std()
 }
 
+/// Why `addr` cannot be listened on, in one line that says what to do instead.
+fn cannot_listen(addr: SocketAddr, e: std::io::Error) -> Error {
+    let ip = match addr.ip() {
+        IpAddr::V6(v6) => format!("[{v6}]"),
+        ip => ip.to_string(),
+    };
+    let other_port = format!("--bind {ip}:PORT with another port (--bind {ip}:0 picks a free one)");
+    let why = match e.kind() {
+        std::io::ErrorKind::AddrInUse => format!(
+            "cannot listen on {addr}: the address is in use (another spice serve, or another \
+             program); use {other_port}"
+        ),
+        std::io::ErrorKind::PermissionDenied => format!(
+            "cannot listen on {addr}: permission denied (ports below 1024 need privileges); \
+             use {other_port}"
+        ),
+        std::io::ErrorKind::AddrNotAvailable => format!(
+            "cannot listen on {addr}: {} is not an address of this host; use --bind \
+             127.0.0.1:{} or an address this host has",
+            addr.ip(),
+            addr.port()
+        ),
+        _ => {
+            return Error::Io {
+                context: format!("failed to listen on {addr}"),
+                source: e,
+            }
+        }
+    };
+    Error::Other(why)
+}
+
 fn io(context: String) -> impl FnOnce(std::io::Error) -> Error {
     move |source| Error::Io { context, source }
 }
@@ -154,8 +186,7 @@ pub fn serve(args: ServeArgs, env: Env) -> Result<()> {
         .enable_all()
         .build()
         .map_err(io("failed to start the async runtime".into()))?;
-    let listener =
-        listen(&runtime, args.bind).map_err(io(format!("failed to listen on {}", args.bind)))?;
+    let listener = listen(&runtime, args.bind).map_err(|e| cannot_listen(args.bind, e))?;
     let addr = listener
         .local_addr()
         .map_err(io("failed to read the bound address".into()))?;

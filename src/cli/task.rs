@@ -170,7 +170,8 @@ pub enum TaskCmd {
     /// Extend a lease, or pass it to a successor session.
     Renew {
         id: String,
-        #[arg(long)]
+        /// Who holds the claim.
+        #[arg(long, default_value = crate::store::OPERATOR)]
         claimant: String,
         /// Refuse unless the claim still carries this fence.
         #[arg(long)]
@@ -185,7 +186,8 @@ pub enum TaskCmd {
     /// Give a claimed task back.
     Release {
         id: String,
-        #[arg(long)]
+        /// Who holds the claim.
+        #[arg(long, default_value = crate::store::OPERATOR)]
         claimant: String,
         /// Refuse unless the claim still carries this fence.
         #[arg(long)]
@@ -251,7 +253,8 @@ impl HolderArgs {
 
 #[derive(Debug, Args)]
 pub struct LeaseArgs {
-    #[arg(long)]
+    /// Who holds the claim.
+    #[arg(long, default_value = crate::store::OPERATOR)]
     claimant: String,
     #[arg(long)]
     worktree: Option<String>,

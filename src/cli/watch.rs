@@ -33,8 +33,12 @@ pub struct WatchArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum SessionCmd {
-    /// Sessions found for the current directory.
+    /// Sessions found for the current directory, or in the transcript files and
+    /// directories given.
     List {
+        /// Transcript files or directories (searched through); none = the sessions
+        /// for the current directory, archived ones included.
+        paths: Vec<PathBuf>,
         #[arg(long)]
         json: bool,
     },
@@ -144,18 +148,28 @@ pub fn watch(args: WatchArgs) -> Result<()> {
 
 pub fn session(cmd: SessionCmd) -> Result<()> {
     match cmd {
-        SessionCmd::List { json } => {
-            let found = discover::sessions_for(&roots(), &cwd());
-            // Sessions whose transcripts are gone but archived, listed after the rest.
-            let archived: Vec<crate::archive::Entry> = state_dir()
-                .map(|s| crate::archive::Archive::at(&s).gone_for(&cwd()))
-                .unwrap_or_default();
+        SessionCmd::List { paths, json } => {
+            let (found, archived, place) = if paths.is_empty() {
+                // Sessions whose transcripts are gone but archived, listed after the rest.
+                let archived: Vec<crate::archive::Entry> = state_dir()
+                    .map(|s| crate::archive::Archive::at(&s).gone_for(&cwd()))
+                    .unwrap_or_default();
+                let found = discover::sessions_for(&roots(), &cwd());
+                (found, archived, format!("for {}", cwd().display()))
+            } else {
+                let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+                (
+                    sessions_in(&paths)?,
+                    Vec::new(),
+                    format!("in {}", shown.join(", ")),
+                )
+            };
             if json {
                 let mut v: Vec<_> = found.iter().map(list_json).collect();
                 v.extend(archived.iter().filter_map(archived_json));
                 print_json(&v);
             } else if found.is_empty() && archived.is_empty() {
-                println!("no sessions for {}", cwd().display());
+                println!("no sessions {place}");
             } else {
                 for f in &found {
                     let v = list_json(f);
@@ -216,6 +230,38 @@ pub fn session(cmd: SessionCmd) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// The sessions in `paths`, newest last: each transcript file named, and every one
+/// under each directory named (a sub-agent's file is its session's, not one of its
+/// own; a file that is not a transcript is passed over).
+fn sessions_in(paths: &[PathBuf]) -> Result<Vec<SessionFile>> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let subagent = |f: &Path| {
+                f.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("agent-"))
+                    || f.strip_prefix(p)
+                        .is_ok_and(|rel| rel.components().any(|c| c.as_os_str() == "subagents"))
+            };
+            for f in follow::jsonl_under(p).into_iter().filter(|f| !subagent(f)) {
+                if let Ok(agent) = crate::transcript::detect_file(&f) {
+                    out.extend(discover::describe(&f, agent));
+                }
+            }
+        } else if p.is_file() {
+            let agent = crate::transcript::detect_file(p)?;
+            out.extend(discover::describe(p, agent));
+        } else {
+            return Err(Error::input(format!(
+                "{}: no such file or directory",
+                p.display()
+            )));
+        }
+    }
+    out.sort_by_key(|f| f.modified);
+    Ok(out)
 }
 
 fn list_json(f: &SessionFile) -> serde_json::Value {

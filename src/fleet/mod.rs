@@ -76,7 +76,8 @@ pub struct LaneReport {
     pub claimed: Vec<String>,
     pub sessions: Vec<String>,
     pub error: Option<String>,
-    /// The lane stopped because of its error (it did not finish its run).
+    /// The lane stopped because of its error (it did not finish its run), or, with
+    /// `--until-idle`, handed a claim back and left its task pending.
     pub failed: bool,
 }
 

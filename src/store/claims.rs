@@ -28,6 +28,11 @@ use std::time::Duration;
 /// The lease a claim gets when the caller names none.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30 * 60);
 
+/// The claimant of a person's claim when they name none (`spice task claim`, `task
+/// next --claim`, `task takeover`, and who `task renew`/`release` act for; the
+/// console's takeover says the same).
+pub const OPERATOR: &str = "operator";
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Claim {
     pub task_id: String,

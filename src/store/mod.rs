@@ -54,7 +54,7 @@ pub use backup::{list_backups, restore, Backup, Restored, BACKUPS_KEPT, BACKUP_D
 pub use beds::{BedSlot, SlotRequest};
 pub use bell::{nudge, nudge_from_signal, prepare_signal_nudge};
 pub use check::{check, CheckReport, Verdict};
-pub use claims::{Claim, ClaimRequest, Holder, Takeover, DEFAULT_LEASE};
+pub use claims::{Claim, ClaimRequest, Holder, Takeover, DEFAULT_LEASE, OPERATOR};
 pub use conscience::{ConscienceEntry, NewStep, Proposal};
 pub use edits::ImportReport;
 pub use generation::{Generation, Waited};

@@ -50,7 +50,7 @@ mod stages;
 
 use machine::{Backoff, BetweenNext, End, Holding, Next, Renewer};
 use prepare::Prepared;
-pub use stages::{bases, check_beds, check_hooks};
+pub use stages::{bases, check_beds, check_hooks, release_claims, Released};
 
 use super::activity::Activity;
 use super::hold::CrashLoop;
@@ -469,8 +469,9 @@ impl Lane<'_> {
     }
 
     /// Hands `claim` back before any agent worked on it (the lane backs off before
-    /// its next claim) and says `why`. With its `worktree` prepared, the repository's
-    /// on_release runs there first, so what an on_claim began is undone.
+    /// its next claim; with `--until-idle` it ends, its run failed) and says `why`.
+    /// With its `worktree` prepared, the repository's on_release runs there first, so
+    /// what an on_claim began is undone.
     fn hand_back(
         &mut self,
         claim: &Claim,
@@ -485,11 +486,18 @@ impl Lane<'_> {
             }
         }
         let _ = self.store.release(&claim.task_id, holder);
-        self.row.last_error = Some(format!(
-            "{why}; released {}, next try in {}s",
-            claim.handle,
-            self.backoff.next().as_secs()
-        ));
+        self.row.last_error = Some(if self.opts.until_idle {
+            // The run ends without trying again: the task it leaves undone makes it
+            // a failed run (`fleet up --until-idle` exits non-zero naming it).
+            self.report.failed = true;
+            format!("{why}; released {}, left pending", claim.handle)
+        } else {
+            format!(
+                "{why}; released {}, next try in {}s",
+                claim.handle,
+                self.backoff.next().as_secs()
+            )
+        });
         self.report.error = self.row.last_error.clone();
         self.publish(false)
     }

@@ -11,7 +11,7 @@ use crate::config::profile::{Mode, Placeholder};
 use crate::error::{Error, Result};
 use crate::fleet::follow::{transcript_place, Follow};
 use crate::fleet::{brief, launch};
-use crate::store::{Holder, LaneState, Target, TargetKind};
+use crate::store::{Authority, Holder, LaneRow, LaneState, Target, TargetKind};
 use crate::transcript::discover::claude_slug;
 use serde_json::json;
 use std::collections::HashSet;
@@ -489,49 +489,21 @@ impl Lane<'_> {
         }
     }
 
-    /// Who holds the claim on `task` now, as the session `session` sees it.
-    ///
-    /// A claim held by someone else after this session released it itself (its phase
-    /// completed, and the next phase's lane claimed the task at once) is released,
-    /// not taken over: the agent is told nothing and stopped once its turn ends.
+    /// Who holds the claim on `task` now, as the session `session` sees it
+    /// ([`holding`]).
     pub(super) fn holding(&mut self, task: &str, session: &str) -> Result<Holding> {
-        Ok(match self.store.claim_on(task)? {
-            Some(c) if c.claimant == session => Holding::Ours,
-            Some(c) => {
-                let released_by_us = self
-                    .store
-                    .ledger(task)?
-                    .iter()
-                    .any(|e| e.kind == "released" && e.actor.as_deref() == Some(session));
-                if released_by_us {
-                    Holding::Released
-                } else {
-                    Holding::Other(c.claimant)
-                }
-            }
-            None => Holding::Released,
-        })
+        holding(&mut *self.store, task, session)
     }
 
-    /// The one renewal every loop that holds a claim makes (fenced): `None` when it
-    /// was renewed (or the store was busy: tried again next time), else what the
-    /// claim is now.
+    /// The one renewal every loop that holds a claim makes ([`renew_claim`]).
     pub(super) fn renew_claim(&mut self, task: &str, holder: &Holder) -> Result<Option<Holding>> {
-        match self.store.renew(task, holder, None, self.cfg.lease) {
-            Ok(_) => Ok(None),
-            // Out of reach: tried again at the next renewal (a lease outlasts several).
-            Err(e) if e.is_unreachable() => {
-                self.row.last_error = Some(format!("renewing the claim: {e}"));
-                Ok(None)
-            }
-            Err(e) => match self.holding(task, &holder.claimant)? {
-                Holding::Ours => {
-                    self.row.last_error = Some(format!("renewing the claim: {e}"));
-                    Ok(None)
-                }
-                other => Ok(Some(other)),
-            },
-        }
+        renew_claim(
+            &mut *self.store,
+            &mut self.row,
+            self.cfg.lease,
+            task,
+            holder,
+        )
     }
 
     /// Tells the session (a steering item) that `by` took its claim over.
@@ -627,4 +599,54 @@ fn interrupted_call(transcript: &str) -> Option<String> {
         call.command
             .unwrap_or_else(|| format!("(a {} call)", call.name)),
     )
+}
+
+/// Who holds the claim on `task` now, as the session `session` sees it.
+///
+/// A claim held by someone else after this session released it itself (its phase
+/// completed, and the next phase's lane claimed the task at once) is released,
+/// not taken over: the agent is told nothing and stopped once its turn ends.
+pub(super) fn holding(store: &mut dyn Authority, task: &str, session: &str) -> Result<Holding> {
+    Ok(match store.claim_on(task)? {
+        Some(c) if c.claimant == session => Holding::Ours,
+        Some(c) => {
+            let released_by_us = store
+                .ledger(task)?
+                .iter()
+                .any(|e| e.kind == "released" && e.actor.as_deref() == Some(session));
+            if released_by_us {
+                Holding::Released
+            } else {
+                Holding::Other(c.claimant)
+            }
+        }
+        None => Holding::Released,
+    })
+}
+
+/// The one renewal every loop that holds a claim makes (fenced, for `lease`): `None`
+/// when it was renewed (or the store was busy: tried again next time; the lane's
+/// `row` says why), else what the claim is now.
+pub(super) fn renew_claim(
+    store: &mut dyn Authority,
+    row: &mut LaneRow,
+    lease: std::time::Duration,
+    task: &str,
+    holder: &Holder,
+) -> Result<Option<Holding>> {
+    match store.renew(task, holder, None, lease) {
+        Ok(_) => Ok(None),
+        // Out of reach: tried again at the next renewal (a lease outlasts several).
+        Err(e) if e.is_unreachable() => {
+            row.last_error = Some(format!("renewing the claim: {e}"));
+            Ok(None)
+        }
+        Err(e) => match holding(store, task, &holder.claimant)? {
+            Holding::Ours => {
+                row.last_error = Some(format!("renewing the claim: {e}"));
+                Ok(None)
+            }
+            other => Ok(Some(other)),
+        },
+    }
 }

@@ -1,24 +1,24 @@
 //! Stage hooks at the lane's boundaries: the repository's own commands run on a
 //! claim (`on_claim`, `on_launch`, `on_release`), under the `[hooks]` base carries.
+//! [`run_stage`] is the one way a lane's hook runs, whether the lane runs it or
+//! `fleet down --release` does for a lane that has stopped ([`release_claims`]).
 
 use super::machine::Renewer;
-use super::{base_of, Lane};
+use super::{base_of, session, Lane};
 use crate::error::Result;
 use crate::fleet::FleetOptions;
 use crate::stage::config::{self as stages, Stage};
 use crate::stage::hooks;
-use crate::store::{Claim, Holder};
+use crate::store::{Authority, Claim, Holder};
 use std::collections::HashSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Stage hooks: the repository's own commands at the lane's boundaries.
 impl Lane<'_> {
-    /// Runs the repository's hook for `stage` on `claim` in `worktree`, under the
-    /// `[hooks]` that `base` carries (a task branch cannot switch its hooks off),
-    /// renewing the claim while it runs. `None`: no hook, or it passed; else why it
-    /// refused, one line (a `[hooks]` that no longer parses refuses too). Each run
-    /// is in the task's ledger (`stage_hook`).
+    /// Runs the repository's hook for `stage` on `claim` in `worktree` ([`run_stage`]),
+    /// renewing the claim while it runs: a long on_claim (installing dependencies)
+    /// must not let the lease lapse.
     pub(super) fn stage(
         &mut self,
         stage: Stage,
@@ -26,60 +26,169 @@ impl Lane<'_> {
         holder: &Holder,
         worktree: &Path,
     ) -> Result<Option<String>> {
-        let cfg = match stages::at_rev(&self.repo, &self.base) {
-            Ok(c) => c,
-            Err(errs) => {
-                let all: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
-                return Ok(Some(format!("{stage} not run: {}", all.join("; "))));
-            }
+        let site = Site {
+            repo: &self.repo,
+            base: &self.base,
+            lane: &self.cfg.name,
+            home: &self.opts.state_dir,
         };
-        let Some(hook) = cfg.get(stage) else {
-            return Ok(None);
-        };
-        let phase = self.store.task(&claim.task_id)?.phase;
-        let (lane, base, home) = (
-            self.cfg.name.clone(),
-            self.base.clone(),
-            self.opts.state_dir.clone(),
-        );
-        let bed = crate::land::bed_of(&mut *self.store, worktree);
-        let ev = hooks::Event {
-            stage,
-            task_id: &claim.task_id,
-            handle: &claim.handle,
-            phase: &phase,
-            lane: Some(&lane),
-            session: &holder.claimant,
-            worktree,
-            base: &base,
-            home: Some(home),
-            bed,
-        };
-        // The claim is renewed while the hook runs: a long on_claim (installing
-        // dependencies) must not let the lease lapse.
+        let (row, lease) = (&mut self.row, self.cfg.lease);
         let mut renewer = Renewer::new(self.cfg.renew, Instant::now());
-        let run = std::thread::scope(|s| {
-            let running = s.spawn(|| hooks::run_hook(hook, &ev, None));
-            while !running.is_finished() {
-                if renewer.due(Instant::now()) {
-                    let _ = self.renew_claim(&claim.task_id, holder);
-                }
-                std::thread::sleep(Duration::from_millis(20));
+        let mut renew = |store: &mut dyn Authority| {
+            if renewer.due(Instant::now()) {
+                let _ = session::renew_claim(store, row, lease, &claim.task_id, holder);
             }
-            running.join()
-        });
-        let run = match run {
-            Ok(r) => r,
-            Err(_) => return Ok(Some(format!("the {stage} hook's runner panicked"))),
         };
-        self.store.note(
-            &claim.task_id,
-            "stage_hook",
-            &holder.claimant,
-            run.detail(&ev),
-        )?;
-        Ok((!run.passed()).then(|| run.summary_with_output()))
+        run_stage(
+            &mut *self.store,
+            &site,
+            stage,
+            claim,
+            holder,
+            worktree,
+            &mut renew,
+        )
     }
+}
+
+/// Where a lane's stage hooks run, besides the claim's worktree: the repository whose
+/// `base` carries the `[hooks]`, the lane, and the state directory (`SPICE_HOME`).
+pub struct Site<'a> {
+    pub repo: &'a Path,
+    pub base: &'a str,
+    pub lane: &'a str,
+    pub home: &'a Path,
+}
+
+/// Runs the repository's hook for `stage` on `claim` (held by `holder`) in
+/// `worktree`, under the `[hooks]` that `site.base` carries (a task branch cannot
+/// switch its hooks off); `beside` is handed the store every 20 ms while it runs.
+/// `None`: no hook, or it passed; else why it refused, one line (a `[hooks]` that no
+/// longer parses refuses too). Each run is in the task's ledger (`stage_hook`).
+pub fn run_stage(
+    store: &mut dyn Authority,
+    site: &Site<'_>,
+    stage: Stage,
+    claim: &Claim,
+    holder: &Holder,
+    worktree: &Path,
+    beside: &mut dyn FnMut(&mut dyn Authority),
+) -> Result<Option<String>> {
+    let cfg = match stages::at_rev(site.repo, site.base) {
+        Ok(c) => c,
+        Err(errs) => {
+            let all: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+            return Ok(Some(format!("{stage} not run: {}", all.join("; "))));
+        }
+    };
+    let Some(hook) = cfg.get(stage) else {
+        return Ok(None);
+    };
+    let phase = store.task(&claim.task_id)?.phase;
+    let ev = hooks::Event {
+        stage,
+        task_id: &claim.task_id,
+        handle: &claim.handle,
+        phase: &phase,
+        lane: Some(site.lane),
+        session: &holder.claimant,
+        worktree,
+        base: site.base,
+        home: Some(site.home.to_path_buf()),
+        bed: crate::land::bed_of(store, worktree),
+    };
+    let run = std::thread::scope(|s| {
+        let running = s.spawn(|| hooks::run_hook(hook, &ev, None));
+        while !running.is_finished() {
+            beside(&mut *store);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        running.join()
+    });
+    let run = match run {
+        Ok(r) => r,
+        Err(_) => return Ok(Some(format!("the {stage} hook's runner panicked"))),
+    };
+    store.note(
+        &claim.task_id,
+        "stage_hook",
+        &holder.claimant,
+        run.detail(&ev),
+    )?;
+    Ok((!run.passed()).then(|| run.summary_with_output()))
+}
+
+/// A claim `fleet down --release` gave back: its `on_release` hook's complaint, if
+/// it had one (`None`: no hook, no worktree, or it passed).
+pub struct Released {
+    pub claim: Claim,
+    pub hook: Option<String>,
+}
+
+/// Releases every claim a lane of `fleet` holds (its supervisor has stopped, so no
+/// lane will see the release) and ends each as the lane ends a claim released by
+/// hand: the repository's `on_release` run in the claim's worktree, under the
+/// `[hooks]` of the lane's base ([`run_stage`]). A hook that fails or cannot run is
+/// reported; the release stands.
+pub fn release_claims(
+    store: &mut dyn Authority,
+    fleet: &crate::config::fleet::FleetConfig,
+    opts: &FleetOptions,
+) -> Result<Vec<Released>> {
+    let mut out = Vec::new();
+    for claim in store.claims()? {
+        let Some(cfg) = fleet
+            .lanes
+            .iter()
+            .find(|l| claim.lane.as_deref() == Some(l.name.as_str()))
+        else {
+            continue;
+        };
+        let holder = Holder::fenced(claim.claimant.clone(), claim.fence);
+        store.release(&claim.task_id, &holder)?;
+        let hook = match claim.worktree.as_deref().map(Path::new) {
+            Some(wt) if wt.is_dir() => release_hook(store, cfg, opts, &claim, &holder, wt)?,
+            _ => None,
+        };
+        out.push(Released { claim, hook });
+    }
+    Ok(out)
+}
+
+/// `on_release` for `claim` of the lane `cfg`, in its worktree `wt`.
+fn release_hook(
+    store: &mut dyn Authority,
+    cfg: &crate::config::fleet::LaneConfig,
+    opts: &FleetOptions,
+    claim: &Claim,
+    holder: &Holder,
+    wt: &Path,
+) -> Result<Option<String>> {
+    let repo = match &cfg.lane.repo {
+        Some(r) => opts.repo.join(r),
+        None => opts.repo.clone(),
+    };
+    let base = crate::git::Git::open(&repo, crate::git::Runner::new(opts.vars.clone()))
+        .and_then(|git| base_of(cfg, opts, &git, &repo));
+    let base = match base {
+        Ok(b) => b,
+        Err(e) => return Ok(Some(format!("{} not run: {e}", Stage::OnRelease))),
+    };
+    let site = Site {
+        repo: &repo,
+        base: &base,
+        lane: &cfg.name,
+        home: &opts.state_dir,
+    };
+    run_stage(
+        store,
+        &site,
+        Stage::OnRelease,
+        claim,
+        holder,
+        wt,
+        &mut |_| {},
+    )
 }
 
 /// Each repository the enabled lanes of `fleet` work in, once per base they name,
