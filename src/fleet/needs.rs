@@ -181,7 +181,7 @@ pub fn beyond_lanes(
                     .map_or("no lane".into(), |l| format!("lane {l}")),
             ),
             format!(
-                "spice task takeover {} --stale {} --claimant operator",
+                "spice task takeover {} --stale {}",
                 c.handle, c.fence
             ),
         );

@@ -107,7 +107,7 @@ pub(super) async fn takeover(body: Bytes, app: Arc<App>) -> Response {
             };
             let t = Takeover {
                 stale_fence: b.fence,
-                claimant: b.claimant.unwrap_or_else(|| "operator".into()),
+                claimant: b.claimant.unwrap_or_else(|| crate::store::OPERATOR.into()),
                 lane: None,
                 worktree: None,
                 lease,
