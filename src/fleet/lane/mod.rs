@@ -485,18 +485,25 @@ impl Lane<'_> {
                 why.push_str(&format!("; then {also}"));
             }
         }
-        let _ = self.store.release(&claim.task_id, holder);
-        self.row.last_error = Some(if self.opts.until_idle {
+        let released = self.store.release(&claim.task_id, holder).is_ok();
+        self.row.last_error = Some(match (self.opts.until_idle, released) {
             // The run ends without trying again: the task it leaves undone makes it
             // a failed run (`fleet up --until-idle` exits non-zero naming it).
-            self.report.failed = true;
-            format!("{why}; released {}, left pending", claim.handle)
-        } else {
-            format!(
+            (true, true) => {
+                self.report.failed = true;
+                format!("{why}; released {}, left pending", claim.handle)
+            }
+            // The store out of reach (a server restarting): the claim is still ours,
+            // and a successor takes it up; nothing is left undone by this lane.
+            (true, false) => format!(
+                "{why}; {} stays claimed (its release did not reach the store)",
+                claim.handle
+            ),
+            (false, _) => format!(
                 "{why}; released {}, next try in {}s",
                 claim.handle,
                 self.backoff.next().as_secs()
-            )
+            ),
         });
         self.report.error = self.row.last_error.clone();
         self.publish(false)
