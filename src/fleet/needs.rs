@@ -180,10 +180,7 @@ pub fn beyond_lanes(
                     .as_deref()
                     .map_or("no lane".into(), |l| format!("lane {l}")),
             ),
-            format!(
-                "spice task takeover {} --stale {}",
-                c.handle, c.fence
-            ),
+            format!("spice task takeover {} --stale {}", c.handle, c.fence),
         );
         n.lane.clone_from(&c.lane);
         n.task = Some(c.handle.clone());
