@@ -31,11 +31,13 @@
 //! undone) and says so in its message. A task that is unclaimed, or has no worktree,
 //! only has its phase completed: the store alone checks the holder then.
 //!
-//! Where it merges: an agent of the fleet carries its running lane's policy (the
-//! CLI's `SPICE_LANE`, `SPICE_BASE`, `SPICE_PUSH`, passed in as a [`FleetLane`]);
-//! anyone else gets the lane file of the task repository's main work tree, else of
-//! the repository they run in (a lane whose `repo` is another one), never the copy
-//! in the task's own worktree, which may be stale or absent. Without a lane `base`,
+//! Where it merges: for a claim the fleet launched, where its supervisor recorded it
+//! launched the claimant's session (the `launched` ledger entry's `base` and `push`:
+//! the lane as the supervisor runs it, `fleet up --base` included); otherwise the
+//! lane file of the task repository's main work tree, else of the repository the
+//! caller runs in (a lane whose `repo` is another one), never the copy in the task's
+//! own worktree, which may be stale or absent. The caller's environment never
+//! decides it: `SPICE_BASE` is the agent's to read, and an agent can set it. Without a lane `base`,
 //! `base` is the branch checked out in the main work tree (else `main`). Nothing is
 //! pushed unless the lane names a `push` remote.
 
@@ -52,16 +54,6 @@ use std::time::Duration;
 /// the claim anyway; after a refused merge the holder keeps a live lease.
 pub const MERGE_LEASE: Duration = Duration::from_secs(10 * 60);
 
-/// The lane an agent of the fleet runs in, as its environment says.
-#[derive(Debug, Clone, Default)]
-pub struct FleetLane {
-    pub lane: String,
-    /// The lane's `base`; without it the lane file decides.
-    pub base: Option<String>,
-    /// The lane's `push` remote.
-    pub push: Option<String>,
-}
-
 /// What completing a phase needs besides the store.
 #[derive(Debug, Clone)]
 pub struct PhaseDone<'a> {
@@ -71,8 +63,6 @@ pub struct PhaseDone<'a> {
     pub holder: Option<&'a Holder>,
     /// How git is run.
     pub runner: &'a Runner,
-    /// Set when the caller is an agent of the fleet.
-    pub fleet: Option<&'a FleetLane>,
     /// The lanes directory of the repository the caller runs in, if any.
     pub lanes_dir: Option<&'a Path>,
     /// The state directory, which a stage hook's `spice` commands use (`SPICE_HOME`).
@@ -230,7 +220,7 @@ fn merge(
             wt.display()
         ))
     })?;
-    let (base, push) = policy(claim, req, git.repo(), wt);
+    let (base, push) = policy(store, claim, req, git.repo(), wt);
     let base = match base {
         Some(b) => b,
         None => git
@@ -332,18 +322,34 @@ fn gate(
     ))
 }
 
-/// The lane's `base` and `push` for the claim (see the module doc).
+/// The lane's `base` and `push` for the claim (see the module doc): the supervisor's
+/// own record of launching the claimant's session, else the lane file. Nothing the
+/// caller's environment says counts: an agent can set any variable it likes.
 fn policy(
+    store: &mut dyn Authority,
     claim: &Claim,
     req: &PhaseDone<'_>,
     main: &Path,
     wt: &Path,
 ) -> (Option<String>, Option<String>) {
-    let fleet = req
-        .fleet
-        .filter(|f| claim.lane.as_deref() == Some(f.lane.as_str()));
-    if let Some(f) = fleet.filter(|f| f.base.is_some()) {
-        return (f.base.clone(), f.push.clone());
+    let launched = store
+        .ledger_of_kinds(&claim.task_id, &["launched"], 64)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|e| {
+            e.actor.as_deref() == Some(claim.claimant.as_str())
+                && e.detail["lane"].as_str() == claim.lane.as_deref()
+        });
+    if let Some(base) = launched
+        .as_ref()
+        .and_then(|e| e.detail["base"].as_str())
+        .filter(|b| !b.is_empty())
+    {
+        let push = launched
+            .as_ref()
+            .and_then(|e| e.detail["push"].as_str())
+            .map(String::from);
+        return (Some(base.to_string()), push);
     }
     let lane = claim.lane.as_deref().and_then(|l| {
         let here = req.lanes_dir.filter(|d| !d.starts_with(wt));

@@ -177,3 +177,24 @@ fn completing_a_phase_merges_the_task_branch_into_base_only_when_clean() {
         "review"
     );
 }
+
+#[test]
+fn regression_a_copy_of_the_demo_profile_never_writes_into_the_real_home() {
+    // Before: copying the built-in demo profile to profiles/demo.toml (to change one
+    // flag) made its fake sessions land in the operator's real ~/.claude/projects.
+    let env = TestEnv::with_lanes(&[(
+        "a",
+        "profile = \"mydemo\"\nphases = [\"todo\"]\nlease = \"5m\"\n",
+    )]);
+    let builtin = include_str!("../src/config/builtin/demo.toml");
+    std::fs::create_dir_all(env.repo.join("profiles")).unwrap();
+    std::fs::write(env.repo.join("profiles/mydemo.toml"), builtin).unwrap();
+    git(&env.repo, &["add", "profiles"]);
+    git(&env.repo, &["commit", "-q", "-m", "profile"]);
+    env.add(&["Write the greeting", "--project", "demo"]);
+    common::finished(env.fleet_up(&["--until-idle"]));
+    // HOME of every command the test runs is the temp dir itself.
+    let real = env.dir.path().join(".claude");
+    assert!(!real.exists(), "fake sessions written into the real home");
+    assert!(env.home.join("demo-home/.claude/projects").is_dir());
+}

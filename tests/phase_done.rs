@@ -267,3 +267,47 @@ fn the_proof_refuses_another_claimant_and_a_stale_fence_in_the_callers_words() {
     let e = s.hold(&id, &Holder::new("a"), MIN, verb).unwrap_err();
     assert!(e.to_string().contains("not claimed"), "{e}");
 }
+
+#[test]
+fn regression_the_agents_environment_never_chooses_where_a_phase_merges() {
+    // Before: `SPICE_BASE=<branch> spice task phase ID --done` merged into that branch,
+    // so main's gate and on_phase_done never ran.
+    let env = TestEnv::with_lanes(&[("a", "profile = \"demo\"\nphases = [\"todo\"]\n")]);
+    git(&env.repo, &["branch", "other"]);
+    let task = env.add(&["Land me", "--project", "p"]);
+    let wt = env.dir.path().join("wt");
+    let wt_s = wt.to_str().unwrap();
+    git(
+        &env.repo,
+        &["worktree", "add", "-q", "-b", "spice/p-land", wt_s, "main"],
+    );
+    env.run(&[
+        "task",
+        "claim",
+        &task,
+        "--claimant",
+        "s1",
+        "--lane",
+        "a",
+        "--worktree",
+        wt_s,
+        "--lease",
+        "5m",
+    ])
+    .ok();
+    std::fs::write(wt.join("work.txt"), "work\n").unwrap();
+    git(&wt, &["add", "work.txt"]);
+    git(&wt, &["commit", "-q", "-m", "work"]);
+    let other_before = git(&env.repo, &["rev-parse", "other"]);
+    let mut cmd = env.cmd(&["task", "phase", &task, "--done", "--claimant", "s1"]);
+    cmd.current_dir(&wt)
+        .env("SPICE_LANE", "a")
+        .env("SPICE_SESSION", "s1")
+        .env("SPICE_BASE", "other")
+        .env("SPICE_PUSH", "nowhere");
+    let out = common::to_run(cmd.output().unwrap());
+    out.ok();
+    assert_eq!(git(&env.repo, &["rev-parse", "other"]), other_before);
+    let main_files = git(&env.repo, &["ls-tree", "--name-only", "main"]);
+    assert!(main_files.contains("work.txt"), "{main_files}");
+}

@@ -170,3 +170,38 @@ fn every_real_transcript_round_trips_through_the_archive() {
     }
     assert_eq!(agents.into_iter().collect::<Vec<_>>(), ["claude", "codex"]);
 }
+
+/// `entry`'s file rewritten as its header (with `bytes_in` as given) followed by a
+/// compressed body of `zeros` zero bytes.
+fn bomb(entry: &Entry, bytes_in: u64, zeros: usize) {
+    use std::io::Read;
+    let mut meta = entry.meta.clone();
+    meta.bytes_in = bytes_in;
+    let mut out = header_bytes(&meta).unwrap();
+    let body = zstd::stream::encode_all(std::io::repeat(0).take(zeros as u64), 19).unwrap();
+    out.extend_from_slice(&body);
+    std::fs::write(&entry.path, out).unwrap();
+}
+
+#[test]
+fn regression_an_archive_that_inflates_past_its_bound_is_refused_not_held() {
+    // Before: a 33 KB archive inflating to 1 GiB was decompressed whole into memory.
+    let (_d, t, a) = setup("bomb-1");
+    let s = a.store(&t, None, 7).unwrap();
+    let small = s.entry.meta.bytes_in;
+    // The header kept: the body inflates past the size it recorded.
+    bomb(&s.entry, small, 64 << 20);
+    let e = a.by_path(&t).unwrap();
+    let err = open(&e).err().expect("refused").to_string();
+    assert!(err.contains("inflates beyond") && err.contains("damaged"), "{err}");
+    // The header forged too: the ratio bound holds.
+    bomb(&s.entry, u64::MAX / 2, 64 << 20);
+    let e = a.by_path(&t).unwrap();
+    let err = open(&e).err().expect("refused").to_string();
+    assert!(err.contains(&format!("beyond {}", read::RATIO_FLOOR)), "{err}");
+    assert_eq!(
+        read::inflate_limit(10 << 30, 1 << 20),
+        1000 << 20,
+        "a large real archive may inflate to its recorded size within the ratio"
+    );
+}

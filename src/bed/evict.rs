@@ -102,6 +102,8 @@ pub struct Outcome {
 /// A template over the budget that may not go, and why.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Kept {
+    /// `template` or `pooled`.
+    pub kind: &'static str,
     pub id: String,
     pub why: String,
 }
@@ -128,7 +130,7 @@ impl Outcome {
         left.extend(
             self.kept
                 .iter()
-                .map(|k| format!("template {} ({})", k.id, k.why)),
+                .map(|k| format!("{} {} ({})", k.kind, k.id, k.why)),
         );
         if left.is_empty() {
             left.push("nothing".into());
@@ -195,24 +197,43 @@ pub fn evict(git: &Git, cfg: &BedConfig, in_use: &[PathBuf]) -> Result<Outcome> 
             size(budget)
         );
         let gone = match &candidates[i] {
+            // A removal refused (`bed::owned`: the path no longer resolves under the
+            // beds' root) keeps that bed, says why, and goes on with the next.
             Candidate::Template(t) if t.state == "ready" && !beds.busy(&t.id) => {
-                beds.remove(git, t)?;
-                Some(Evicted {
-                    kind: "template",
-                    id: t.id.clone(),
-                    why,
-                })
+                match beds.remove(git, t) {
+                    Ok(()) => Some(Evicted {
+                        kind: "template",
+                        id: t.id.clone(),
+                        why,
+                    }),
+                    Err(e) => {
+                        outcome.kept.push(Kept {
+                            kind: "template",
+                            id: t.id.clone(),
+                            why: e.to_string(),
+                        });
+                        None
+                    }
+                }
             }
-            Candidate::Pooled(p) => {
-                pool.remove(git, p)?;
-                Some(Evicted {
+            Candidate::Pooled(p) => match pool.remove(git, p) {
+                Ok(()) => Some(Evicted {
                     kind: "pooled",
                     id: p.id.clone(),
                     why,
-                })
-            }
+                }),
+                Err(e) => {
+                    outcome.kept.push(Kept {
+                        kind: "pooled",
+                        id: p.id.clone(),
+                        why: e.to_string(),
+                    });
+                    None
+                }
+            },
             Candidate::Template(t) => {
                 outcome.kept.push(Kept {
+                    kind: "template",
                     id: t.id.clone(),
                     why: if beds.busy(&t.id) {
                         "being warmed or seeded from".into()

@@ -18,6 +18,7 @@ mod check;
 pub mod config;
 mod copy;
 pub mod evict;
+pub mod owned;
 pub mod pool;
 mod report;
 pub mod seed;

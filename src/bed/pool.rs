@@ -17,6 +17,7 @@
 //!   the new task's place stays pooled and the next one is tried.
 
 use super::config::BedConfig;
+use super::owned;
 use crate::error::{Error, Result};
 use crate::git::{Git, Recycled};
 use nix::fcntl::Flock;
@@ -94,17 +95,47 @@ impl Pool {
 
     /// Every entry, least recently pooled first.
     pub fn list(&self) -> Vec<Pooled> {
-        let mut out: Vec<Pooled> = std::fs::read_dir(&self.root)
-            .map(|rd| {
-                rd.flatten()
-                    .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
-                    .filter_map(|e| std::fs::read(e.path()).ok())
-                    .filter_map(|b| serde_json::from_slice(&b).ok())
-                    .collect()
-            })
-            .unwrap_or_default();
+        self.scan().0
+    }
+
+    /// Every entry whose manifest checks out (`bed::owned`: its id is the manifest's
+    /// name and its path is `<pool>/<id>`), least recently pooled first; and why each
+    /// other manifest was ignored.
+    pub fn scan(&self) -> (Vec<Pooled>, Vec<String>) {
+        let (mut out, mut bad) = (Vec::new(), Vec::new());
+        let Ok(rd) = std::fs::read_dir(&self.root) else {
+            return (out, bad);
+        };
+        for e in rd.flatten() {
+            let m = e.path();
+            let Some(stem) = m
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_suffix(".json"))
+            else {
+                continue;
+            };
+            if !e.file_type().is_ok_and(|t| t.is_file()) {
+                continue;
+            }
+            let parsed = std::fs::read(&m)
+                .map_err(|err| format!("{}: {err}", m.display()))
+                .and_then(|b| {
+                    serde_json::from_slice::<Pooled>(&b)
+                        .map_err(|err| format!("{}: {err}", m.display()))
+                })
+                .and_then(|p| {
+                    let home = self.root.join(stem);
+                    owned::check_manifest(&m, &p.id, stem, "path", &p.path, &home)?;
+                    Ok(p)
+                });
+            match parsed {
+                Ok(p) => out.push(p),
+                Err(why) => bad.push(why),
+            }
+        }
         out.sort_by(|a: &Pooled, b: &Pooled| a.pooled_at.cmp(&b.pooled_at).then(a.id.cmp(&b.id)));
-        out
+        (out, bad)
     }
 
     /// Recycles the finished worktree `wt` of task `task` into the pool (module
@@ -112,16 +143,15 @@ impl Pool {
     pub fn put(&self, git: &Git, cfg: &BedConfig, wt: &Path, task: &str, tag: &str) -> Result<Put> {
         let _lock = self.lock()?;
         let recycled = git.recycle_worktree(wt, &keep_paths(cfg), tag, MAX_SAVED)?;
-        let id = format!("{}-{tag}", safe(task));
+        let id = format!("{}-{}", safe(task), safe(tag));
         let home = self.root.join(&id);
-        // Out of the lane's directory, so the task's place is free again; a move git
-        // refuses leaves the worktree pooled where it is.
-        let path = git
-            .move_worktree(wt, &home)
-            .unwrap_or_else(|_| wt.to_path_buf());
+        // Out of the lane's directory, so the task's place is free again. A move git
+        // refuses pools nothing: the worktree stays where it is (clean, its leftovers
+        // saved), since a pool entry names only `<pool>/<id>`.
+        git.move_worktree(wt, &home)?;
         let entry = Pooled {
             id,
-            path,
+            path: home,
             task: task.to_string(),
             saved: recycled.saved.clone(),
             saved_files: recycled.files.len(),
@@ -150,7 +180,8 @@ impl Pool {
         }
         let _lock = self.lock()?;
         for e in self.list().into_iter().rev() {
-            if !e.path.is_dir() {
+            if !matches!(owned::under(&self.root, &e.path, "taking the pooled worktree"), Ok(Some(p)) if p.is_dir())
+            {
                 let _ = std::fs::remove_file(self.manifest(&e.id));
                 continue;
             }
@@ -175,8 +206,16 @@ impl Pool {
         self.remove_locked(git, e)
     }
 
+    /// Removes only what [`Pool::scan`] accepts and still resolves under the pool.
     fn remove_locked(&self, git: &Git, e: &Pooled) -> Result<()> {
-        if e.path.is_dir() {
+        if !owned::plain_id(&e.id) || e.path != self.root.join(&e.id) {
+            return Err(Error::Other(format!(
+                "refusing to remove pooled worktree {:?}: its manifest names {}",
+                e.id,
+                e.path.display()
+            )));
+        }
+        if owned::under(&self.root, &e.path, "removing the pooled worktree")?.is_some() {
             git.remove_worktree(&e.path, true)?;
         }
         let _ = std::fs::remove_file(self.manifest(&e.id));

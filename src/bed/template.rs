@@ -9,8 +9,12 @@
 //!   template is never evicted while it is warmed or copied from.
 //! - The key of a template is the blob ids of the key files at its commit: a template
 //!   matches base exactly when base's key files are the same blobs.
+//! - Only a template warmed at the seeded commit or one of its ancestors is chosen: a
+//!   template warmed on a task's unmerged branch never reaches another task, however
+//!   its key files match (an agent can run `spice bed warm` in its own worktree).
 
 use super::config::BedConfig;
+use super::owned;
 use super::usage::{Meter, Usage};
 use crate::error::{Error, Result};
 use crate::git::Git;
@@ -107,15 +111,24 @@ impl Beds {
         };
         for e in rd.flatten() {
             let m = e.path().join("bed.json");
-            if !e.path().is_dir() {
+            // A symlink is never followed: whatever it points at is not ours.
+            if !e.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;
             }
+            let name = e.file_name().to_string_lossy().into_owned();
             match std::fs::read(&m)
-                .map_err(|e| e.to_string())
-                .and_then(|b| serde_json::from_slice::<Template>(&b).map_err(|e| e.to_string()))
-            {
+                .map_err(|e| format!("{}: {e}", m.display()))
+                .and_then(|b| {
+                    serde_json::from_slice::<Template>(&b)
+                        .map_err(|e| format!("{}: {e}", m.display()))
+                })
+                .and_then(|t| {
+                    let tree = self.dir(&name).join("tree");
+                    owned::check_manifest(&m, &t.id, &name, "tree", &t.tree, &tree)?;
+                    Ok(t)
+                }) {
                 Ok(t) => out.push(t),
-                Err(why) => bad.push(format!("{}: {why}", m.display())),
+                Err(why) => bad.push(why),
             }
         }
         out.sort_by(|a, b| a.created.cmp(&b.created).then(a.id.cmp(&b.id)));
@@ -146,7 +159,7 @@ impl Beds {
         }
         let dir = self.dir(&id);
         let tree = dir.join("tree");
-        if tree.exists() {
+        if owned::under(&self.root, &tree, "clearing the template tree")?.is_some() {
             let _ = git.remove_worktree(&tree, true);
             let _ = std::fs::remove_dir_all(&tree);
         }
@@ -219,8 +232,8 @@ impl Beds {
         Ok(t)
     }
 
-    /// The best ready template for `commit`: the same key (nearest first), else the
-    /// nearest ancestor.
+    /// The best ready template for `commit` among those warmed at `commit` or an
+    /// ancestor: the same key (nearest first), else the nearest.
     pub fn choose(&self, git: &Git, cfg: &BedConfig, commit: &str) -> Result<Option<Choice>> {
         let key = git.blobs_at(commit, &cfg.key)?;
         let mut best: Option<Choice> = None;
@@ -231,14 +244,16 @@ impl Beds {
             .into_iter()
             .filter(|t| t.state == "ready" && t.tree.is_dir())
         {
-            let exact = !cfg.key.is_empty() && t.key == key;
-            let behind = git.behind(&t.commit, commit)?;
-            if !exact && behind.is_none() {
+            // Only a template of `commit`'s own history: one warmed at a commit base
+            // never had (a task's unmerged branch, whatever its key files) is never
+            // seeded from, since its warm ran code base does not hold.
+            let Some(behind) = git.behind(&t.commit, commit)? else {
                 continue;
-            }
+            };
+            let exact = !cfg.key.is_empty() && t.key == key;
             let c = Choice {
                 matched: if exact { "exact" } else { "ancestor" }.into(),
-                behind: behind.unwrap_or(u64::MAX),
+                behind,
                 template: t,
             };
             let better = match &best {
@@ -263,9 +278,23 @@ impl Beds {
     }
 
     /// Removes a template: its worktree, its directory, its lock file.
+    /// Only a template [`Beds::list`] accepted, whose directory still resolves under
+    /// the beds' root, is removed (`bed::owned`).
     pub fn remove(&self, git: &Git, t: &Template) -> Result<()> {
-        let _ = git.remove_worktree(&t.tree, true);
+        if !owned::plain_id(&t.id) || t.tree != self.dir(&t.id).join("tree") {
+            return Err(Error::Other(format!(
+                "refusing to remove template {:?}: its manifest names {}",
+                t.id,
+                t.tree.display()
+            )));
+        }
         let dir = self.dir(&t.id);
+        if owned::under(&self.root, &dir, "removing the template")?.is_none() {
+            return Ok(());
+        }
+        if owned::under(&self.root, &t.tree, "removing the template tree")?.is_some() {
+            let _ = git.remove_worktree(&t.tree, true);
+        }
         std::fs::remove_dir_all(&dir).map_err(io(format!("removing {}", dir.display())))?;
         let _ = std::fs::remove_file(self.root.join(format!("{}.lock", t.id)));
         Ok(())

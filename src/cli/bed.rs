@@ -24,12 +24,14 @@ pub enum BedCmd {
         /// The commit (default: HEAD).
         #[arg(long, default_value = "HEAD")]
         at: String,
+        /// Print the warmed template as JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Every bed: templates (key, commit, state, sizes, last use) and the beds of task
     /// worktrees (slot, ports, template, method).
     Status {
+        /// Print JSON instead of text: templates, worktrees' beds, pool, sizes and budget.
         #[arg(long)]
         json: bool,
     },
@@ -38,6 +40,7 @@ pub enum BedCmd {
     Seed {
         /// The worktree's top.
         path: Option<PathBuf>,
+        /// Print what was seeded as JSON instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -45,6 +48,7 @@ pub enum BedCmd {
     /// being warmed or seeded from, never the bed of a task in progress) until every
     /// bed together fits [testbed] disk_budget; failed warms go first.
     Gc {
+        /// Print the evicted beds as a JSON array instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -106,9 +110,10 @@ pub fn run(cmd: BedCmd, env: &Env) -> Result<()> {
         BedCmd::Status { json } => {
             let (git, cfg) = repo(env)?;
             let beds = Beds::of(&git);
-            let (templates, bad) = beds.list();
+            let (templates, mut bad) = beds.list();
             let slots = slots(env)?;
-            let pooled = Pool::of(&git).list();
+            let (pooled, pool_bad) = Pool::of(&git).scan();
+            bad.extend(pool_bad);
             let mut worktrees = Vec::new();
             for s in &slots {
                 let paths = bed_paths(&cfg, &[PathBuf::from(&s.worktree)]);
@@ -191,7 +196,7 @@ pub fn run(cmd: BedCmd, env: &Env) -> Result<()> {
                     .unwrap_or_default()
             );
             for b in &bad {
-                println!("unreadable: {b}");
+                println!("ignored manifest: {b}");
             }
             Ok(())
         }
@@ -241,6 +246,11 @@ pub fn run(cmd: BedCmd, env: &Env) -> Result<()> {
             }
             for e in &outcome.evicted {
                 println!("evicted {} {} ({})", e.kind, e.id, e.why);
+            }
+            let (_, mut ignored) = Beds::of(&git).list();
+            ignored.extend(Pool::of(&git).scan().1);
+            for b in &ignored {
+                println!("ignored manifest: {b}");
             }
             let standing = outcome.standing();
             if outcome.evicted.is_empty() {

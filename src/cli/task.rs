@@ -45,8 +45,11 @@ pub enum TaskCmd {
         /// The title (several words are joined with spaces).
         #[arg(required = true)]
         title: Vec<String>,
+        /// A longer description.
         #[arg(long)]
         body: Option<String>,
+        /// The project it belongs to: its handle is PROJECT-id, its phases the
+        /// project's flow.
         #[arg(long)]
         project: Option<String>,
         /// The starting phase (default: the first of the project's flow).
@@ -61,70 +64,96 @@ pub enum TaskCmd {
         /// YYYY-MM-DD, RFC 3339 or YYYYMMDDTHHMMSSZ.
         #[arg(long, value_parser = date)]
         due: Option<Micros>,
+        /// A tag (repeatable).
         #[arg(long = "tag", value_name = "TAG")]
         tags: Vec<String>,
+        /// Print the new task as JSON instead of its handle.
         #[arg(long)]
         json: bool,
     },
     /// List tasks (open ones unless --status or --all).
     List {
+        /// Only tasks of this project.
         #[arg(long)]
         project: Option<String>,
+        /// Only tasks in this phase.
         #[arg(long)]
         phase: Option<String>,
+        /// Only tasks with this tag.
         #[arg(long)]
         tag: Option<String>,
+        /// Only tasks in this status: pending, waiting, completed or deleted (repeatable).
         #[arg(long, value_parser = status)]
         status: Vec<Status>,
+        /// Every task, whatever its status.
         #[arg(long, conflicts_with = "status")]
         all: bool,
+        /// Print the tasks as a JSON array instead of a table.
         #[arg(long)]
         json: bool,
     },
     /// Show one task with its dependencies, dependents, claim and ledger.
     Show {
+        /// The task: id, unique prefix, handle (PROJECT-id) or uuid.
         id: String,
+        /// Print the task with its dependents, claim and ledger as JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Change a task's title, body, project, priority, due date, tags or token budget.
     Modify {
+        /// The task: id, unique prefix, handle (PROJECT-id) or uuid.
         id: String,
+        /// The new title.
         #[arg(long)]
         title: Option<String>,
+        /// The new description.
         #[arg(long)]
         body: Option<String>,
         /// A project, or "none".
         #[arg(long)]
         project: Option<String>,
+        /// H, M, L or none.
         #[arg(long, value_parser = priority)]
         priority: Option<Prio>,
         /// A date, or "none".
         #[arg(long, value_parser = optional_date)]
         due: Option<MaybeDate>,
+        /// Add a tag (repeatable).
         #[arg(long = "tag", value_name = "TAG")]
         tags: Vec<String>,
+        /// Remove a tag (repeatable).
         #[arg(long = "untag", value_name = "TAG")]
         untags: Vec<String>,
         /// The task's token budget: crossing it pauses the lane working on it
         /// (see `spice budget`).
         #[arg(long = "budget-tokens", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
         budget_tokens: Option<u64>,
+        /// Print the changed task as JSON instead of its handle.
         #[arg(long)]
         json: bool,
     },
     /// Add a note to a task.
-    Annotate { id: String, text: Vec<String> },
+    Annotate {
+        /// The task: id, unique prefix, handle (PROJECT-id) or uuid.
+        id: String,
+        /// The note (several words are joined with spaces).
+        text: Vec<String>,
+    },
     /// Make a task wait on others (--on), or stop waiting (--remove).
     Dep {
+        /// The task that waits: id, unique prefix, handle or uuid.
         id: String,
+        /// A task it waits on (repeatable).
         #[arg(long, value_name = "ID", required_unless_present = "remove")]
         on: Vec<String>,
+        /// A task it no longer waits on (repeatable).
         #[arg(long, value_name = "ID")]
         remove: Vec<String>,
     },
     /// Show or set the phase flow of a project (or the default flow).
     Flow {
+        /// The project whose flow to show or set (default: the default flow).
         #[arg(long)]
         project: Option<String>,
         /// The phases in order; none prints the current flow.
@@ -135,24 +164,31 @@ pub enum TaskCmd {
     },
     /// Complete the current phase (--done) or move a task to PHASE.
     Phase {
+        /// The task: id, unique prefix, handle (PROJECT-id) or uuid.
         id: String,
+        /// The phase to move the task to.
         #[arg(required_unless_present = "done", conflicts_with = "done")]
         phase: Option<String>,
+        /// Complete the current phase instead: the task's branch is merged into its
+        /// base, the task moves to the next phase (done after the last), its claim ends.
         #[arg(long)]
         done: bool,
         #[command(flatten)]
         holder: HolderArgs,
+        /// Print the phase step (from, to) as JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Mark a task completed (releasing its claim).
     Done {
+        /// The task: id, unique prefix, handle (PROJECT-id) or uuid.
         id: String,
         #[command(flatten)]
         holder: HolderArgs,
     },
     /// Mark a task deleted.
     Delete {
+        /// The task: id, unique prefix, handle (PROJECT-id) or uuid.
         id: String,
         #[command(flatten)]
         holder: HolderArgs,
@@ -161,14 +197,17 @@ pub enum TaskCmd {
     Next(super::next::NextArgs),
     /// Claim one task as a lease.
     Claim {
+        /// The task: id, unique prefix, handle (PROJECT-id) or uuid.
         id: String,
         #[command(flatten)]
         lease: LeaseArgs,
+        /// Print the claim as JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Extend a lease, or pass it to a successor session.
     Renew {
+        /// The claimed task: id, unique prefix, handle (PROJECT-id) or uuid.
         id: String,
         /// Who holds the claim.
         #[arg(long, default_value = crate::store::OPERATOR)]
@@ -176,15 +215,19 @@ pub enum TaskCmd {
         /// Refuse unless the claim still carries this fence.
         #[arg(long)]
         fence: Option<i64>,
+        /// Pass the claim to this session (under a new fence) instead of only extending it.
         #[arg(long)]
         successor: Option<String>,
+        /// The new lease length from now, e.g. 30m, 2h (default 30m; never shortens it).
         #[arg(long, value_parser = duration)]
         lease: Option<Duration>,
+        /// Print the claim as JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Give a claimed task back.
     Release {
+        /// The claimed task: id, unique prefix, handle (PROJECT-id) or uuid.
         id: String,
         /// Who holds the claim.
         #[arg(long, default_value = crate::store::OPERATOR)]
@@ -195,11 +238,14 @@ pub enum TaskCmd {
     },
     /// Take over a claim whose lease lapsed, naming the fence you saw.
     Takeover {
+        /// The claimed task: id, unique prefix, handle (PROJECT-id) or uuid.
         id: String,
+        /// The fence of the lapsed claim, as `task claims --stale` shows it.
         #[arg(long, value_name = "FENCE")]
         stale: i64,
         #[command(flatten)]
         lease: LeaseArgs,
+        /// Print the new claim as JSON instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -208,24 +254,30 @@ pub enum TaskCmd {
         /// Only claims whose lease has lapsed.
         #[arg(long)]
         stale: bool,
+        /// Print the claims as a JSON array instead of a table.
         #[arg(long)]
         json: bool,
     },
     /// The history of a task.
     Ledger {
+        /// The task: id, unique prefix, handle (PROJECT-id) or uuid.
         id: String,
+        /// Print the ledger's entries as a JSON array instead of a table.
         #[arg(long)]
         json: bool,
     },
     /// Import a Taskwarrior `task export` (FILE, or - for stdin).
     Import {
+        /// The `task export` output to read: a file, or - for stdin.
         #[arg(long, value_name = "FILE")]
         taskwarrior: String,
+        /// Print the import report as JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Export every task as Taskwarrior JSON (for `task import`).
     Export {
+        /// In Taskwarrior's JSON format (the only one; required).
         #[arg(long, required = true)]
         taskwarrior: bool,
     },
@@ -256,8 +308,10 @@ pub struct LeaseArgs {
     /// Who holds the claim.
     #[arg(long, default_value = crate::store::OPERATOR)]
     claimant: String,
+    /// The worktree the claim records (where the work happens).
     #[arg(long)]
     worktree: Option<String>,
+    /// The lane the claim records.
     #[arg(long)]
     lane: Option<String>,
     /// Lease length (default 30m).
@@ -316,9 +370,10 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
             all,
             json,
         } => {
+            let open_only = !all && status.is_empty();
             let statuses = if all {
                 vec![]
-            } else if status.is_empty() {
+            } else if open_only {
                 vec![Status::Pending, Status::Waiting]
             } else {
                 status
@@ -341,8 +396,12 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
                 out.finish()?;
             } else {
                 let tasks = all_tasks(a, &filter)?;
-                let claims = a.claims()?;
-                render::task_table(&tasks, &claims, a.now()?, &short);
+                if tasks.is_empty() && open_only {
+                    println!("{}", nothing_open(a, filter)?);
+                } else {
+                    let claims = a.claims()?;
+                    render::task_table(&tasks, &claims, a.now()?, &short);
+                }
             }
         }
         TaskCmd::Show { id, json } => {
@@ -598,10 +657,37 @@ fn all_tasks(a: &mut dyn Authority, filter: &ListFilter) -> Result<Vec<crate::ta
     Ok(tasks)
 }
 
+/// What `task list` says when no open task matches: how many closed ones it hid, so
+/// a store of finished work does not read as an empty one (issue #40).
+fn nothing_open(a: &mut dyn Authority, filter: ListFilter) -> Result<String> {
+    let (mut completed, mut deleted) = (0, 0);
+    let closed = ListFilter {
+        statuses: vec![Status::Completed, Status::Deleted],
+        ..filter
+    };
+    a.each_task(&closed, &mut |t| {
+        match t.status {
+            Status::Completed => completed += 1,
+            _ => deleted += 1,
+        }
+        Ok(())
+    })?;
+    let hidden: Vec<String> = [(completed, "completed"), (deleted, "deleted")]
+        .into_iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect();
+    Ok(if hidden.is_empty() {
+        "no tasks".to_string()
+    } else {
+        format!("no open tasks ({}; --all shows them)", hidden.join(", "))
+    })
+}
+
 /// Git boundary 2, through the library: the CLI only supplies what the library may
-/// not read itself. An agent of the fleet carries its running lane's policy
-/// (`SPICE_LANE`, `SPICE_BASE`, `SPICE_PUSH`); the lanes directory of the repository
-/// the caller runs in is the fallback for lane files.
+/// not read itself (the lanes directory of the repository the caller runs in, a
+/// fallback for lane files). Where the branch merges comes from the claim and the
+/// lane, never from the caller's environment (`land`'s module doc).
 fn phase_done(
     s: &mut dyn Authority,
     env: &Env,
@@ -609,13 +695,6 @@ fn phase_done(
     holder: Option<&Holder>,
 ) -> Result<crate::land::Landed> {
     let runner = crate::git::Runner::new(std::env::vars_os());
-    let fleet = std::env::var("SPICE_LANE")
-        .ok()
-        .map(|lane| crate::land::FleetLane {
-            lane,
-            base: std::env::var("SPICE_BASE").ok(),
-            push: std::env::var("SPICE_PUSH").ok(),
-        });
     let lanes_dir = env.lanes_dir().ok();
     crate::land::complete_phase(
         s,
@@ -623,7 +702,6 @@ fn phase_done(
             task: id,
             holder,
             runner: &runner,
-            fleet: fleet.as_ref(),
             lanes_dir: lanes_dir.as_deref(),
             home: Some(&env.state_dir),
         },

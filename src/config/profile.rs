@@ -133,6 +133,15 @@ impl Profile {
         }
         out
     }
+
+    /// Whether the profile runs spice's own scripted demo agent (`{spice} demo-agent`),
+    /// whatever file it came from: a copy of the built-in `demo` profile is the demo
+    /// agent too, and gets its fake home, never the operator's `~/.claude`.
+    pub fn runs_demo_agent(&self) -> bool {
+        self.command.len() >= 2
+            && self.command[0].as_str() == "{spice}"
+            && self.command[1].as_str() == "demo-agent"
+    }
 }
 
 type SpannedArgv = Spanned<Vec<Spanned<String>>>;

@@ -101,10 +101,10 @@ pub(super) fn environment(
 pub const DEMO_HOME: &str = "demo-home";
 
 /// The HOME spice gives a lane's agent (before the profile's and lane's `[env]`):
-/// the operator's, except for the built-in demo profile's fake agent.
+/// the operator's, except for the scripted demo agent (the built-in `demo` profile or
+/// any copy of it), whose fake transcripts must never land in the real `~/.claude`.
 fn agent_home(cfg: &LaneConfig, opts: &FleetOptions) -> std::path::PathBuf {
-    let builtin = matches!(cfg.profile.source, crate::config::profile::Source::Builtin);
-    if builtin && cfg.profile.name == "demo" {
+    if cfg.profile.runs_demo_agent() {
         opts.state_dir.join(DEMO_HOME)
     } else {
         opts.home.clone()

@@ -3,5 +3,6 @@
 //! ([`config`]) and running them at each stage ([`hooks`]).
 
 pub mod config;
+pub mod ending;
 pub mod hooks;
 pub mod run;

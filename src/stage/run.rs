@@ -5,8 +5,18 @@
 //! (or when its caller says so: a background warm when the supervisor stops).
 //! Each line of output can be handed on as it comes (progress), and the end of it is
 //! kept for when it fails.
+//!
+//! Invariants:
+//! - A command's answer is its exit status, read when it exits, not when its output
+//!   ends: a child it left behind holding the output open (under `setsid`, say) gets
+//!   [`AFTER_EXIT`] to finish writing, then is ended.
+//! - Whatever it started is ended with it, in or out of its process group
+//!   ([`ending::end_all`]), when it exits, times out or is stopped.
+//! - Output costs bounded memory: [`KEPT_LINES`] lines of at most [`ending::MAX_LINE`]
+//!   bytes each, a longer line cut and saying so.
 
-use std::io::{BufRead, BufReader, Write};
+use super::ending;
+use std::io::{BufReader, Write};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -96,12 +106,23 @@ pub fn run_until(job: Job<'_>, stop: &AtomicBool) -> Outcome {
         Err(e) => return Outcome::NotRun(format!("a pipe: {e}")),
     };
     let reader = std::fs::File::from(reader);
+    // Every process this command starts carries the token (`ending`), so all of them
+    // are ended with it, whether they stay in its process group or not.
+    let token = ending::token();
+    let inherited = job
+        .env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == ending::VAR)
+        .map(|(_, v)| v.clone())
+        .or_else(|| std::env::var(ending::VAR).ok());
     let mut cmd = Command::new(program);
     cmd.args(&job.argv[1..])
         .current_dir(&job.cwd)
         // Every command spice runs is one deeper than spice (`agent::depth`).
         .env(crate::agent::depth::VAR, crate::agent::depth::child())
         .envs(job.env.iter().map(|(k, v)| (k, v)))
+        .env(ending::VAR, ending::marked(inherited.as_deref(), &token))
         .stdin(Stdio::piped())
         .process_group(0);
     match writer.try_clone() {
@@ -135,66 +156,121 @@ pub fn run_until(job: Job<'_>, stop: &AtomicBool) -> Outcome {
     std::thread::spawn(move || {
         let mut r = BufReader::new(reader);
         let mut buf = Vec::new();
-        loop {
-            buf.clear();
-            match r.read_until(b'\n', &mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {
-                    let line = String::from_utf8_lossy(&buf);
-                    let line = line.trim_end_matches(['\n', '\r']).to_string();
-                    if tx.send(Some(line)).is_err() {
-                        return;
-                    }
-                }
+        while let Ok(Some(n)) = ending::read_line(&mut r, &mut buf) {
+            if tx.send(Some(ending::text(&buf, n))).is_err() {
+                return;
             }
         }
         let _ = tx.send(None);
     });
     let deadline = Instant::now() + job.timeout;
-    let mut kept: std::collections::VecDeque<String> = Default::default();
-    let mut dropped = 0usize;
+    let mut out = Kept::default();
     let mut on_line = job.on_line;
-    let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let pgid = child.id() as i32;
+    // Set once the command itself has exited: its answer is its exit status, and
+    // whatever it left holding the output open gets [`AFTER_EXIT`] to finish writing.
+    let mut exited: Option<(std::process::ExitStatus, Instant)> = None;
     loop {
         if stop.load(Ordering::SeqCst) {
-            let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+            ending::end_all(pgid, &token);
             let _ = child.wait();
             return Outcome::Failed {
                 code: None,
-                output: joined(&kept, dropped),
+                output: out.joined(),
             };
         }
-        let left = deadline.saturating_duration_since(Instant::now());
+        if exited.is_none() {
+            if let Ok(Some(status)) = child.try_wait() {
+                exited = Some((status, Instant::now() + AFTER_EXIT));
+            }
+        }
+        let until = exited.map_or(deadline, |(_, d)| d);
+        let left = until.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left.min(STOP_EVERY)) {
             Ok(Some(line)) => {
                 if let Some(f) = on_line.as_mut() {
                     f(&line);
                 }
-                kept.push_back(line);
-                if kept.len() > KEPT_LINES {
-                    kept.pop_front();
-                    dropped += 1;
-                }
+                out.push(line);
             }
             Ok(None) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
-            Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < deadline => {}
+            Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < until => {}
+            // Exited, its output still held open by something it started: that is
+            // ended below, and the answer stands.
+            Err(mpsc::RecvTimeoutError::Timeout) if exited.is_some() => break,
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+                ending::end_all(pgid, &token);
                 let _ = child.wait();
                 return Outcome::TimedOut {
-                    output: joined(&kept, dropped),
+                    output: out.joined(),
                 };
             }
         }
     }
-    let output = joined(&kept, dropped);
-    match child.wait() {
+    // The output ended (or the command exited): the command gets until its deadline to
+    // exit, then everything it started is ended.
+    let status = loop {
+        if let Some((s, _)) = exited {
+            break Ok(s);
+        }
+        match child.try_wait() {
+            Ok(Some(s)) => break Ok(s),
+            Ok(None) => {}
+            Err(e) => break Err(e),
+        }
+        if stop.load(Ordering::SeqCst) || Instant::now() >= deadline {
+            ending::end_all(pgid, &token);
+            let _ = child.wait();
+            let output = out.joined();
+            return if stop.load(Ordering::SeqCst) {
+                Outcome::Failed { code: None, output }
+            } else {
+                Outcome::TimedOut { output }
+            };
+        }
+        std::thread::sleep(STOP_EVERY.min(Duration::from_millis(10)));
+    };
+    ending::end_all(pgid, &token);
+    // What the ended processes had written before they went.
+    while let Ok(Some(line)) = rx.recv_timeout(Duration::from_millis(200)) {
+        if let Some(f) = on_line.as_mut() {
+            f(&line);
+        }
+        out.push(line);
+    }
+    let output = out.joined();
+    match status {
         Ok(s) if s.success() => Outcome::Passed { output },
         Ok(s) => Outcome::Failed {
             code: s.code(),
             output,
         },
         Err(e) => Outcome::NotRun(format!("{program}: {e}")),
+    }
+}
+
+/// How long what a command started may keep writing its output after the command
+/// itself exited, before it is ended.
+const AFTER_EXIT: Duration = Duration::from_millis(200);
+
+/// The last [`KEPT_LINES`] lines of output, and how many came before them.
+#[derive(Default)]
+struct Kept {
+    lines: std::collections::VecDeque<String>,
+    dropped: usize,
+}
+
+impl Kept {
+    fn push(&mut self, line: String) {
+        self.lines.push_back(line);
+        if self.lines.len() > KEPT_LINES {
+            self.lines.pop_front();
+            self.dropped += 1;
+        }
+    }
+
+    fn joined(&self) -> String {
+        joined(&self.lines, self.dropped)
     }
 }
 
@@ -213,168 +289,5 @@ fn joined(kept: &std::collections::VecDeque<String>, dropped: usize) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn job<'a>(argv: &'a [String], timeout: Duration) -> Job<'a> {
-        Job {
-            argv,
-            cwd: std::env::temp_dir(),
-            env: vec![("SPICE_T".into(), "v".into())],
-            stdin: b"in".to_vec(),
-            timeout,
-            on_line: None,
-        }
-    }
-
-    fn argv(a: &[&str]) -> Vec<String> {
-        a.iter().map(|s| s.to_string()).collect()
-    }
-
-    #[test]
-    fn output_stdin_environment_and_exit_codes() {
-        let a = argv(&["sh", "-c", "cat; echo; echo \"$SPICE_T\" >&2; exit 3"]);
-        let mut seen = Vec::new();
-        let mut f = |l: &str| seen.push(l.to_string());
-        let mut j = job(&a, Duration::from_secs(20));
-        j.on_line = Some(&mut f);
-        assert_eq!(
-            run(j),
-            Outcome::Failed {
-                code: Some(3),
-                output: "in\nv".into()
-            }
-        );
-        assert_eq!(seen, ["in", "v"]);
-        let a = argv(&["true"]);
-        assert!(run(job(&a, Duration::from_secs(20))).passed());
-    }
-
-    #[test]
-    fn missing_and_slow_commands() {
-        let a = argv(&["./no-such-command"]);
-        assert_eq!(
-            run(job(&a, Duration::from_secs(5))),
-            Outcome::NotRun("./no-such-command: not found".into())
-        );
-        // A grandchild holding the output open is stopped too.
-        let a = argv(&["sh", "-c", "echo started; sleep 30 & sleep 30"]);
-        let t = Duration::from_millis(300);
-        let o = run(job(&a, t));
-        assert_eq!(
-            o,
-            Outcome::TimedOut {
-                output: "started".into()
-            }
-        );
-        assert_eq!(o.summary(t), "timed out after 0.3s (stopped)");
-    }
-
-    /// A command that never reads its stdin does not take the caller down with
-    /// SIGPIPE, even where the caller restored SIGPIPE's default (as the CLI does).
-    #[test]
-    fn a_command_that_ignores_its_stdin_under_sigpipe_default() {
-        use nix::sys::signal::{signal, SigHandler, Signal};
-        // SAFETY: default dispositions install no handler; restored below.
-        let before = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) }.unwrap();
-        // It reads a byte (so the write has begun), then closes its stdin mid-write.
-        let a = argv(&["sh", "-c", "head -c 1 >/dev/null; exec 0<&-; echo closed"]);
-        let mut j = job(&a, Duration::from_secs(20));
-        j.stdin = vec![b'x'; 4 << 20];
-        let o = run(j);
-        unsafe { signal(Signal::SIGPIPE, before) }.unwrap();
-        assert_eq!(
-            o,
-            Outcome::Passed {
-                output: "closed".into()
-            }
-        );
-    }
-
-    #[test]
-    fn regression_a_command_run_beside_others_being_started_ends_when_it_does() {
-        // Before: the pipe was not close-on-exec, so a slow command that another thread
-        // started while this one's pipe was being handed to its child inherited the
-        // write end and held the output open: the quick command "timed out" (two
-        // judges in parallel, two lanes' hooks at once). Here another thread starts
-        // slow commands as fast as it can while quick ones run.
-        let done = AtomicBool::new(false);
-        let quick = argv(&["sh", "-c", "echo done"]);
-        std::thread::scope(|s| {
-            let spawner = s.spawn(|| {
-                let mut slow = Vec::new();
-                while !done.load(Ordering::SeqCst) {
-                    if let Ok(c) = Command::new("sleep")
-                        .arg("20")
-                        .stdin(Stdio::null())
-                        .stdout(Stdio::null())
-                        .stderr(Stdio::null())
-                        .spawn()
-                    {
-                        slow.push(c);
-                    }
-                }
-                for mut c in slow {
-                    let _ = c.kill();
-                    let _ = c.wait();
-                }
-            });
-            let outcomes: Vec<Outcome> = (0..30)
-                .map(|_| {
-                    let mut j = job(&quick, Duration::from_secs(5));
-                    j.stdin = Vec::new();
-                    run(j)
-                })
-                .collect();
-            done.store(true, Ordering::SeqCst);
-            spawner.join().unwrap();
-            for o in outcomes {
-                assert_eq!(
-                    o,
-                    Outcome::Passed {
-                        output: "done".into()
-                    }
-                );
-            }
-        });
-    }
-
-    #[test]
-    fn a_stopped_command_and_its_children_are_killed() {
-        let stop = std::sync::Arc::new(AtomicBool::new(false));
-        let a = argv(&["sh", "-c", "echo started; sleep 30 & sleep 30"]);
-        let mut seen = 0;
-        let flag = stop.clone();
-        let mut f = |_: &str| {
-            seen += 1;
-            flag.store(true, Ordering::SeqCst);
-        };
-        let mut j = job(&a, Duration::from_secs(60));
-        j.on_line = Some(&mut f);
-        let started = Instant::now();
-        let o = run_until(j, &stop);
-        assert_eq!(
-            o,
-            Outcome::Failed {
-                code: None,
-                output: "started".into()
-            }
-        );
-        assert_eq!(seen, 1);
-        // Well before either sleep (or the timeout) could end.
-        assert!(started.elapsed() < Duration::from_secs(20));
-    }
-
-    #[test]
-    fn long_output_keeps_its_end() {
-        let a = argv(&[
-            "sh",
-            "-c",
-            "i=1; while [ $i -le 100 ]; do echo line $i; i=$((i+1)); done",
-        ]);
-        let o = run(job(&a, Duration::from_secs(20)));
-        let t = o.output();
-        assert!(t.starts_with("… 40 lines before\nline 41\n"), "{t}");
-        assert!(t.ends_with("line 100"));
-    }
-}
+#[path = "run_tests.rs"]
+mod tests;

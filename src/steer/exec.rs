@@ -423,6 +423,7 @@ impl Shower {
             return;
         }
         let _ = std::io::stderr().write_all(frame(&due, wall).as_bytes());
+        let (due, _) = newest(&due);
         for i in &due {
             let n = self.schedule.get(&i.key).map_or(0, |(_, n)| n + 1);
             let gap = self.backoff[n.min(self.backoff.len() - 1)];
@@ -438,14 +439,42 @@ impl Shower {
     }
 }
 
+/// At most this many items are framed at once: a flood of pending items is shown as
+/// the newest few and a count, never as megabytes on every command's stderr.
+pub const FRAME_MAX: usize = 5;
+
+/// The items a frame shows (the newest [`FRAME_MAX`], in the order given) and how
+/// many it leaves out. Only those shown are to be marked shown.
+pub fn newest<'a>(items: &[&'a Item]) -> (Vec<&'a Item>, usize) {
+    if items.len() <= FRAME_MAX {
+        return (items.to_vec(), 0);
+    }
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse((items[i].created, i)));
+    let mut keep: Vec<usize> = order[..FRAME_MAX].to_vec();
+    keep.sort_unstable();
+    (
+        keep.into_iter().map(|i| items[i]).collect(),
+        items.len() - FRAME_MAX,
+    )
+}
+
 /// The framed block on stderr. Framed so it cannot be mistaken for the command's own
-/// output; it tells the agent exactly how to answer.
+/// output; it tells the agent exactly how to answer. It shows what [`newest`] keeps,
+/// and says how many more wait.
 pub fn frame(items: &[&Item], now: Micros) -> String {
+    let (items, more) = newest(items);
     let mut out = String::new();
-    let n = items.len();
+    let n = items.len() + more;
     let plural = if n == 1 { "item" } else { "items" };
     out.push_str(&format!("\n┌── spice: {n} steering {plural} for you ──\n"));
-    for i in items {
+    if more > 0 {
+        out.push_str(&format!(
+            "│ (the newest {}; {more} older wait: `spice inbox` lists them all)\n",
+            items.len()
+        ));
+    }
+    for i in &items {
         out.push_str(&format!(
             "│ [{}] from the operator, {} ago, shown {} time(s) before\n",
             i.key,

@@ -24,7 +24,11 @@ pub fn claude_post_tool_use(
         return Ok(None);
     }
     let text = super::exec::frame(&due, now);
-    let keys: Vec<String> = due.iter().map(|i| i.key.clone()).collect();
+    let keys: Vec<String> = super::exec::newest(&due)
+        .0
+        .iter()
+        .map(|i| i.key.clone())
+        .collect();
     store.mark_shown(&keys)?;
     Ok(Some(
         serde_json::json!({ "hookSpecificOutput": {
@@ -92,5 +96,44 @@ mod tests {
             name: "b".into(),
         };
         assert_eq!(claude_post_tool_use(&mut s, &[other], &gaps).unwrap(), None);
+    }
+
+    #[test]
+    fn regression_a_flood_of_items_is_framed_as_the_newest_few_and_a_count() {
+        // Before: 10,000 pending items put 1.6 MB on the stderr of every command.
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(1_000_000));
+        let mut s = Store::open_dir(dir.path(), clock.clone()).unwrap();
+        let lane = Target {
+            kind: TargetKind::Lane,
+            name: "a".into(),
+        };
+        let mut keys = Vec::new();
+        for n in 0..300 {
+            clock.advance(Duration::from_millis(1));
+            let it = s
+                .steer(
+                    &lane,
+                    &format!("item number {n}"),
+                    Duration::from_secs(3600),
+                )
+                .unwrap();
+            keys.push(it.key);
+        }
+        let lanes = [lane];
+        let out = claude_post_tool_use(&mut s, &lanes, &[Duration::from_secs(15)])
+            .unwrap()
+            .unwrap();
+        assert!(out.len() < 4096, "{} bytes", out.len());
+        assert!(out.contains("300 steering items"), "{out}");
+        assert!(out.contains("295 older wait"), "{out}");
+        for k in &keys[295..] {
+            assert!(out.contains(k.as_str()), "{k} missing: {out}");
+        }
+        assert!(!out.contains(&format!("[{}]", keys[0])), "{out}");
+        // Only what was framed counts as shown.
+        let items = s.inbox(&lanes, false).unwrap();
+        let shown = items.iter().filter(|i| i.shown > 0).count();
+        assert_eq!(shown, super::super::exec::FRAME_MAX);
     }
 }

@@ -144,10 +144,15 @@ pub(super) async fn budget(lane: String, body: Bytes, app: Arc<App>) -> Response
         Err(e) => return error(&e),
     };
     let r = app
-        .store(move |s, _| {
+        .store(move |s, app| {
+            // A lane the console cannot know is refused as `spice budget` refuses it:
+            // a stop stored for a lane that does not exist would end the first
+            // session of whatever lane later takes the name.
+            crate::config::lane::check_lane_name(&lane)?;
+            let t = target(s, app, &format!("lane:{lane}"))?;
             let scope = match &b.task {
                 Some(t) => crate::store::BudgetScope::Task(s.task(t)?.id),
-                None => crate::store::BudgetScope::Lane(lane.clone()),
+                None => crate::store::BudgetScope::Lane(t.name.clone()),
             };
             match b.action {
                 BudgetAction::Raise => {

@@ -11,7 +11,7 @@ use crate::config::profile::{Mode, Placeholder};
 use crate::error::{Error, Result};
 use crate::fleet::follow::{transcript_place, Follow};
 use crate::fleet::{brief, launch};
-use crate::store::{Authority, Holder, LaneRow, LaneState, Target, TargetKind};
+use crate::store::{Authority, Holder, Item, LaneRow, LaneState, Target, TargetKind};
 use crate::transcript::discover::claude_slug;
 use serde_json::json;
 use std::collections::HashSet;
@@ -108,9 +108,16 @@ impl Lane<'_> {
             .filter(|_| (successor || work.turns > 0) && self.cfg.profile.resume.is_some());
         let mut resume = conversation.is_some();
         let mut conversation = conversation.unwrap_or_else(|| session.clone());
-        let pending = self.store.inbox(&targets, false)?;
-        let frame = (!pending.is_empty())
-            .then(|| crate::steer::exec::frame(&pending.iter().collect::<Vec<_>>(), self.now()));
+        // A flood is briefed as its newest few (`exec::newest`); the rest are
+        // typed in later, a few at a time, as the agent waits for input.
+        let inbox = self.store.inbox(&targets, false)?;
+        let all: Vec<&Item> = inbox.iter().collect();
+        let pending: Vec<Item> = crate::steer::exec::newest(&all)
+            .0
+            .into_iter()
+            .cloned()
+            .collect();
+        let frame = (!all.is_empty()).then(|| crate::steer::exec::frame(&all, self.now()));
         let Interrupted {
             previous,
             quoted: interrupted,
@@ -199,7 +206,7 @@ impl Lane<'_> {
             &session,
             json!({
                 "lane": cfg.name, "phase": task.phase, "pid": agent.pid(), "resume": resume, "turn": work.turns + 1,
-                "base": self.base, "worktree": work.worktree,
+                "base": self.base, "push": cfg.lane.push, "worktree": work.worktree,
                 "conversation": conversation, "recording": recording,
                 "steering_in_brief": pending.iter().map(|i| &i.key).collect::<Vec<_>>(),
                 "interrupted": interrupted, "interrupted_from": interrupted_from,
@@ -541,8 +548,13 @@ impl Lane<'_> {
         if fresh.is_empty() {
             return Ok(false);
         }
-        let text = crate::steer::exec::frame(&fresh.iter().collect::<Vec<_>>(), self.now());
-        let keys: Vec<String> = fresh.iter().map(|i| i.key.clone()).collect();
+        let fresh: Vec<&Item> = fresh.iter().collect();
+        let text = crate::steer::exec::frame(&fresh, self.now());
+        let keys: Vec<String> = crate::steer::exec::newest(&fresh)
+            .0
+            .iter()
+            .map(|i| i.key.clone())
+            .collect();
         let typed = match agent.paste(text.trim()) {
             Ok(()) => {
                 self.store.mark_shown(&keys)?;

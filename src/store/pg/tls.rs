@@ -79,11 +79,43 @@ pub(super) fn client(url: &str, at: &str) -> Result<Client> {
         .get_hosts()
         .iter()
         .all(|h| matches!(h, postgres::config::Host::Unix(_)));
+    let limit = config
+        .get_connect_timeout()
+        .copied()
+        .unwrap_or(CONNECT_LIMIT);
     if tls.mode == Some(Mode::Disable) || (tls.mode.is_none() && local) {
-        return config.connect(postgres::NoTls).map_err(failed);
+        return within(limit, at, move || config.connect(postgres::NoTls))?.map_err(failed);
     }
     let connector = tokio_postgres_rustls::MakeRustlsConnect::new(tls.config(at)?);
-    config.connect(connector).map_err(failed)
+    within(limit, at, move || config.connect(connector))?.map_err(failed)
+}
+
+/// How long a connection may take to be made and answered when the URL sets no
+/// `connect_timeout`.
+pub const CONNECT_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Runs `connect` and waits for it at most `limit`. `connect_timeout` bounds only the
+/// socket's connection: a server that accepts and then never answers the startup
+/// would hang the command for ever. The connecting thread is left to end when the
+/// socket does (it holds nothing of the caller's).
+fn within<T: Send + 'static>(
+    limit: std::time::Duration,
+    at: &str,
+    connect: impl FnOnce() -> T + Send + 'static,
+) -> Result<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("pg-connect".into())
+        .spawn(move || {
+            let _ = tx.send(connect());
+        })
+        .map_err(|e| Error::Other(format!("failed to connect to PostgreSQL at {at}: {e}")))?;
+    rx.recv_timeout(limit).map_err(|_| {
+        Error::Unreachable(format!(
+            "failed to connect to PostgreSQL at {at}: no answer within {}s (connect_timeout)",
+            limit.as_secs_f64()
+        ))
+    })
 }
 
 /// The session settings spice asks for at connection start (no round trip), before
