@@ -193,7 +193,6 @@ fn a_template_warmed_on_an_unmerged_branch_is_never_seeded_into_another_worktree
 }
 
 #[path = "common/console.rs"]
-#[allow(dead_code)]
 mod console;
 
 #[test]
