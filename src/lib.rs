@@ -17,6 +17,7 @@
 //! | [`stage`] | the repository's own commands: the one runner (timeouts, process groups, output) |
 //! | [`conscience`] | maxims watching the agents' prose, bounded judges, reminders as steering |
 //! | [`bed`] | test beds: seeding worktrees from warm templates, real disk usage |
+//! | [`sandbox`] | confinement for what lanes launch: Landlock probed and entered |
 //! | [`usage`] | `spice usage`: tokens per session, lane, task, phase or day; money from a price table |
 //! | [`web`] | the operator's console (`spice serve`): routes, guards, live streams, the page |
 //! | [`cli`] | argument parsing and output; the only layer that reads env, cwd or TTY |
@@ -41,6 +42,7 @@ pub mod gate;
 pub mod git;
 pub mod json;
 pub mod land;
+pub mod sandbox;
 pub mod stage;
 pub mod stamp;
 pub mod steer;
