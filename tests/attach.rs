@@ -1,7 +1,8 @@
 //! `spice fleet attach` through the real binary: the operator's client, itself under a
 //! PTY, attached to a lane of the built-in `demo` profile. Covers typing, resizing and
-//! detaching, what an attached client costs the supervisor (nothing while the agent is
-//! quiet), and what the demo agent shows on its terminal and in its recording.
+//! detaching, following the lane from session to session until the fleet is down, what
+//! an attached client costs the supervisor (nothing while the agent is quiet), and what
+//! the demo agent shows on its terminal and in its recording.
 
 mod common;
 use common::{wait_for, Supervisor, TestEnv};
@@ -69,9 +70,11 @@ fn detach(client: Agent) {
 }
 
 /// Ctrl-] and the client's exit, saying one of `last` (its last words reach its
-/// screen just after it exits).
+/// screen just after it exits); a client that already ended by itself is not typed to.
 fn leave(mut client: Agent, last: &[&str]) {
-    client.write_input(&[0x1d]).unwrap();
+    if client.try_wait().ok().flatten().is_none() {
+        let _ = client.write_input(&[0x1d]);
+    }
     assert_eq!(
         client.wait_timeout(Duration::from_secs(10)).unwrap(),
         Some(ExitStatus::Code(0))
@@ -150,28 +153,83 @@ fn the_operator_attaches_types_resizes_and_detaches() {
 }
 
 /// A client attached to a session that ends sees it end at once, though the fleet
-/// goes on (the lane takes its next task): the terminal's reader shuts the client's
-/// socket down, where it used to drop only its own descriptor and leave the client
-/// attached to nothing until the supervisor stopped.
+/// goes on (the terminal's reader shuts the client's socket down, where it used to
+/// drop only its own descriptor and leave the client attached to nothing until the
+/// supervisor stopped), and follows the lane into its next task's session; it ends
+/// when the fleet is down, where it used to end with the first session.
 #[test]
-fn an_attached_client_sees_its_session_end_while_the_fleet_goes_on() {
+fn an_attached_client_follows_its_lane_to_the_next_task_until_the_fleet_is_down() {
     let env = setup();
     let (_, mut sup, _) = waiting_lane(&env);
     let next = env.add(&["Next", "--project", "demo"]);
     let mut client = attach(&env);
     client.write_input(b"go ahead\r").unwrap();
-    let ended = client.wait_timeout(Duration::from_secs(60)).unwrap();
-    assert_eq!(ended, Some(ExitStatus::Code(0)), "{}", screen(&client));
-    wait_for("the client's last words", 5, || {
+    wait_for("the end of the first session on the client", 60, || {
         screen(&client)
             .contains("the session on lane a ended")
             .then_some(())
     });
     let still = sup.try_wait().unwrap();
     assert!(still.is_none(), "the supervisor ended first: {still:?}");
+    wait_for("the next task's session on the client", 60, || {
+        let s = screen(&client);
+        (s.contains("lane a switched to session") && s.contains(&format!("task demo-{next}")))
+            .then_some(())
+    });
     sup.finished();
+    let ended = client.wait_timeout(Duration::from_secs(30)).unwrap();
+    assert_eq!(ended, Some(ExitStatus::Code(0)), "{}", screen(&client));
+    wait_for("the client's last words", 5, || {
+        screen(&client)
+            .contains("the fleet is down; stopped following lane a")
+            .then_some(())
+    });
     let show = env.run(&["task", "show", &next, "--json"]).json();
     assert_eq!(show["phase"], "review", "{show}");
+}
+
+/// `fleet attach` follows its lane into a successor session: the agent is killed, the
+/// lane starts a successor on the same claim, and the client says in one line which
+/// session it switched to and shows that session's screen (the resumed agent's).
+#[test]
+fn an_attached_client_follows_its_lane_into_the_successor_session() {
+    let env = setup();
+    let (task, sup, waiting) = waiting_lane(&env);
+    let first = waiting["session"].as_str().unwrap().to_string();
+    let mut client = attach(&env);
+    // The agent dies as a crash ends it: its whole process group, at once.
+    let pid = waiting["pid"].as_u64().unwrap() as i32;
+    nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let successor = wait_for("the successor session in the store", 30, || {
+        let l = env.lane("a");
+        let s = l["session"].as_str()?.to_string();
+        (s != first).then_some(s)
+    });
+    wait_for(
+        "the switch and the successor's screen on the client",
+        30,
+        || {
+            let s = screen(&client);
+            (s.contains(&format!("the session on lane a ended ({first})"))
+                && s.contains(&format!("lane a switched to session {successor}"))
+                && s.contains("Continue where you left off."))
+            .then_some(())
+        },
+    );
+    // The successor finishes the task; the fleet (--until-idle) ends, and so does the
+    // client, by itself.
+    sup.finished();
+    let ended = client.wait_timeout(Duration::from_secs(30)).unwrap();
+    assert_eq!(ended, Some(ExitStatus::Code(0)), "{}", screen(&client));
+    let show = env.run(&["task", "show", &task, "--json"]).json();
+    assert_eq!(show["phase"], "review", "{show}");
+    let launches = env.ledger_of(&task, "launched");
+    assert_eq!(launches.len(), 2, "{show}");
+    assert_eq!(launches[1]["actor"], successor.as_str());
 }
 
 /// Defect 8: with a client attached, the supervisor's attach thread spun on a

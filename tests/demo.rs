@@ -129,3 +129,30 @@ fn regression_the_closing_hint_lists_the_demos_tasks() {
         assert!(listed.ok().contains(title), "{script}:\n{}", listed.stdout);
     }
 }
+
+/// Regression (#40): a demo whose lanes stopped on an error still exited 0, its
+/// failure only a line in the middle of the narration. A post-checkout hook that
+/// refuses every checkout (the operator's `core.hooksPath`) fails each worktree.
+#[test]
+fn regression_a_failed_lane_fails_the_demo() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let hooks = tmp.path().join("hooks");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&hooks).unwrap();
+    let hook = hooks.join("post-checkout");
+    std::fs::write(&hook, "#!/bin/sh\necho 'checkout refused' >&2\nexit 1\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(
+        home.join(".gitconfig"),
+        format!("[core]\n\thooksPath = {}\n", hooks.display()),
+    )
+    .unwrap();
+    let run = demo(&tmp.path().join("demo"), &home);
+    let err = run.fails(1, "the demo did not finish");
+    assert!(err.contains("stopped with an error (lane "), "{err}");
+    assert!(err.contains("could not prepare a worktree"), "{err}");
+    // The narration and the summary still come first, on stdout.
+    assert!(run.stdout.contains("Where things are"), "{}", run.stdout);
+}

@@ -3,6 +3,8 @@
 //! `tests/browser/console.mjs`, which loads the page, watches a live update arrive,
 //! steers, takes over a stale claim (and is refused a fresh one), and checks that
 //! hostile transcript content stays text.
+//! `the_terminal_in_headless_chromium` runs a real fleet instead and drives a lane's
+//! terminal view through `tests/browser/terminal.mjs`.
 //!
 //! Needs `node`, `/usr/bin/chromium` (or `$CHROMIUM`) and `npm ci` in `tests/browser`:
 //! ignored unless asked for (`--include-ignored`, as `.ci/run` does after installing
@@ -305,4 +307,53 @@ fn the_console_in_headless_chromium() {
         "browser checks failed:\n{stdout}\n{stderr}"
     );
     assert!(stdout.contains("browser checks passed"));
+}
+
+/// A lane's terminal in real Chromium: a fleet's lane runs the demo agent, which waits
+/// for the operator's go-ahead; `tests/browser/terminal.mjs` opens the lane's terminal,
+/// sees the agent's screen live, is refused typing until it takes the keyboard (the
+/// ledger records taking and giving it back, by hand and by leaving the page), types
+/// the go-ahead, and watches the agent work to the session's end.
+#[test]
+#[ignore = "needs chromium, node and npm ci in tests/browser (installed by .ci/run)"]
+fn the_terminal_in_headless_chromium() {
+    let chromium = prerequisites();
+    let env = TestEnv::with_lanes(&[("a", "profile = \"demo\"\nphases = [\"todo\"]\n")]);
+    let task = env.add(&[
+        "Wait for me",
+        "--project",
+        "demo",
+        "--body",
+        spice::demo::WAIT_MARKER,
+    ]);
+    let sup = env.fleet_up(&["--until-idle", "--json"]);
+    common::wait_for("the agent to wait for input", 30, || {
+        (env.lane("a")["state"] == "waiting").then_some(())
+    });
+    let srv = Server::start(&env, &[]);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser");
+    let out = std::process::Command::new("node")
+        .arg("terminal.mjs")
+        .current_dir(&dir)
+        .env("CONSOLE_URL", srv.url("/"))
+        .env("SPICE_BIN", common::bin())
+        .env("SPICE_HOME", &env.home)
+        .env("HOME", env.dir.path())
+        .env("REPO", &env.repo)
+        .env("TASK_ID", &task)
+        .env("CHROMIUM", chromium)
+        .envs(std::env::var_os("SPICE_SCREENSHOTS").map(|d| ("SCREENSHOTS", d)))
+        .output()
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}");
+    assert!(
+        out.status.success(),
+        "terminal checks failed:\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("terminal checks passed"));
+    sup.finished();
+    let show = env.run(&["task", "show", &task, "--json"]).json();
+    assert_eq!(show["phase"], "review", "{show}");
 }

@@ -389,3 +389,40 @@ fn regression_a_claim_without_a_claimant_is_the_operators() {
     let taken = env.run(&[&args[..], &["--json"]].concat()).json();
     assert_eq!(taken["claimant"], "operator", "{hint}: {taken}");
 }
+
+/// Issue #40: with only finished tasks in the store, `task list` said a bare "no
+/// tasks", as if the store were empty.
+#[test]
+fn regression_an_empty_open_list_counts_the_hidden_closed_tasks() {
+    let env = TestEnv::new();
+    assert_eq!(env.run(&["task", "list"]).ok().trim(), "no tasks");
+    let done: Vec<String> = (0..3).map(|i| env.add(&[&format!("t{i}")])).collect();
+    for id in &done {
+        env.run(&["task", "done", id]).ok();
+    }
+    let gone = env.add(&["gone"]);
+    env.run(&["task", "delete", &gone]).ok();
+    assert_eq!(
+        env.run(&["task", "list"]).ok().trim(),
+        "no open tasks (3 completed, 1 deleted; --all shows them)"
+    );
+    let all = env.run(&["task", "list", "--all"]).ok().to_string();
+    assert!(all.contains("t0") && all.contains("gone"), "{all}");
+    // An explicit status or a filter that matches nothing closed says plainly so.
+    assert_eq!(
+        env.run(&["task", "list", "--status", "pending"])
+            .ok()
+            .trim(),
+        "no tasks"
+    );
+    assert_eq!(
+        env.run(&["task", "list", "--project", "elsewhere"])
+            .ok()
+            .trim(),
+        "no tasks"
+    );
+    assert_eq!(
+        env.run(&["task", "list", "--json"]).json(),
+        serde_json::json!([])
+    );
+}

@@ -193,12 +193,18 @@ fn regression_an_archive_that_inflates_past_its_bound_is_refused_not_held() {
     bomb(&s.entry, small, 64 << 20);
     let e = a.by_path(&t).unwrap();
     let err = open(&e).err().expect("refused").to_string();
-    assert!(err.contains("inflates beyond") && err.contains("damaged"), "{err}");
+    assert!(
+        err.contains("inflates beyond") && err.contains("damaged"),
+        "{err}"
+    );
     // The header forged too: the ratio bound holds.
     bomb(&s.entry, u64::MAX / 2, 64 << 20);
     let e = a.by_path(&t).unwrap();
     let err = open(&e).err().expect("refused").to_string();
-    assert!(err.contains(&format!("beyond {}", read::RATIO_FLOOR)), "{err}");
+    assert!(
+        err.contains(&format!("beyond {}", read::RATIO_FLOOR)),
+        "{err}"
+    );
     assert_eq!(
         read::inflate_limit(10 << 30, 1 << 20),
         1000 << 20,

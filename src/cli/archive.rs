@@ -12,6 +12,7 @@ use std::path::Path;
 pub enum ArchiveCmd {
     /// Every archived transcript, oldest first: session, agent, sizes, original path.
     List {
+        /// Print the archived transcripts as a JSON array instead of a table.
         #[arg(long)]
         json: bool,
     },
@@ -23,6 +24,7 @@ pub enum ArchiveCmd {
         /// Say what would be removed; remove nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Print JSON instead of text: the bound, dry_run, the removed entries and freed_bytes.
         #[arg(long)]
         json: bool,
     },

@@ -16,6 +16,7 @@ pub enum ConscienceCmd {
     /// The maxims in force in this repository (maxims/*.toml and the built-ins not
     /// disabled); a bad maxim file is reported file:line:col (exit 2).
     Maxims {
+        /// Print the maxims as JSON instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -28,22 +29,29 @@ pub enum ConscienceCmd {
         /// The last N steps.
         #[arg(long, default_value_t = 200)]
         limit: usize,
+        /// Print the steps as a JSON array instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Hear transcripts' assistant prose as LANE's conscience would (from where the
     /// last scan of each file stopped), publishing reminders for the lane.
     Scan {
+        /// Transcript files to hear (JSONL), each from where its last scan stopped.
         #[arg(required = true)]
         paths: Vec<PathBuf>,
+        /// The lane whose conscience hears them, and whose agent gets the reminders.
         #[arg(long)]
         lane: String,
+        /// The writer's agent profile, for maxims scoped to profiles.
         #[arg(long)]
         profile: Option<String>,
+        /// The writer's task project, for maxims scoped to projects.
         #[arg(long)]
         project: Option<String>,
+        /// The writer's task phase, for maxims scoped to phases.
         #[arg(long)]
         phase: Option<String>,
+        /// Print JSON instead of text: each file's scan and the steps it logged.
         #[arg(long)]
         json: bool,
     },
@@ -53,6 +61,7 @@ pub enum ConscienceCmd {
         /// How many items a theme needs.
         #[arg(long, default_value_t = 2)]
         min: usize,
+        /// Print the drafted maxims (TOML, evidence, filed task) as a JSON array.
         #[arg(long)]
         json: bool,
     },

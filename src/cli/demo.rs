@@ -96,7 +96,33 @@ pub fn run(args: DemoArgs) -> Result<()> {
             r.error.as_deref().unwrap_or_default()
         );
     }
-    summary(&repo, &mut store, &ids)
+    summary(&repo, &mut store, &ids)?;
+    failed_lanes(&reports)
+}
+
+/// A demo whose lane stopped on an error did not show the loop it promised: that is
+/// a failed run, exit status and all, named in one line after the summary (issue #40).
+fn failed_lanes(reports: &[crate::fleet::LaneReport]) -> Result<()> {
+    let failed: Vec<String> = reports
+        .iter()
+        .filter(|r| r.failed)
+        .map(|r| {
+            format!(
+                "lane {}: {}",
+                r.lane,
+                r.error.as_deref().unwrap_or("failed")
+            )
+        })
+        .collect();
+    if failed.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Other(format!(
+        "the demo did not finish: {} of {} lanes stopped with an error ({})",
+        failed.len(),
+        reports.len(),
+        failed.join("; ")
+    )))
 }
 
 /// `git init`, two lane files, a first commit; an identity only in this repository.

@@ -14,22 +14,30 @@ pub enum GateCmd {
     /// Write pre-commit, commit-msg and prepare-commit-msg hooks (existing hooks are
     /// kept and run first).
     Install {
+        /// Print what was done to each hook as a JSON array instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Remove the hooks `install` wrote, putting back any it chained.
     Uninstall {
+        /// Print what was done to each hook as a JSON array instead of text.
         #[arg(long)]
         json: bool,
     },
     /// List the files and routines latched at their base.
     Latches {
+        /// Print the latches as a JSON array instead of text.
         #[arg(long)]
         json: bool,
     },
     /// What the installed hooks run.
     #[command(hide = true)]
-    Hook { hook: String, args: Vec<String> },
+    Hook {
+        /// The hook git runs: pre-commit, commit-msg or prepare-commit-msg.
+        hook: String,
+        /// The arguments git passed the hook.
+        args: Vec<String>,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -49,6 +57,8 @@ pub struct CheckArgs {
     /// Write latch changes, as a hook does (a plain check only looks).
     #[arg(long)]
     record: bool,
+    /// Print the report (findings, rules that could not run, counts) as JSON instead
+    /// of text.
     #[arg(long)]
     json: bool,
     /// These files (from the working tree).

@@ -6,6 +6,7 @@ mod archive;
 mod bed;
 mod conscience;
 mod demo;
+mod docs;
 mod fleet;
 mod gate;
 mod lanes;
@@ -53,6 +54,7 @@ enum Command {
     Exec(steer::ExecArgs),
     /// Print the startup file that routes an agent's shell commands through `spice exec`.
     ShellInit {
+        /// The shell the agent runs its commands in.
         #[arg(value_enum)]
         shell: steer::Shell,
     },
@@ -93,11 +95,16 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Hook entry points agents call (Claude Code's PostToolUse shows pending steering).
     Hook {
+        /// Which hook the agent is calling.
         #[arg(value_enum)]
         kind: steer::HookKind,
     },
     /// The operator's console: a live status page with steering and takeover, and its JSON API.
     Serve(serve::ServeArgs),
+    /// Print the shell completion script for bash, zsh, fish, elvish or PowerShell.
+    Completions(docs::CompletionsArgs),
+    /// Print spice's man page, or write one page per command into a directory.
+    Man(docs::ManArgs),
     /// The scripted demo agent the `demo` profile runs (no network, no API key).
     #[command(hide = true)]
     DemoAgent(DemoArgs),
@@ -108,6 +115,7 @@ enum Command {
         /// The supervisor's pid: if it is not the parent any more, the shim ends.
         #[arg(long)]
         parent: u32,
+        /// The agent's command and its arguments (after `--`).
         #[arg(last = true, required = true)]
         command: Vec<std::ffi::OsString>,
     },
@@ -115,8 +123,10 @@ enum Command {
 
 #[derive(Debug, clap::Args)]
 struct DemoArgs {
+    /// The id of the new session (names its transcript).
     #[arg(long, conflicts_with = "resume", required_unless_present = "resume")]
     session_id: Option<String>,
+    /// A file holding the brief: the task the agent is given.
     #[arg(long, requires = "session_id")]
     brief_file: Option<PathBuf>,
     /// Continue an earlier session.
@@ -233,6 +243,8 @@ fn run(command: Command) -> Result<()> {
         Command::Archive(cmd) => archive::run(cmd, &Env::from_process_any()?),
         Command::Bed(cmd) => bed::run(cmd, &Env::from_process_any()?),
         Command::Conscience(cmd) => conscience::run(cmd, &Env::from_process_any()?),
+        Command::Completions(args) => docs::completions(args),
+        Command::Man(args) => docs::man(args),
     }
 }
 

@@ -18,8 +18,10 @@ pub struct NextArgs {
     /// Use this lane's project and phase filter (lanes/LANE.toml).
     #[arg(long)]
     lane: Option<String>,
+    /// Only tasks of this project (repeatable).
     #[arg(long = "project", value_name = "PROJECT")]
     projects: Vec<String>,
+    /// Only tasks in this phase (repeatable).
     #[arg(long = "phase", value_name = "PHASE")]
     phases: Vec<String>,
     /// Rank for this claimant (peer spread and locality depend on who asks); with
@@ -33,13 +35,16 @@ pub struct NextArgs {
     /// With --claim: claim up to N tasks, one transaction each.
     #[arg(long, requires = "claim", default_value_t = 1)]
     count: usize,
+    /// With --claim: the worktree the claim records (where the work happens).
     #[arg(long)]
     worktree: Option<String>,
+    /// With --claim: the lease length, e.g. 30m, 2h (default 30m).
     #[arg(long, value_parser = duration)]
     lease: Option<Duration>,
     /// Say in words why the first candidate beat the second.
     #[arg(long, conflicts_with = "claim")]
     explain: bool,
+    /// Print the ranking (or with --claim the claims) as JSON instead of a table.
     #[arg(long)]
     json: bool,
 }

@@ -46,6 +46,7 @@ pub struct InboxArgs {
     /// Every state, not just pending.
     #[arg(long)]
     all: bool,
+    /// Print the items as a JSON array instead of a table.
     #[arg(long)]
     json: bool,
 }
@@ -54,6 +55,7 @@ pub struct InboxArgs {
 pub enum AckCmd {
     /// Print the directives the text on stdin issues, in source order.
     Parse {
+        /// Print each directive as a JSON object, one a line, instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -65,6 +67,7 @@ pub enum AckCmd {
         /// Claude Code or Codex transcript files.
         #[arg(required = true)]
         paths: Vec<std::path::PathBuf>,
+        /// Print each file's scan report as a JSON object, one a line, instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -78,6 +81,7 @@ pub enum AckCmd {
         /// session, as for `spice steer`); repeatable. Use it for an agent's prose.
         #[arg(long = "target", value_name = "TARGET")]
         targets: Vec<String>,
+        /// Print each outcome as a JSON object, one a line, instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -99,7 +103,9 @@ impl ExecArgs {
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Shell {
+    /// bash, loaded through BASH_ENV.
     Bash,
+    /// zsh, as the .zshenv of the ZDOTDIR spice points at.
     Zsh,
 }
 

@@ -19,6 +19,7 @@ pub enum StoreCmd {
     /// Check the database (SQLite's integrity check) and its backups, and say what to
     /// do about a problem. Writes nothing; exits 4 unless the store is sound.
     Check {
+        /// Print the report (the database's and each backup's state) as JSON instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -35,6 +36,7 @@ pub enum StoreCmd {
         /// Restore even though the current database passes its check.
         #[arg(long, conflicts_with = "list")]
         force: bool,
+        /// Print what was restored (or with --list the backups) as JSON instead of text.
         #[arg(long)]
         json: bool,
     },

@@ -26,6 +26,8 @@ pub struct UsageArgs {
     /// `<state>/prices.toml` when reading the store's sessions, if it exists.
     #[arg(long, value_name = "FILE")]
     prices: Option<PathBuf>,
+    /// Print the report (each group, the total, the cost if priced) as JSON instead of a
+    /// table.
     #[arg(long)]
     json: bool,
 }
@@ -37,19 +39,24 @@ pub enum BudgetCmd {
     Raise {
         /// A lane name, or a task (id, prefix or handle); `--task` says which.
         target: String,
+        /// The new budget N, or +N to raise it by N.
         tokens: String,
+        /// TARGET names a task, not a lane.
         #[arg(long)]
         task: bool,
     },
     /// Stop the lane working under this budget: its session ends as on `fleet down`,
     /// the claim kept.
     Stop {
+        /// A lane name, or a task (id, prefix or handle); `--task` says which.
         target: String,
+        /// TARGET names a task, not a lane.
         #[arg(long)]
         task: bool,
     },
     /// Each lane's and task's budget and the tokens used against it.
     Show {
+        /// Print the budgets as a JSON array instead of a table.
         #[arg(long)]
         json: bool,
     },

@@ -23,7 +23,7 @@ pub struct WatchArgs {
     /// Print what is there and exit.
     #[arg(long)]
     once: bool,
-    /// Normalised events as JSON Lines.
+    /// Print normalised events as JSON Lines instead of text.
     #[arg(long)]
     json: bool,
     /// Include reasoning / thinking.
@@ -39,6 +39,7 @@ pub enum SessionCmd {
         /// Transcript files or directories (searched through); none = the sessions
         /// for the current directory, archived ones included.
         paths: Vec<PathBuf>,
+        /// Print the sessions as a JSON array instead of a table.
         #[arg(long)]
         json: bool,
     },
@@ -46,8 +47,10 @@ pub enum SessionCmd {
     Show {
         /// A session id (or its prefix) or a transcript path.
         session: String,
+        /// Print the session's normalised events as JSON Lines instead of text.
         #[arg(long)]
         json: bool,
+        /// Include reasoning / thinking.
         #[arg(long)]
         reasoning: bool,
     },
@@ -55,6 +58,7 @@ pub enum SessionCmd {
     Briefing {
         /// A session id (or prefix) or a transcript path; default: the newest here.
         session: Option<String>,
+        /// Print the briefing as one JSON object instead of Markdown.
         #[arg(long)]
         json: bool,
     },

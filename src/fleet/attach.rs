@@ -41,6 +41,11 @@ const STOP_CHECK: Duration = Duration::from_millis(STOP_CHECK_MS as u64);
 /// supervisor wakes it at its stop ([`wake`]), so this only bounds a wake-up lost.
 const LISTEN_WAIT_MS: u16 = 5_000;
 
+/// What a client is told, before the connection ends, when the lane has no session
+/// running: a following client (`spice fleet attach`) tells it from agent output and
+/// tries again later.
+pub const NO_AGENT: &[u8] = b"spice: the lane has no agent running right now\r\n";
+
 /// Where the lane's attach socket is.
 pub fn socket_path(state_dir: &Path, lane: &str) -> PathBuf {
     state_dir.join("attach").join(format!("{lane}.sock"))
@@ -145,7 +150,7 @@ fn readable_within(fd: &impl AsFd, ms: u16) -> bool {
 
 fn client(mut conn: UnixStream, port: &Port, stop: &AtomicBool) -> std::io::Result<()> {
     let Some(term) = port.get() else {
-        conn.write_all(b"spice: the lane has no agent running right now\r\n")?;
+        conn.write_all(NO_AGENT)?;
         return Ok(());
     };
     if term.watch(conn.try_clone()?).is_err() {

@@ -55,8 +55,10 @@ pub(super) fn append(
 /// raise, or stopped by the operator (`budget`), a conversation's transcript copied
 /// to where a successor on this host resumes it (`transcript_restored`), or a
 /// successor that starts afresh because it cannot be (`resume_unavailable`), or a
-/// directive in the agent's prose that named no key (`keyless_ack`: nothing retired).
-pub const SUPERVISOR_KINDS: [&str; 20] = [
+/// directive in the agent's prose that named no key (`keyless_ack`: nothing retired),
+/// or the console's operator taking a lane's keyboard in its terminal view and giving
+/// it back (`keyboard_taken`, `keyboard_released`: `web::terminal`).
+pub const SUPERVISOR_KINDS: [&str; 22] = [
     "launched",
     "conversation",
     "exited",
@@ -77,6 +79,8 @@ pub const SUPERVISOR_KINDS: [&str; 20] = [
     "transcript_restored",
     "resume_unavailable",
     "keyless_ack",
+    "keyboard_taken",
+    "keyboard_released",
 ];
 
 /// Refuses a note of a kind the supervisor does not report (both backends).

@@ -15,6 +15,8 @@
 //!   /api/lanes/L/transcript[/live] ◀─────── transcripts: each file decoded once, tailed;
 //!                                           another host's lane: where it lives (404)
 //!   POST /api/steer, /api/takeover, /api/lanes/L/lift-hold, /api/lanes/L/budget ──▶ the Authority calls the CLI makes
+//!   /api/lanes/L/terminal/live (SSE), POST …/terminal/keyboard|input|resize ──▶ the lane's
+//!                                           attach socket (this host's lanes only; terminal)
 //! ```
 //!
 //! Invariants:
@@ -47,6 +49,7 @@ mod lane_transcript;
 pub mod review;
 mod routes;
 pub mod server;
+mod terminal;
 pub mod token;
 pub mod transcripts;
 mod writes;

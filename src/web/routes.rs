@@ -216,6 +216,9 @@ pub(super) fn all(
             )
         });
 
+    // A lane's terminal: its stream and writes, behind the same guard.
+    let terminal = super::terminal::routes(app.clone());
+
     let budget = warp::path!("api" / "lanes" / String / "budget")
         .and(post)
         .and(body)
@@ -268,7 +271,15 @@ pub(super) fn all(
         .or(budget)
         .unify();
     guard
-        .and(pages.or(reads).unify().or(writes).unify())
+        .and(
+            pages
+                .or(reads)
+                .unify()
+                .or(writes)
+                .unify()
+                .or(terminal)
+                .unify(),
+        )
         .recover(recover)
         .unify()
         .map(secure)
@@ -280,7 +291,10 @@ fn kind_of(m: &Method, path: &str) -> Kind {
         Kind::Login
     } else if m != Method::GET && m != Method::HEAD {
         Kind::Mutate
-    } else if path == "/api/live" || path.ends_with("/transcript/live") {
+    } else if path == "/api/live"
+        || path.ends_with("/transcript/live")
+        || path.ends_with("/terminal/live")
+    {
         Kind::Stream
     } else {
         Kind::Read
@@ -573,6 +587,14 @@ mod tests {
         assert_eq!(
             kind_of(&Method::GET, "/api/lanes/a/transcript/live"),
             Kind::Stream
+        );
+        assert_eq!(
+            kind_of(&Method::GET, "/api/lanes/a/terminal/live"),
+            Kind::Stream
+        );
+        assert_eq!(
+            kind_of(&Method::POST, "/api/lanes/a/terminal/input"),
+            Kind::Mutate
         );
         assert_eq!(kind_of(&Method::POST, "/api/steer"), Kind::Mutate);
         assert_eq!(kind_of(&Method::PUT, "/anything"), Kind::Mutate);

@@ -1,7 +1,7 @@
-//! `spice fleet up` as it happens. An observer thread
-//! ([`crate::fleet::events::Observer`], woken by the store's data version) turns what
-//! the lanes write to the store into lane events, which go through `tracing` to two
-//! sinks: the terminal and `<state>/logs/fleet.log`.
+//! `spice fleet up` in the foreground ([`run`]), and its report as it happens. An
+//! observer thread ([`crate::fleet::events::Observer`], woken by the store's data
+//! version) turns what the lanes write to the store into lane events, which go through
+//! `tracing` to two sinks: the terminal and `<state>/logs/fleet.log`.
 //!
 //! Output contract: each event is one line on **stderr** (time, lane, event, task,
 //! detail; with `--json`, one JSON object: `at`, `lane`, `event`, `task`, `session`,
@@ -9,6 +9,8 @@
 //! a pipe or file the moment it happens, terminal or not. The log file always holds
 //! the JSON objects (10 MiB a file, three files). stdout keeps what it always carried,
 //! the end-of-run report, so a script that reads it as one document is unaffected.
+//! A supervisor without a terminal (`--detach`'s, or one whose terminal closed: see
+//! `hangup`) writes the events to the log only.
 
 use super::super::{render, Env};
 use crate::config::fleet::LaneConfig;
@@ -23,6 +25,88 @@ use std::time::Duration;
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Metadata, Subscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+
+/// `spice fleet up` in the foreground: checks what the lanes' bases carry, runs the
+/// supervisor until it stops, and prints its report.
+pub(super) fn run(env: &Env, until_idle: bool, json: bool, log_only: bool) -> Result<()> {
+    super::super::launch_depth()?;
+    let (repo, fleet) = super::load(env)?;
+    super::runnable(&repo, &fleet)?;
+    for (l, e) in fleet.unavailable() {
+        eprintln!("spice: lane {} will not run: {e}", l.name);
+    }
+    let home = std::env::var_os("HOME")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_default();
+    let opts = super::options(env, repo, home, until_idle)?;
+    // The stage hooks each lane's base carries: a bad [hooks] stops the fleet here.
+    let mut hooks = crate::fleet::lane::check_hooks(&fleet, &opts);
+    hooks.extend(crate::fleet::check_housekeeping(&fleet, &opts));
+    if let Some(last) = hooks.pop() {
+        for e in &hooks {
+            eprintln!("spice: {e}");
+        }
+        return Err(Error::from(last));
+    }
+    for e in crate::fleet::lane::check_beds(&fleet, &opts) {
+        eprintln!("spice: {e} (the fleet runs; its worktrees start without a test bed)");
+    }
+    // The operator's [notify]: a bad one stops the fleet here, like [hooks].
+    let notify = match crate::fleet::notify::at_rev(&opts.repo, &opts.base) {
+        Ok(n) => n.map(|n| (n, opts.repo.clone())),
+        Err(mut errs) => {
+            let last = errs.pop().expect("an error");
+            for e in &errs {
+                eprintln!("spice: {e}");
+            }
+            return Err(Error::from(last));
+        }
+    };
+    let stop = super::stop_on_signals();
+    super::hangup::survive(&env.state_dir);
+    let reporter = Reporter::start(env, json, !log_only, &fleet.lanes, notify)?;
+    let reports = crate::fleet::up(&fleet, &opts, stop);
+    if let Some(r) = reporter {
+        r.finish();
+    }
+    let reports = reports?;
+    if json {
+        render::print_json(&reports);
+    } else {
+        for r in &reports {
+            println!(
+                "{}: claimed {}; {} session(s){}",
+                r.lane,
+                if r.claimed.is_empty() {
+                    "nothing".to_string()
+                } else {
+                    r.claimed.join(", ")
+                },
+                r.sessions.len(),
+                r.error
+                    .as_deref()
+                    .map(|e| format!("; error: {e}"))
+                    .unwrap_or_default()
+            );
+        }
+    }
+    // A run that was to end by itself did not do its work if a lane stopped on an
+    // error: say so in the exit status, not only in the report.
+    let failed: Vec<String> = reports
+        .iter()
+        .filter(|r| r.failed)
+        .map(|r| format!("{}: {}", r.lane, r.error.as_deref().unwrap_or("failed")))
+        .collect();
+    if until_idle && !failed.is_empty() {
+        return Err(Error::Other(format!(
+            "{} of {} lane(s) stopped with an error ({})",
+            failed.len(),
+            reports.len(),
+            failed.join("; ")
+        )));
+    }
+    Ok(())
+}
 
 /// The `tracing` target lane events are emitted under.
 pub const TARGET: &str = "spice::fleet::events";
@@ -41,6 +125,7 @@ impl Reporter {
     pub(in crate::cli) fn start(
         env: &Env,
         json: bool,
+        term: bool,
         lanes: &[LaneConfig],
         notify: Option<(NotifyConfig, std::path::PathBuf)>,
     ) -> Result<Option<Reporter>> {
@@ -55,6 +140,7 @@ impl Reporter {
             })?;
         let sink = Sink {
             json,
+            term,
             width: lanes.iter().map(|l| l.name.len()).max().unwrap_or(1),
             log: Mutex::new(log),
             log_failed: AtomicBool::new(false),
@@ -124,6 +210,8 @@ fn emit(e: &LaneEvent) {
 /// Writes each event to stderr (a line or a JSON object) and to the log (JSON).
 struct Sink {
     json: bool,
+    /// Whether events go to stderr as well as to the log.
+    term: bool,
     /// The longest lane name, so the columns line up.
     width: usize,
     log: Mutex<LogFile>,
@@ -148,11 +236,13 @@ impl<S: Subscriber> Layer<S> for Sink {
             ),
             None => f.generic(event.metadata()),
         };
-        let term = if self.json { &json } else { &line };
-        // One write per line: a reader of the pipe never sees half of one.
-        let _ = std::io::stderr()
-            .lock()
-            .write_all(format!("{term}\n").as_bytes());
+        if self.term && !super::hangup::hung_up() {
+            let shown = if self.json { &json } else { &line };
+            // One write per line: a reader of the pipe never sees half of one.
+            let _ = std::io::stderr()
+                .lock()
+                .write_all(format!("{shown}\n").as_bytes());
+        }
         let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
         if let Err(e) = log.write_all(format!("{json}\n").as_bytes()) {
             if !self.log_failed.swap(true, Ordering::SeqCst) {

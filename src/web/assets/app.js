@@ -267,6 +267,7 @@ function renderLanes(s) {
       el('td', { class: `tokens${atBudget ? ' err' : ''}`, title: atBudget ? l.hold.reason : '', 'data-label': 'tokens' }, tokens),
       el('td', {}, lift, ...budgetButtons,
         l.task ? el('button', { type: 'button', class: 'review', onclick: (ev) => { ev.stopPropagation(); openReview(l.task.id); } }, 'review') : null,
+        el('button', { type: 'button', class: 'terminal', onclick: (ev) => { ev.stopPropagation(); openTerminal(l.lane); } }, 'terminal'),
         l.last_error ? el('span', { class: 'err small lane-error' }, 'error: ', l.last_error) : null));
     // A phone shows a lane as a card: cells with nothing to say are left out there.
     for (const td of row.cells) if (td.textContent === '–' || td.textContent === '') td.classList.add('blank');
