@@ -175,6 +175,20 @@ fn gone(pid: i32) -> bool {
     }
 }
 
+/// Waits (up to ten seconds) for the process whose id `pidfile` holds to be gone.
+fn assert_ended(pidfile: &std::path::Path, what: &str) {
+    let pid: i32 = std::fs::read_to_string(pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(10);
+    while !gone(pid) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(gone(pid), "the setsid child {pid} outlived {what}");
+}
+
 #[test]
 fn regression_the_answer_is_read_at_exit_and_a_setsid_child_is_ended() {
     // Before: a judge that started a child under setsid (out of its process group)
@@ -200,16 +214,7 @@ fn regression_the_answer_is_read_at_exit_and_a_setsid_child_is_ended() {
         "{:?}",
         started.elapsed()
     );
-    let pid: i32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let until = Instant::now() + Duration::from_secs(10);
-    while !gone(pid) && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(gone(pid), "the setsid child {pid} outlived its command");
+    assert_ended(&pidfile, "its command");
 }
 
 #[test]
@@ -224,16 +229,7 @@ fn a_setsid_child_is_ended_at_the_timeout_too() {
     let a = argv(&["sh", "-c", &script]);
     let o = run(job(&a, Duration::from_millis(1500)));
     assert!(matches!(o, Outcome::TimedOut { .. }), "{o:?}");
-    let pid: i32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let until = Instant::now() + Duration::from_secs(10);
-    while !gone(pid) && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(gone(pid), "the setsid child {pid} outlived the timeout");
+    assert_ended(&pidfile, "the timeout");
 }
 
 #[test]
