@@ -151,7 +151,7 @@ fn regression_a_failed_lane_fails_the_demo() {
     .unwrap();
     let run = demo(&tmp.path().join("demo"), &home);
     let err = run.fails(1, "the demo did not finish");
-    assert!(err.contains("stopped with an error (lane "), "{err}");
+    assert!(err.contains("lane(s) stopped with an error ("), "{err}");
     assert!(err.contains("could not prepare a worktree"), "{err}");
     // The narration and the summary still come first, on stdout.
     assert!(run.stdout.contains("Where things are"), "{}", run.stdout);

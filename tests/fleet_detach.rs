@@ -26,6 +26,27 @@ fn setup() -> (TestEnv, String) {
     (env, task)
 }
 
+/// `fleet logs LANE` for a lane no lane file defines is refused in one line naming it
+/// and the lanes there are, as `fleet attach` refuses it; it used to print nothing
+/// and succeed, which reads as a quiet lane.
+#[test]
+fn fleet_logs_refuses_an_unknown_lane() {
+    let env = TestEnv::with_lanes(&[("a", "profile = \"demo\"\n"), ("b", "profile = \"demo\"\n")]);
+    for args in [
+        &["fleet", "logs", "zzz"][..],
+        &["fleet", "logs", "-f", "zzz"],
+    ] {
+        let err = env.run(args).fails(2, "unknown lane 'zzz'");
+        assert!(
+            err.contains("/lanes/zzz.toml defines it (the lanes are a, b)"),
+            "{args:?}: {err}"
+        );
+    }
+    // A lane that exists gets the log's own answer: none written yet.
+    env.run(&["fleet", "logs", "a"])
+        .fails(2, "no fleet log yet at ");
+}
+
 /// A detached supervisor that never outlives the test: `fleet down` when dropped,
 /// and every process of the state directory killed if the test failed.
 struct Detached<'a> {
@@ -128,7 +149,8 @@ fn detach_returns_with_the_lanes_started_and_the_supervisor_outlives_a_hangup() 
         .to_string();
     let last: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
     assert_eq!(last["lane"], "a", "{json}");
-    assert!(env.run(&["fleet", "logs", "b"]).ok().is_empty());
+    env.run(&["fleet", "logs", "b"])
+        .fails(2, "unknown lane 'b': no ");
 
     // `fleet logs -f a` prints what is logged from now on: the steering typed into
     // the waiting agent.

@@ -101,28 +101,13 @@ pub fn run(args: DemoArgs) -> Result<()> {
 }
 
 /// A demo whose lane stopped on an error did not show the loop it promised: that is
-/// a failed run, exit status and all, named in one line after the summary (issue #40).
+/// a failed run, exit status and all, named in one line after the summary (issue #40),
+/// in the words `fleet up --until-idle` uses.
 fn failed_lanes(reports: &[crate::fleet::LaneReport]) -> Result<()> {
-    let failed: Vec<String> = reports
-        .iter()
-        .filter(|r| r.failed)
-        .map(|r| {
-            format!(
-                "lane {}: {}",
-                r.lane,
-                r.error.as_deref().unwrap_or("failed")
-            )
-        })
-        .collect();
-    if failed.is_empty() {
-        return Ok(());
+    match super::fleet::lanes_failed(reports) {
+        Some(failed) => Err(Error::Other(format!("the demo did not finish: {failed}"))),
+        None => Ok(()),
     }
-    Err(Error::Other(format!(
-        "the demo did not finish: {} of {} lanes stopped with an error ({})",
-        failed.len(),
-        reports.len(),
-        failed.join("; ")
-    )))
 }
 
 /// `git init`, two lane files, a first commit; an identity only in this repository.

@@ -2,6 +2,12 @@
 //! generated from the same clap tree that parses the arguments, so neither can drift
 //! from `--help`. The tests here pin that every command and argument in that tree has
 //! help text, which is what the man pages and the completions' descriptions show.
+//!
+//! Neither offers what clap hides (`agent-shim`, `demo-agent`, `gate hook`,
+//! `fleet up --log-only`: what spice runs itself, not what a user types): the man
+//! pages skip hidden commands, and the completions are generated from the tree with
+//! its hidden commands and arguments left out ([`visible_only`]), since clap_complete's
+//! scripts offer everything the tree holds.
 
 use super::Cli;
 use crate::error::{Error, Result};
@@ -35,9 +41,74 @@ pub(super) struct ManArgs {
 
 /// Prints the completion script for `args.shell` to stdout.
 pub(super) fn completions(args: CompletionsArgs) -> Result<()> {
-    let mut cmd = Cli::command();
+    let mut cmd = visible_only(&Cli::command());
     clap_complete::generate(args.shell, &mut cmd, "spice", &mut std::io::stdout());
     Ok(())
+}
+
+/// `cmd` without its hidden subcommands and arguments, at every depth. clap has no way
+/// to take a subcommand out of a tree, so a command holding something hidden is made
+/// again from what completion reads (name, help, version, aliases, arguments, their
+/// groups, the settings that add or allow words); one holding nothing hidden is kept
+/// whole.
+fn visible_only(cmd: &clap::Command) -> clap::Command {
+    if !hides_any(cmd) {
+        return cmd.clone();
+    }
+    let shown = |a: &&clap::Arg| !a.is_hide_set();
+    let kept: Vec<&clap::Id> = cmd
+        .get_arguments()
+        .filter(shown)
+        .map(|a| a.get_id())
+        .collect();
+    let groups = cmd.get_groups().map(|g| {
+        let mut group = g.clone();
+        clap::ArgGroup::new(g.get_id().clone())
+            .args(g.get_args().filter(|id| kept.contains(id)).cloned())
+            .multiple(group.is_multiple())
+            .required(g.is_required_set())
+    });
+    let mut out = clap::Command::new(leak(cmd.get_name()))
+        .args(cmd.get_arguments().filter(shown).cloned())
+        .groups(groups)
+        .subcommands(
+            cmd.get_subcommands()
+                .filter(|s| !s.is_hide_set())
+                .map(visible_only),
+        )
+        .visible_aliases(cmd.get_visible_aliases().map(leak).collect::<Vec<_>>())
+        .allow_external_subcommands(cmd.is_allow_external_subcommands_set())
+        .subcommand_required(cmd.is_subcommand_required_set())
+        .arg_required_else_help(cmd.is_arg_required_else_help_set())
+        .disable_help_subcommand(cmd.is_disable_help_subcommand_set())
+        .disable_help_flag(cmd.is_disable_help_flag_set())
+        .disable_version_flag(cmd.is_disable_version_flag_set())
+        .propagate_version(cmd.is_propagate_version_set());
+    if let Some(about) = cmd.get_about() {
+        out = out.about(about.clone());
+    }
+    if let Some(about) = cmd.get_long_about() {
+        out = out.long_about(about.clone());
+    }
+    if let Some(version) = cmd.get_version() {
+        out = out.version(leak(version));
+    }
+    out
+}
+
+/// Whether `cmd` holds a hidden subcommand or argument, at any depth.
+fn hides_any(cmd: &clap::Command) -> bool {
+    cmd.get_arguments().any(clap::Arg::is_hide_set)
+        || cmd
+            .get_subcommands()
+            .any(|s| s.is_hide_set() || hides_any(s))
+}
+
+/// A `'static` copy of `s`: clap (without its `string` feature) names a command only
+/// by a `&'static str`. Only the few commands [`visible_only`] makes again are named
+/// this way, once, by a process that prints a script and exits.
+fn leak(s: &str) -> &'static str {
+    Box::leak(s.to_owned().into_boxed_str())
 }
 
 /// Prints the top man page, or writes every visible command's page into `--dir` and
@@ -145,5 +216,39 @@ mod tests {
             assert!(names.iter().any(|n| n == name), "{name} not in {names:?}");
         }
         assert!(!names.iter().any(|n| n.contains("agent-shim")), "{names:?}");
+    }
+
+    /// The tree completions are made from: every command a user types, with its
+    /// arguments, and nothing clap hides.
+    #[test]
+    fn completions_leave_out_what_clap_hides() {
+        let full = Cli::command();
+        let mut shown = visible_only(&full);
+        shown.build();
+        assert!(!hides_any(&shown));
+        for hidden in ["agent-shim", "demo-agent"] {
+            assert!(full.find_subcommand(hidden).is_some(), "{hidden}");
+            assert!(shown.find_subcommand(hidden).is_none(), "{hidden}");
+        }
+        let gate = shown.find_subcommand("gate").unwrap();
+        assert!(gate.find_subcommand("check").is_some());
+        assert!(gate.find_subcommand("hook").is_none());
+        let up = shown
+            .find_subcommand("fleet")
+            .and_then(|f| f.find_subcommand("up"))
+            .unwrap();
+        let longs: Vec<_> = up.get_arguments().filter_map(|a| a.get_long()).collect();
+        assert!(
+            longs.contains(&"detach") && !longs.contains(&"log-only"),
+            "{longs:?}"
+        );
+        let visible = |c: &clap::Command| -> Vec<String> {
+            c.get_subcommands()
+                .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+                .map(|s| s.get_name().to_string())
+                .collect()
+        };
+        assert_eq!(visible(&shown), visible(&full));
+        assert_eq!(shown.get_version(), full.get_version());
     }
 }

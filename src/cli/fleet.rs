@@ -272,6 +272,26 @@ fn runnable(repo: &Path, fleet: &FleetConfig) -> Result<()> {
     Ok(())
 }
 
+/// The lanes of a run that stopped on an error, in one line: `2 of 3 lane(s) stopped
+/// with an error (a: why; b: why)`; `None` when none did. `fleet up --until-idle` and
+/// `spice demo` both fail with it, so a run that did not do its work says so in its
+/// exit status and in the same words.
+pub(super) fn lanes_failed(reports: &[crate::fleet::LaneReport]) -> Option<String> {
+    let failed: Vec<String> = reports
+        .iter()
+        .filter(|r| r.failed)
+        .map(|r| format!("{}: {}", r.lane, r.error.as_deref().unwrap_or("failed")))
+        .collect();
+    (!failed.is_empty()).then(|| {
+        format!(
+            "{} of {} lane(s) stopped with an error ({})",
+            failed.len(),
+            reports.len(),
+            failed.join("; ")
+        )
+    })
+}
+
 /// What the supervisor needs from this process: the spice binary, the shell
 /// redirector written into the state directory, the base branch (the repository's
 /// current branch), and the environment agents and git get.

@@ -9,6 +9,10 @@
 //!   read-only: reads work, and every write is refused naming the file and why.
 //! - SQLite's "disk I/O error" and "attempt to write a readonly database" are reported
 //!   as what they are ("the disk is full", "read-only") with the file they concern.
+//! - The `-wal` file stays bounded: a checkpoint rewinds it but never shrinks it, so a
+//!   store written for days kept the size of its busiest burst; every read-write
+//!   connection sets `journal_size_limit` ([`WAL_LIMIT`]), and the file is cut back to
+//!   it after each checkpoint that resets it.
 
 use super::schema;
 use crate::error::{Error, Result};
@@ -17,6 +21,12 @@ use std::path::{Path, PathBuf};
 
 /// Below this much free space, an I/O error is taken to be the disk filling up.
 const FULL_BELOW: u64 = 1 << 20;
+
+/// What the `-wal` file is truncated to after a checkpoint resets it (64 MiB): far
+/// above what a fleet writes between two automatic checkpoints (1,000 pages), so
+/// steady work never pays for growing it again, while a burst's leftover is given
+/// back. A per-connection setting, made at each open.
+const WAL_LIMIT: i64 = 64 << 20;
 
 /// Opens `path` for reading and writing, creating and migrating it as needed; or, when
 /// it cannot be written, read-only with the reason (`Some(why)`) writes will report.
@@ -74,8 +84,11 @@ fn open_read_write(path: &Path) -> Result<Connection> {
     let conn = Connection::open_with_flags(path, flags).map_err(|e| sql(path, e))?;
     conn.busy_timeout(super::BUSY_TIMEOUT)
         .map_err(|e| sql(path, e))?;
-    conn.execute_batch("PRAGMA foreign_keys = ON; PRAGMA synchronous = FULL;")
-        .map_err(|e| sql(path, e))?;
+    conn.execute_batch(&format!(
+        "PRAGMA foreign_keys = ON; PRAGMA synchronous = FULL; \
+         PRAGMA journal_size_limit = {WAL_LIMIT};"
+    ))
+    .map_err(|e| sql(path, e))?;
     // Refuse before the first write: switching to WAL rewrites the header.
     let version = schema::refuse_foreign(&conn, path)?;
     let mode: String = conn
@@ -318,6 +331,18 @@ mod tests {
             "{e}"
         );
         assert_eq!(e.exit_code(), 4);
+    }
+
+    #[test]
+    fn a_read_write_connection_bounds_its_wal() {
+        let dir = tempfile::tempdir().unwrap();
+        let (conn, read_only) = open(&dir.path().join("spice.db")).unwrap();
+        assert_eq!(read_only, None);
+        let limit: i64 = conn
+            .query_row("PRAGMA journal_size_limit", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(limit, WAL_LIMIT);
+        assert_eq!(limit, 64 * 1024 * 1024);
     }
 
     #[test]

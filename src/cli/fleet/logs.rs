@@ -7,7 +7,9 @@
 //! come in the order they were logged. A lane event is drawn as `fleet up` draws it
 //! (`render::lane_event_line`); any other record as `time LEVEL target: message
 //! field=value…`; a line that is not JSON as it is, made safe for the terminal. With
-//! LANE, only that lane's events; with `--json`, the objects as they are.
+//! LANE, only that lane's events; with `--json`, the objects as they are. A LANE no
+//! lane file defines is refused, as every command naming a lane refuses it
+//! (`cli::lanes::require`): its log would be empty, which reads as a quiet lane.
 //!
 //! Following (`-f`) goes on reading what is appended, and across a rotation: when the
 //! path names another file than the one open, the rest of the open one is read first,
@@ -38,6 +40,9 @@ pub(super) fn run(
     lines: Option<usize>,
     json: bool,
 ) -> Result<()> {
+    if let Some(l) = lane {
+        super::super::lanes::require(env, l)?;
+    }
     let path = env.state_dir.join("logs").join("fleet.log");
     // The columns line up on the longest lane name the repository configures.
     let width = match (lane, env.repo_top.as_ref()) {

@@ -92,20 +92,10 @@ pub(super) fn run(env: &Env, until_idle: bool, json: bool, log_only: bool) -> Re
     }
     // A run that was to end by itself did not do its work if a lane stopped on an
     // error: say so in the exit status, not only in the report.
-    let failed: Vec<String> = reports
-        .iter()
-        .filter(|r| r.failed)
-        .map(|r| format!("{}: {}", r.lane, r.error.as_deref().unwrap_or("failed")))
-        .collect();
-    if until_idle && !failed.is_empty() {
-        return Err(Error::Other(format!(
-            "{} of {} lane(s) stopped with an error ({})",
-            failed.len(),
-            reports.len(),
-            failed.join("; ")
-        )));
+    match super::lanes_failed(&reports) {
+        Some(failed) if until_idle => Err(Error::Other(failed)),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// The `tracing` target lane events are emitted under.

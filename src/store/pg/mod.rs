@@ -41,6 +41,7 @@
 
 mod beds;
 mod claims;
+mod connect;
 mod conscience;
 mod edits;
 mod generation;
@@ -57,7 +58,7 @@ mod tasks;
 mod tls;
 mod usage;
 
-pub(crate) use tls::check_url;
+pub(crate) use connect::check_url;
 
 use super::authority::{Authority, Cell};
 use super::location::Location;
@@ -122,7 +123,7 @@ impl PgStore {
     /// Connects to `url` and migrates its schema as needed (a newer one is refused).
     pub fn connect(url: &str) -> Result<PgStore> {
         let at = Location::Postgres(url.to_string()).describe();
-        let mut client = tls::client(url, &at)?;
+        let mut client = connect::client(url, &at)?;
         schema::migrate(&mut client, &at)?;
         Ok(PgStore {
             client,
@@ -146,7 +147,7 @@ impl PgStore {
         if !self.client.is_closed() {
             return Ok(());
         }
-        let mut client = tls::client(&self.url, &self.at)?;
+        let mut client = connect::client(&self.url, &self.at)?;
         schema::migrate(&mut client, &self.at)?;
         self.client = client;
         self.prepared = Prepared::default();
