@@ -82,6 +82,50 @@ pub struct Landed {
     pub release_hook: Option<std::result::Result<HookRun, String>>,
 }
 
+impl Landed {
+    /// What the caller is told, as lines for stdout and stderr: the merge (unless
+    /// `json`), a failed push (the merge is kept locally), a failing `on_release`
+    /// (the release stands), then the step, or its JSON document. One text for the
+    /// command line and the supervisor's desk (`fleet::desk`).
+    pub fn report(&self, json: bool) -> (Vec<String>, Vec<String>) {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        if let Some(m) = self.merge.as_ref().filter(|_| !json) {
+            out.push(format!(
+                "merged {} into {} at {} ({:?})",
+                m.branch, m.base, m.commit, m.kind
+            ));
+        }
+        if let Some(p) = &self.push {
+            if let Some(e) = &p.error {
+                err.push(format!(
+                    "spice: {e}; the merge into {} is kept locally",
+                    p.base
+                ));
+            }
+        }
+        match &self.release_hook {
+            Some(Ok(run)) if !run.passed() => err.push(format!(
+                "spice: {}; the release stands",
+                run.summary_with_output()
+            )),
+            Some(Err(why)) => err.push(format!(
+                "spice: on_release not run: {why}; the release stands"
+            )),
+            _ => {}
+        }
+        let phase = &self.phase;
+        out.push(if json {
+            serde_json::to_string(phase).expect("JSON values serialise")
+        } else {
+            match &phase.to {
+                Some(to) => format!("{} → {to}", phase.from),
+                None => format!("{} → completed", phase.from),
+            }
+        });
+        (out, err)
+    }
+}
+
 /// A push of `base`: a failed one loses nothing (the merge is kept locally).
 #[derive(Debug, Clone)]
 pub struct Pushed {

@@ -284,7 +284,7 @@ fn a_worktree_made_again_after_a_restart_keeps_its_ports() {
     std::fs::create_dir_all(env.repo.join("profiles")).unwrap();
     std::fs::write(
         env.repo.join("profiles/sleeper.toml"),
-        "command = [\"sh\", \"-c\", \"echo \\\"$SPICE_SLOT $SPICE_PORTS\\\" >> \\\"$SPICE_HOME/ports.log\\\"; exec sleep 120\"]\nmode = \"pty\"\n",
+        "command = [\"sh\", \"-c\", \"echo \\\"$SPICE_SLOT $SPICE_PORTS\\\" >> \\\"$TMPDIR/ports.log\\\"; exec sleep 120\"]\nmode = \"pty\"\n",
     )
     .unwrap();
     std::fs::remove_file(env.repo.join("lanes/b.toml")).unwrap();
@@ -295,7 +295,8 @@ fn a_worktree_made_again_after_a_restart_keeps_its_ports() {
     .unwrap();
     env.run(&["bed", "warm"]).ok();
     let task = env.add(&["Sleep", "--project", "demo"]);
-    let log = env.home.join("ports.log");
+    // The lane's private TMPDIR: a confined agent writes there, not in the state directory.
+    let log = env.home.join("tmp/a/ports.log");
     let lines = |n: usize| {
         let log = log.clone();
         move || {
@@ -333,7 +334,7 @@ fn regression_gc_says_why_it_evicts_nothing() {
     std::fs::create_dir_all(env.repo.join("profiles")).unwrap();
     std::fs::write(
         env.repo.join("profiles/sleeper.toml"),
-        "command = [\"sh\", \"-c\", \"touch \\\"$SPICE_HOME/started\\\"; exec sleep 120\"]\nmode = \"pty\"\n",
+        "command = [\"sh\", \"-c\", \"touch \\\"$TMPDIR/started\\\"; exec sleep 120\"]\nmode = \"pty\"\n",
     )
     .unwrap();
     std::fs::remove_file(env.repo.join("lanes/b.toml")).unwrap();
@@ -358,7 +359,7 @@ fn regression_gc_says_why_it_evicts_nothing() {
     env.add(&["Sleep", "--project", "demo"]);
     let _sup = env.fleet_up(&[]);
     common::wait_for("the agent to start", 30, || {
-        env.home.join("started").exists().then_some(())
+        env.home.join("tmp/a/started").exists().then_some(())
     });
     let budget = |b: &str| {
         std::fs::write(

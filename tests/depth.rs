@@ -14,6 +14,15 @@ fn setup() -> TestEnv {
     let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/agents");
     let out = env.dir.path().join("out");
     std::fs::create_dir_all(&out).unwrap();
+    // What the agent writes outside its worktree, granted to it by its lane.
+    std::fs::write(
+        env.repo.join("lanes/a.toml"),
+        format!(
+            "profile = \"envdump\"\nphases = [\"todo\"]\nwritable = [\"{}\"]\n",
+            out.display()
+        ),
+    )
+    .unwrap();
     let script = env.dir.path().join("envdump.sh");
     std::fs::write(
         &script,
@@ -49,7 +58,7 @@ fn setup() -> TestEnv {
         ),
     )
     .unwrap();
-    git(&env.repo, &["add", "profiles", "spice.toml"]);
+    git(&env.repo, &["add", "profiles", "spice.toml", "lanes"]);
     git(&env.repo, &["commit", "-q", "-m", "envdump"]);
     env
 }

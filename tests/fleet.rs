@@ -751,7 +751,9 @@ fn a_bash_command_with_a_socket_for_stdin_still_goes_through_spice_exec() {
     let task = env.add(&["Socket stdin", "--project", "demo"]);
     let reports = up(&env);
     assert_eq!(claimed_in(&reports), [format!("demo-{task}")], "{reports}");
-    let seen = std::fs::read_to_string(env.home.join("redirected")).unwrap();
+    // The lane's private TMPDIR, the one place outside its worktree a confined
+    // scripted agent may write.
+    let seen = std::fs::read_to_string(env.home.join("tmp/a/redirected")).unwrap();
     assert_eq!(seen.trim(), "1", "the command did not run under spice exec");
 }
 

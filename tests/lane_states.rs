@@ -65,7 +65,8 @@ impl Scripted {
         std::fs::write(
             env.repo.join("lanes/a.toml"),
             format!(
-                "profile = \"states\"\nphases = [\"todo\"]\n{extra}[env]\nSTATES_STEPS = \"{}\"\nSTATES_GO = \"{}\"\n",
+                "profile = \"states\"\nphases = [\"todo\"]\nwritable = [\"{}\"]\n{extra}[env]\nSTATES_STEPS = \"{}\"\nSTATES_GO = \"{}\"\n",
+                go.display(),
                 steps_file.display(),
                 go.display()
             ),

@@ -242,10 +242,10 @@ fn the_console_in_headless_chromium() {
     // The gate refused lane a's last commit (a hostile file name among the findings),
     // and the repository has a latched file.
     let common_dir = env.dir.path().join("gated.git");
-    std::fs::create_dir_all(common_dir.join("spice")).unwrap();
+    std::fs::create_dir_all(common_dir.join("spice/gate")).unwrap();
     let hostile = "src/<img src=x onerror=\"window.__pwned = 3\">.rs";
     std::fs::write(
-        common_dir.join("spice/gate-latches.json"),
+        common_dir.join("spice/gate/latches.json"),
         json!({"latches": {"file.lines": {hostile: {
             "rule": "file.lines", "path": hostile, "value": 12, "base": 10,
             "since": "2026-12-01T10:00:00Z"}}}})

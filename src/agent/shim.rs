@@ -32,12 +32,29 @@ use std::time::{Duration, Instant};
 pub const TREE_GRACE: Duration = Duration::from_secs(3);
 const CHECK_PARENT: Duration = Duration::from_secs(1);
 
-/// Runs the agent `argv`; returns the code to exit with (having re-raised the
-/// agent's fatal signal if it died of one).
-pub fn run(parent: u32, argv: &[OsString]) -> Result<i32> {
+/// Runs the agent `argv`, confined to writing the `confine` paths when given; returns
+/// the code to exit with (having re-raised the agent's fatal signal if it died of
+/// one). The ruleset is built here and entered by the agent's process between fork
+/// and exec, so the agent and all it starts are in the sandbox while the shim stays
+/// outside it: it still records the commands cut off (in the state directory) and
+/// ends the whole tree. A sandbox that cannot be built or entered ends the shim
+/// before the agent runs: asked to confine, it never runs the agent unconfined.
+pub fn run(parent: u32, confine: Option<&[std::path::PathBuf]>, argv: &[OsString]) -> Result<i32> {
     if argv.is_empty() {
         return Err(Error::input("spice agent-shim needs a command after --"));
     }
+    let refused = |e: String| Error::Exit(126, format!("sandbox not entered: {e}"));
+    let prepared = match confine {
+        Some(write) => Some(
+            crate::sandbox::Policy {
+                write: write.to_vec(),
+            }
+            .prepare()
+            .map_err(|e| refused(e.to_string()))?,
+        ),
+        None => None,
+    };
+    let entry = prepared.as_ref().map(|p| p.entry());
     let _ = prctl::set_pdeathsig(Signal::SIGTERM);
     let _ = prctl::set_child_subreaper(true);
     let mut mask = SigSet::empty();
@@ -60,12 +77,16 @@ pub fn run(parent: u32, argv: &[OsString]) -> Result<i32> {
     }
     let mut cmd = std::process::Command::new(&argv[0]);
     cmd.args(&argv[1..]);
-    // SAFETY: only sigprocmask between fork and exec: the agent starts with no signal
-    // blocked (a blocked mask is inherited across exec).
+    // SAFETY: between fork and exec only sigprocmask (the agent starts with no signal
+    // blocked: a blocked mask is inherited across exec) and the sandbox's two system
+    // calls, which allocate nothing.
     unsafe {
         use std::os::unix::process::CommandExt;
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             SigSet::all().thread_unblock()?;
+            if let Some(entry) = entry {
+                entry.enter()?;
+            }
             Ok(())
         });
     }
@@ -75,11 +96,20 @@ pub fn run(parent: u32, argv: &[OsString]) -> Result<i32> {
         } else {
             126
         };
+        let confined = if prepared.is_some() {
+            " (or its sandbox)"
+        } else {
+            ""
+        };
         Error::Exit(
             code,
-            format!("{}: {e}", std::path::Path::new(&argv[0]).display()),
+            format!(
+                "{}{confined}: {e}",
+                std::path::Path::new(&argv[0]).display()
+            ),
         )
     })?;
+    drop(prepared);
     let agent = Pid::from_raw(child.id() as i32);
     let me = std::process::id();
     let session = getsid(None).map(|p| p.as_raw()).unwrap_or(me as i32);

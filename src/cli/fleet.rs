@@ -342,6 +342,7 @@ pub(super) fn options(
         archive: None,
         host: env.host.clone(),
         supervisor: None,
+        seats: Default::default(),
     })
 }
 

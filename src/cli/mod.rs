@@ -115,6 +115,13 @@ enum Command {
         /// The supervisor's pid: if it is not the parent any more, the shim ends.
         #[arg(long)]
         parent: u32,
+        /// Confine the agent (Landlock): writes only to the `--write` paths, signals
+        /// only within it.
+        #[arg(long)]
+        confine: bool,
+        /// A path the confined agent may write (repeated).
+        #[arg(long = "write", requires = "confine")]
+        write: Vec<std::path::PathBuf>,
         /// The agent's command and its arguments (after `--`).
         #[arg(last = true, required = true)]
         command: Vec<std::ffi::OsString>,
@@ -161,7 +168,12 @@ pub fn main() -> i32 {
     let result = match command {
         // The wrapper's exit code is its command's, not spice's.
         Command::Exec(args) => steer::exec(args),
-        Command::AgentShim { parent, command } => crate::agent::shim::run(parent, &command),
+        Command::AgentShim {
+            parent,
+            confine,
+            write,
+            command,
+        } => crate::agent::shim::run(parent, confine.then_some(write.as_slice()), &command),
         // Findings exit 1 and bad configuration 2, after printing every one.
         Command::Gate(cmd) => Ok(gate::run(cmd)),
         command => {
@@ -205,11 +217,26 @@ fn hot_command(args: &[OsString]) -> Option<Command> {
         "exec" if word(2)? == "--" && args.len() > 3 => {
             Some(Command::Exec(steer::ExecArgs::new(args[3..].to_vec())))
         }
-        "agent-shim" if word(2)? == "--parent" && word(4)? == "--" && args.len() > 5 => {
+        "agent-shim" if word(2)? == "--parent" => {
             let parent = word(3)?.parse().ok()?;
+            let mut at = 4;
+            let confine = word(at)? == "--confine";
+            if confine {
+                at += 1;
+            }
+            let mut write = Vec::new();
+            while word(at)? == "--write" {
+                write.push(std::path::PathBuf::from(args.get(at + 1)?));
+                at += 2;
+            }
+            if word(at)? != "--" || args.len() <= at + 1 || (!confine && !write.is_empty()) {
+                return None;
+            }
             Some(Command::AgentShim {
                 parent,
-                command: args[5..].to_vec(),
+                confine,
+                write,
+                command: args[at + 1..].to_vec(),
             })
         }
         "hook" if args.len() == 3 => {
@@ -516,6 +543,28 @@ mod tests {
                 "claude",
                 "--x",
             ],
+            &[
+                "spice",
+                "agent-shim",
+                "--parent",
+                "42",
+                "--confine",
+                "--write",
+                "/a b",
+                "--write",
+                "/dev/null",
+                "--",
+                "claude",
+            ],
+            &[
+                "spice",
+                "agent-shim",
+                "--parent",
+                "42",
+                "--confine",
+                "--",
+                "x",
+            ],
             &["spice", "hook", "claude-post-tool-use"],
         ] {
             let args = argv(words);
@@ -535,6 +584,24 @@ mod tests {
             &["spice", "exec", "--help"],
             &["spice", "agent-shim", "--parent", "x", "--", "claude"],
             &["spice", "agent-shim", "--parent", "42", "--"],
+            &[
+                "spice",
+                "agent-shim",
+                "--parent",
+                "42",
+                "--write",
+                "/a",
+                "--",
+                "x",
+            ],
+            &[
+                "spice",
+                "agent-shim",
+                "--parent",
+                "42",
+                "--confine",
+                "--write",
+            ],
             &["spice", "hook", "no-such-hook"],
             &["spice", "hook", "claude-post-tool-use", "extra"],
             &["spice", "task", "list"],

@@ -1,42 +1,25 @@
-//! `spice task …`: the task plane on its own.
+//! `spice task …`: the task plane on its own. This file holds the commands' arguments
+//! and their dispatch; the listings are [`list`]'s, completing a phase is [`phase`]'s,
+//! Taskwarrior's import and export are [`taskwarrior`]'s, the shared argument types
+//! [`args`]'.
+
+mod args;
+mod list;
+mod phase;
+mod taskwarrior;
+
+pub(super) use args::duration;
+pub use args::{HolderArgs, LeaseArgs, MaybeDate, Prio};
 
 use super::render;
 use super::Env;
 use crate::clock::Micros;
 use crate::error::{Error, Result};
-use crate::store::{Authority, ClaimRequest, Holder, ListFilter, Takeover, TaskUpdate};
-use crate::task::{taskwarrior, NewTask, Priority, Status};
-use crate::when;
-use clap::{Args, Subcommand};
-use std::io::Read;
+use crate::store::{Holder, ListFilter, Takeover, TaskUpdate};
+use crate::task::{NewTask, Status};
+use args::{date, optional_date, priority, status};
+use clap::Subcommand;
 use std::time::Duration;
-
-/// `H`, `M`, `L` or `none`: clap cannot hold an `Option<Option<_>>` as a value.
-#[derive(Debug, Clone, Copy)]
-pub struct Prio(Option<Priority>);
-/// A date or `none`.
-#[derive(Debug, Clone, Copy)]
-pub struct MaybeDate(Option<Micros>);
-
-fn priority(s: &str) -> std::result::Result<Prio, String> {
-    Priority::parse(s).map(Prio)
-}
-fn date(s: &str) -> std::result::Result<Micros, String> {
-    when::parse_date(s)
-}
-fn optional_date(s: &str) -> std::result::Result<MaybeDate, String> {
-    if s == "none" {
-        Ok(MaybeDate(None))
-    } else {
-        when::parse_date(s).map(|d| MaybeDate(Some(d)))
-    }
-}
-pub(super) fn duration(s: &str) -> std::result::Result<Duration, String> {
-    when::parse_duration(s)
-}
-fn status(s: &str) -> std::result::Result<Status, String> {
-    Status::parse(s)
-}
 
 #[derive(Debug, Subcommand)]
 pub enum TaskCmd {
@@ -283,53 +266,6 @@ pub enum TaskCmd {
     },
 }
 
-/// Who acts on a claimed task: its holder, optionally pinned to one holding (fence).
-#[derive(Debug, Args)]
-pub struct HolderArgs {
-    /// The claim's holder; needed when the task is claimed.
-    #[arg(long)]
-    claimant: Option<String>,
-    /// Refuse unless the claim still carries this fence.
-    #[arg(long, requires = "claimant")]
-    fence: Option<i64>,
-}
-
-impl HolderArgs {
-    fn holder(&self) -> Option<Holder> {
-        self.claimant.as_ref().map(|c| Holder {
-            claimant: c.clone(),
-            fence: self.fence,
-        })
-    }
-}
-
-#[derive(Debug, Args)]
-pub struct LeaseArgs {
-    /// Who holds the claim.
-    #[arg(long, default_value = crate::store::OPERATOR)]
-    claimant: String,
-    /// The worktree the claim records (where the work happens).
-    #[arg(long)]
-    worktree: Option<String>,
-    /// The lane the claim records.
-    #[arg(long)]
-    lane: Option<String>,
-    /// Lease length (default 30m).
-    #[arg(long, value_parser = duration)]
-    lease: Option<Duration>,
-}
-
-impl LeaseArgs {
-    fn request(&self) -> ClaimRequest {
-        ClaimRequest {
-            claimant: self.claimant.clone(),
-            lane: self.lane.clone(),
-            worktree: self.worktree.clone(),
-            lease: self.lease.unwrap_or(crate::store::DEFAULT_LEASE),
-        }
-    }
-}
-
 pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
     let mut authority = env.authority()?;
     let a = &mut *authority;
@@ -370,39 +306,13 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
             all,
             json,
         } => {
-            let open_only = !all && status.is_empty();
-            let statuses = if all {
-                vec![]
-            } else if open_only {
-                vec![Status::Pending, Status::Waiting]
-            } else {
-                status
-            };
             let filter = ListFilter {
-                statuses,
+                statuses: status,
                 project,
                 phase,
                 tag,
             };
-            let short = a.short_ids()?;
-            if json {
-                // Streamed: one task's document at a time, never the whole list.
-                let mut out = render::JsonArray::stdout();
-                a.each_task(&filter, &mut |t| {
-                    let mut v = render::task_json(&t);
-                    v["short"] = short.id(&t.id).into();
-                    out.push(&v)
-                })?;
-                out.finish()?;
-            } else {
-                let tasks = all_tasks(a, &filter)?;
-                if tasks.is_empty() && open_only {
-                    println!("{}", nothing_open(a, filter)?);
-                } else {
-                    let claims = a.claims()?;
-                    render::task_table(&tasks, &claims, a.now()?, &short);
-                }
-            }
+            list::tasks(a, filter, all, json)?;
         }
         TaskCmd::Show { id, json } => {
             let task = a.task(&id)?;
@@ -492,39 +402,7 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
             json,
         } => {
             if done {
-                // Completing a phase (the merge and the step) is behind the Authority.
-                let landed = phase_done(a, env, &id, holder.holder().as_ref())?;
-                if let Some(m) = landed.merge.as_ref().filter(|_| !json) {
-                    println!(
-                        "merged {} into {} at {} ({:?})",
-                        m.branch, m.base, m.commit, m.kind
-                    );
-                }
-                // A failed push loses nothing: the merge is local and kept.
-                if let Some(p) = &landed.push {
-                    if let Some(e) = &p.error {
-                        eprintln!("spice: {e}; the merge into {} is kept locally", p.base);
-                    }
-                }
-                // The release stands whatever the repository's on_release says.
-                match &landed.release_hook {
-                    Some(Ok(run)) if !run.passed() => {
-                        eprintln!("spice: {}; the release stands", run.summary_with_output())
-                    }
-                    Some(Err(why)) => {
-                        eprintln!("spice: on_release not run: {why}; the release stands")
-                    }
-                    _ => {}
-                }
-                let out = landed.phase;
-                if json {
-                    render::print_json(&out);
-                } else {
-                    match &out.to {
-                        Some(to) => println!("{} → {to}", out.from),
-                        None => println!("{} → completed", out.from),
-                    }
-                }
+                phase::done(a, env, &id, holder.holder().as_ref(), json)?;
             } else {
                 let phase = phase.expect("clap requires a phase without --done");
                 a.set_phase(&id, &phase, holder.holder().as_ref())?;
@@ -586,28 +464,7 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
             let claim = a.takeover(&id, &t)?;
             render::claim_out(&claim, json);
         }
-        TaskCmd::Claims { stale, json } => {
-            let now = a.now()?;
-            let claims: Vec<_> = a
-                .claims()?
-                .into_iter()
-                .filter(|c| !stale || !c.is_live(now))
-                .collect();
-            let short = a.short_ids()?;
-            if json {
-                let docs: Vec<_> = claims
-                    .iter()
-                    .map(|c| {
-                        let mut v = render::claim_json(c);
-                        v["short"] = short.id(&c.task_id).into();
-                        v
-                    })
-                    .collect();
-                render::print_json(&docs);
-            } else {
-                render::claim_table(&claims, now, &short);
-            }
-        }
+        TaskCmd::Claims { stale, json } => list::claims(a, stale, json)?,
         TaskCmd::Ledger { id, json } => {
             let ledger = a.ledger(&id)?;
             if json {
@@ -619,114 +476,8 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
         TaskCmd::Import {
             taskwarrior: file,
             json,
-        } => {
-            let (text, source) = read_input(&file)?;
-            let tasks = taskwarrior::parse_export(&text, &source)?;
-            let report = a.import(&tasks, &source)?;
-            if json {
-                render::print_json(&report);
-            } else {
-                println!(
-                    "imported {} task(s) from {source}: {} added, {} updated, {} dependencies",
-                    tasks.len(),
-                    report.added,
-                    report.updated,
-                    report.dependencies
-                );
-            }
-        }
-        TaskCmd::Export { .. } => {
-            let tasks = all_tasks(a, &ListFilter::default())?;
-            let uuid_of = tasks
-                .iter()
-                .map(|t| (t.id.clone(), t.uuid.clone()))
-                .collect();
-            render::print_json(&taskwarrior::export(&tasks, &uuid_of));
-        }
+        } => taskwarrior::import(a, &file, json)?,
+        TaskCmd::Export { .. } => taskwarrior::export(a)?,
     }
     Ok(())
-}
-
-/// Every task matching `filter`, oldest first.
-fn all_tasks(a: &mut dyn Authority, filter: &ListFilter) -> Result<Vec<crate::task::Task>> {
-    let mut tasks = Vec::new();
-    a.each_task(filter, &mut |t| {
-        tasks.push(t);
-        Ok(())
-    })?;
-    Ok(tasks)
-}
-
-/// What `task list` says when no open task matches: how many closed ones it hid, so
-/// a store of finished work does not read as an empty one (issue #40).
-fn nothing_open(a: &mut dyn Authority, filter: ListFilter) -> Result<String> {
-    let (mut completed, mut deleted) = (0, 0);
-    let closed = ListFilter {
-        statuses: vec![Status::Completed, Status::Deleted],
-        ..filter
-    };
-    a.each_task(&closed, &mut |t| {
-        match t.status {
-            Status::Completed => completed += 1,
-            _ => deleted += 1,
-        }
-        Ok(())
-    })?;
-    let hidden: Vec<String> = [(completed, "completed"), (deleted, "deleted")]
-        .into_iter()
-        .filter(|(n, _)| *n > 0)
-        .map(|(n, what)| format!("{n} {what}"))
-        .collect();
-    Ok(if hidden.is_empty() {
-        "no tasks".to_string()
-    } else {
-        format!("no open tasks ({}; --all shows them)", hidden.join(", "))
-    })
-}
-
-/// Git boundary 2, through the library: the CLI only supplies what the library may
-/// not read itself (the lanes directory of the repository the caller runs in, a
-/// fallback for lane files). Where the branch merges comes from the claim and the
-/// lane, never from the caller's environment (`land`'s module doc).
-fn phase_done(
-    s: &mut dyn Authority,
-    env: &Env,
-    id: &str,
-    holder: Option<&Holder>,
-) -> Result<crate::land::Landed> {
-    let runner = crate::git::Runner::new(std::env::vars_os());
-    let lanes_dir = env.lanes_dir().ok();
-    crate::land::complete_phase(
-        s,
-        &crate::land::PhaseDone {
-            task: id,
-            holder,
-            runner: &runner,
-            lanes_dir: lanes_dir.as_deref(),
-            home: Some(&env.state_dir),
-        },
-    )
-}
-
-fn read_input(file: &str) -> Result<(String, String)> {
-    if file == "-" {
-        let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .map_err(|source| Error::Io {
-                context: "failed to read standard input".into(),
-                source,
-            })?;
-        Ok((text, "<stdin>".into()))
-    } else {
-        let text = std::fs::read_to_string(file).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => Error::input(format!("{file}: no such file")),
-            std::io::ErrorKind::InvalidData => Error::input(format!("{file}: not UTF-8 text")),
-            _ => Error::Io {
-                context: format!("failed to read {file}"),
-                source: e,
-            },
-        })?;
-        Ok((text, file.to_string()))
-    }
 }

@@ -63,6 +63,28 @@ pub struct Lane {
     /// counts them); crossing it pauses the lane after the agent's turn until the
     /// operator raises or stops it (`spice budget`). A positive integer.
     pub budget_tokens: Option<Spanned<u64>>,
+    /// How the lane's agent is confined ([`Confinement`]); default Landlock.
+    #[serde(default)]
+    pub sandbox: Confinement,
+    /// More paths the confined agent may write, beyond its worktree, its agent home
+    /// entries (the profile's `writable`), its private temp directory and the git
+    /// files of its own branch: absolute, or `~/…` for the agent's HOME.
+    #[serde(default)]
+    pub writable: Vec<Spanned<String>>,
+}
+
+/// A lane's `sandbox`: what confines every process its agent starts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Confinement {
+    /// Writes only to the paths named (worktree, agent home, temp, own branch),
+    /// signals only within the lane (`crate::sandbox`); said plainly where the kernel
+    /// cannot.
+    #[default]
+    Landlock,
+    /// No confinement: the agent may write whatever the operator can. `fleet check`
+    /// and the lane's row say so.
+    Off,
 }
 
 fn yes() -> bool {
@@ -348,6 +370,18 @@ pub fn check(path: &Path, text: &str) -> std::result::Result<(Lane, Timing), Vec
             "field 'budget_tokens': must be a positive number of tokens (leave it out for no budget)",
         ));
     }
+    for w in &lane.writable {
+        let v = w.get_ref();
+        let plain = v.starts_with('/') || v.starts_with("~/");
+        if !plain || v.split('/').any(|c| c == "..") {
+            errors.push(ConfigError::at(
+                path,
+                text,
+                w.span().start,
+                format!("field 'writable': '{v}' must be an absolute path or start with '~/', without '..'"),
+            ));
+        }
+    }
     errors.extend(check_values(path, text));
     if errors.is_empty() {
         Ok((
@@ -389,6 +423,40 @@ mod tests {
                 "l.toml:2:26: field 'hosts': 'a' is named twice",
             ]
         );
+    }
+
+    #[test]
+    fn sandbox_and_writable_are_checked() {
+        let (l, _) = check(
+            Path::new("l.toml"),
+            "profile = \"demo\"\nwritable = [\"/opt/cache\", \"~/.cargo/registry\"]\n",
+        )
+        .unwrap();
+        assert_eq!(l.sandbox, Confinement::Landlock);
+        assert_eq!(l.writable.len(), 2);
+        let (l, _) = check(
+            Path::new("l.toml"),
+            "profile = \"demo\"\nsandbox = \"off\"\n",
+        )
+        .unwrap();
+        assert_eq!(l.sandbox, Confinement::Off);
+        let errors = check(
+            Path::new("l.toml"),
+            "profile = \"demo\"\nwritable = [\"rel\", \"/a/../b\"]\n",
+        )
+        .unwrap_err();
+        let msgs: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+        assert_eq!(msgs.len(), 2, "{msgs:?}");
+        assert!(
+            msgs[0].starts_with("l.toml:2:13: field 'writable': 'rel' must be"),
+            "{msgs:?}"
+        );
+        let e = check(
+            Path::new("l.toml"),
+            "profile = \"demo\"\nsandbox = \"maybe\"\n",
+        )
+        .unwrap_err();
+        assert!(e[0].to_string().starts_with("l.toml:2:11"), "{}", e[0]);
     }
 
     #[test]

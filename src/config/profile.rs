@@ -119,6 +119,9 @@ pub struct Profile {
     pub env: BTreeMap<String, String>,
     pub transcript: Option<Transcript>,
     pub hooks: Vec<Hook>,
+    /// What the agent itself keeps outside its worktree and may write when confined
+    /// (its transcripts, settings, caches): `{home}/…` or absolute paths.
+    pub writable: Vec<Template>,
 }
 
 impl Profile {
@@ -158,6 +161,8 @@ struct RawProfile {
     transcript: Option<Spanned<RawTranscript>>,
     #[serde(default)]
     hooks: Vec<Hook>,
+    #[serde(default)]
+    writable: Vec<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -201,6 +206,21 @@ pub fn parse(
         .transcript
         .as_ref()
         .and_then(|t| transcript(text, t, &mut at));
+    let writable = raw
+        .writable
+        .iter()
+        .filter_map(|w| {
+            let t = template(text, "writable", w, &Placeholder::TRANSCRIPT, &mut at)?;
+            let s = t.as_str();
+            let rooted = s.starts_with('/') || s == "{home}" || s.starts_with("{home}/") || s.starts_with("{worktree}");
+            if !rooted || s.split('/').any(|c| c == "..") {
+                let reason = "'writable' entries must be absolute: start with '/', {home}/ or {worktree}, without '..'";
+                at(w.span().start, reason.into());
+                return None;
+            }
+            Some(t)
+        })
+        .collect();
 
     if !errors.is_empty() {
         return Err(errors);
@@ -218,6 +238,7 @@ pub fn parse(
             .collect(),
         transcript,
         hooks: raw.hooks,
+        writable,
     })
 }
 
@@ -357,7 +378,27 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{name}: {}", e[0]));
             assert!(!p.command.is_empty());
             assert!(p.resume.is_some(), "{name} can resume");
+            assert!(
+                !p.writable.is_empty(),
+                "{name} says what it writes in its HOME"
+            );
         }
+    }
+
+    #[test]
+    fn writable_entries_are_rooted() {
+        let text =
+            "command = [\"a\"]\nwritable = [\"{home}/.a\", \"rel\", \"{home}/../x\", \"/opt/a\"]\n";
+        let e = parse(Path::new("p.toml"), "p", text, Source::Builtin).unwrap_err();
+        let msgs: Vec<String> = e.iter().map(|e| e.to_string()).collect();
+        assert_eq!(msgs.len(), 2, "{msgs:?}");
+        assert!(
+            msgs[0].starts_with("p.toml:2:26: 'writable' entries must be absolute"),
+            "{msgs:?}"
+        );
+        let ok = "command = [\"a\"]\nwritable = [\"{home}/.a\", \"/opt/a\"]\n";
+        let p = parse(Path::new("p.toml"), "p", ok, Source::Builtin).unwrap();
+        assert_eq!(p.writable.len(), 2);
     }
 
     #[test]

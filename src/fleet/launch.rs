@@ -20,6 +20,7 @@ pub(super) fn argv(
     program: &Path,
     resume: bool,
     value: &dyn Fn(Placeholder) -> Option<String>,
+    confined: &super::confine::Confined,
 ) -> Vec<String> {
     let template = match (&cfg.profile.resume, resume) {
         (Some(r), true) => r,
@@ -38,14 +39,22 @@ pub(super) fn argv(
             ["--settings".to_string(), claude_settings(&opts.spice)],
         );
     }
-    // Under the shim, no process of the agent outlives the supervisor.
-    let shim = [
+    // Under the shim, no process of the agent outlives the supervisor; the shim
+    // enters the sandbox before it starts the agent, so all the agent starts is in it.
+    let mut shim = vec![
         opts.spice.display().to_string(),
         "agent-shim".into(),
         "--parent".into(),
         std::process::id().to_string(),
-        "--".into(),
     ];
+    if let Some(write) = &confined.write {
+        shim.push("--confine".into());
+        for p in write {
+            shim.push("--write".into());
+            shim.push(p.display().to_string());
+        }
+    }
+    shim.push("--".into());
     argv.splice(0..0, shim);
     argv
 }
@@ -70,7 +79,19 @@ pub(super) fn environment(
         // Where `task phase --done` merges (and pushes): the running lane's policy,
         // not whatever copy of the lane file the task's worktree holds.
         ("SPICE_BASE".into(), base.to_string()),
+        // The lane's private temporary directory: a confined agent writes no other.
+        (
+            "TMPDIR".into(),
+            super::confine::temp_dir(opts, &cfg.name)
+                .display()
+                .to_string(),
+        ),
         ("BASH_ENV".into(), opts.bash_env.display().to_string()),
+        // Where the agent's `spice task phase --done` asks the supervisor to land it.
+        (
+            super::desk::VAR.into(),
+            super::desk::socket(&opts.state_dir).display().to_string(),
+        ),
         // A `bash -c` whose stdin is a socket (Claude Code's Bash tool) and whose
         // SHLVL says top level takes itself for a command run by rshd: it reads
         // ~/.bashrc and never BASH_ENV. Saying we run under a shell keeps the

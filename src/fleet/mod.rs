@@ -2,13 +2,15 @@
 //! directory (an exclusive lock on `supervisor.pid`, released by the kernel the moment
 //! the holder dies).
 //!
-//! Status: this runs the loop end to end with any profile whose transcript is named by
-//! its session id (Claude Code, the demo agent). Not yet: fleet status/down, idle-time
-//! delivery into the PTY, hooks, Codex transcript discovery, crash-loop holds.
+//! A lane's sessions are launched through the agent shim, confined by the paths
+//! [`confine`] names; what a confined agent may not do itself (ending a phase) it asks
+//! of the supervisor's [`desk`].
 
 pub mod activity;
 pub mod attach;
 pub mod brief;
+pub mod confine;
+pub mod desk;
 pub mod events;
 mod follow;
 pub mod gc;
@@ -60,6 +62,9 @@ pub struct FleetOptions {
     /// This supervisor's row in the store; set by [`up`] for its lanes, which run only
     /// once they take their lane ([`hosts`]). `None`: a lane runs without asking.
     pub supervisor: Option<i64>,
+    /// The sessions running now, which the supervisor's desk answers
+    /// ([`desk`]).
+    pub seats: desk::Seats,
 }
 
 impl FleetOptions {
@@ -242,6 +247,8 @@ pub fn up(
         ..opts.clone()
     };
     let opts = &lane_opts;
+    // Where the lanes' agents ask for what a confined agent may not do itself.
+    let desk = desk::serve(opts, opts.seats.clone(), stop.clone())?;
     let mut listeners: Vec<(String, std::thread::JoinHandle<()>)> = Vec::new();
     let mut handles = Vec::new();
     let enabled: Vec<_> = cfg.lanes.iter().filter(|l| l.lane.enabled).collect();
@@ -285,6 +292,8 @@ pub fn up(
         attach::wake(&opts.state_dir, &lane);
         let _ = l.join();
     }
+    desk::wake(&opts.state_dir);
+    let _ = desk.join();
     warmer.thread().unpark();
     let _ = warmer.join();
     let _ = collector.join();

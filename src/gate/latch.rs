@@ -94,18 +94,32 @@ pub struct Latches {
 }
 
 impl Latches {
+    /// `<common>/spice/gate/latches.json`: in the gate's own directory, the one part
+    /// of spice's files a confined agent's pre-commit hook may write
+    /// (`fleet::confine`).
     pub fn file(common_dir: &Path) -> PathBuf {
+        super::phase::gate_dir(common_dir).join("latches.json")
+    }
+
+    /// Where latches were kept before they had a directory of their own: read when the
+    /// new file does not exist yet, never written.
+    fn legacy_file(common_dir: &Path) -> PathBuf {
         common_dir.join("spice").join("gate-latches.json")
     }
 
     /// Reads the latches; a missing file is none. A corrupt file is an error (it
     /// would otherwise silently release every latch).
     pub fn load(common_dir: &Path) -> Result<Latches, String> {
-        let path = Latches::file(common_dir);
-        match std::fs::read(&path) {
-            Ok(b) => serde_json::from_slice(&b).map_err(|e| format!("{}: {e}", path.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Latches::default()),
+        let read = |path: &Path| match std::fs::read(path) {
+            Ok(b) => serde_json::from_slice(&b)
+                .map(Some)
+                .map_err(|e| format!("{}: {e}", path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(format!("{}: {e}", path.display())),
+        };
+        match read(&Latches::file(common_dir))? {
+            Some(l) => Ok(l),
+            None => Ok(read(&Latches::legacy_file(common_dir))?.unwrap_or_default()),
         }
     }
 
@@ -114,7 +128,7 @@ impl Latches {
         let path = Latches::file(common_dir);
         let dir = path.parent().expect("has a parent");
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let tmp = dir.join(format!(".gate-latches.{}.tmp", std::process::id()));
+        let tmp = dir.join(format!(".latches.{}.tmp", std::process::id()));
         let text = serde_json::to_vec_pretty(self).expect("serialisable");
         std::fs::write(&tmp, text).map_err(|e| format!("{}: {e}", tmp.display()))?;
         std::fs::rename(&tmp, &path).map_err(|e| format!("{}: {e}", path.display()))
@@ -262,6 +276,11 @@ mod tests {
         std::fs::write(Latches::file(dir.path()), "{not json").unwrap();
         assert!(Latches::load(dir.path())
             .unwrap_err()
-            .contains("gate-latches.json"));
+            .contains("gate/latches.json"));
+        // A repository gated before the gate had its own directory keeps its latches.
+        std::fs::remove_file(Latches::file(dir.path())).unwrap();
+        l.save(dir.path()).unwrap();
+        std::fs::rename(Latches::file(dir.path()), Latches::legacy_file(dir.path())).unwrap();
+        assert_eq!(Latches::load(dir.path()).unwrap().all().count(), 1);
     }
 }

@@ -27,8 +27,20 @@ pub struct PhaseGate {
     pub bypasses: Vec<Bypass>,
 }
 
+/// The directory of what the pre-commit gate writes (`latches.json`, `verified`):
+/// the one part of `<common>/spice/` a confined agent's commit may write, since its
+/// hook runs in the agent's sandbox (`fleet::confine`).
+pub fn gate_dir(common_dir: &Path) -> std::path::PathBuf {
+    common_dir.join("spice").join("gate")
+}
+
 /// Where the pre-commit gate records the trees it passed (one hex id a line).
 fn verified_file(common_dir: &Path) -> std::path::PathBuf {
+    gate_dir(common_dir).join("verified")
+}
+
+/// Where it recorded them before the gate had a directory: still read.
+fn legacy_verified_file(common_dir: &Path) -> std::path::PathBuf {
     common_dir.join("spice").join("gate-verified")
 }
 
@@ -101,12 +113,19 @@ pub fn check(wt: &Path, base: &str, branch: &str, opts: &Options) -> Result<Phas
     let pre_commit = hooks::dir(&repo)?.join("pre-commit");
     let installed = std::fs::read_to_string(pre_commit).is_ok_and(|t| t.contains(hooks::MARK));
     if installed {
-        let verified: std::collections::HashSet<String> =
-            std::fs::read_to_string(verified_file(&repo.common_dir))
+        let verified: std::collections::HashSet<String> = [
+            verified_file(&repo.common_dir),
+            legacy_verified_file(&repo.common_dir),
+        ]
+        .iter()
+        .flat_map(|f| {
+            std::fs::read_to_string(f)
                 .unwrap_or_default()
                 .lines()
                 .map(str::to_string)
-                .collect();
+                .collect::<Vec<_>>()
+        })
+        .collect();
         let log = git(
             &repo.root,
             &[

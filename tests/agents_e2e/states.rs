@@ -106,7 +106,7 @@ fn codex_pty_an_approval_prompt_asks_the_operator() {
          \"-c\", \"check_for_update_on_startup=false\",\n\
          \"-c\", 'projects={{\"{worktree}\"={{trust_level=\"trusted\"}}}}',\n\
          \"--model={model}\", \"{brief}\"]\n\
-         mode = \"pty\"\nhooks = []\n\
+         mode = \"pty\"\nhooks = []\nwritable = [\"{home}/.codex\"]\n\
          [transcript]\nformat = \"codex\"\ndir = \"{home}/.codex/sessions\"\n\
          glob = \"*/*/*/rollout-*.jsonl\"\n",
     )

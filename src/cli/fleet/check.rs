@@ -69,7 +69,8 @@ fn print_table(repo: &Path, fleet: &FleetConfig) {
         println!("{}", super::super::lanes::none_defined(&repo.join("lanes")));
         return;
     }
-    let rows: Vec<[String; 5]> = fleet
+    let offer = crate::sandbox::probe();
+    let rows: Vec<[String; 6]> = fleet
         .lanes
         .iter()
         .map(|l| {
@@ -84,13 +85,23 @@ fn print_table(repo: &Path, fleet: &FleetConfig) {
                 mode(l.profile.mode).to_string(),
                 l.profile.programs()[0].to_string(),
                 state.to_string(),
+                crate::fleet::confine::describe(l, offer),
             ]
         })
         .collect();
     let width = |i: usize| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0);
-    let (w0, w1, w2, w3) = (width(0), width(1), width(2), width(3));
-    for [a, b, c, d, e] in &rows {
-        println!("{a:w0$}  {b:w1$}  {c:w2$}  {d:w3$}  {e}");
+    let (w0, w1, w2, w3, w4) = (width(0), width(1), width(2), width(3), width(4));
+    for [a, b, c, d, e, f] in &rows {
+        println!("{a:w0$}  {b:w1$}  {c:w2$}  {d:w3$}  {e:w4$}  {f}");
+    }
+    println!("sandbox: {}", offer.describe());
+    if fleet
+        .lanes
+        .iter()
+        .any(|l| l.lane.sandbox == crate::config::lane::Confinement::Landlock)
+        && offer.landlock.is_some()
+    {
+        println!("sandbox limits: {}", crate::fleet::confine::LIMITS);
     }
     for (l, e) in fleet.unavailable() {
         if l.lane.enabled {
@@ -129,7 +140,9 @@ fn counts(fleet: &FleetConfig) -> (usize, usize, usize) {
 
 fn check_json(fleet: &FleetConfig) -> serde_json::Value {
     let (ready, missing, disabled) = counts(fleet);
+    let offer = crate::sandbox::probe();
     json!({
+        "sandbox": offer.describe(),
         "lanes": fleet.lanes.iter().map(|l| json!({
             "name": l.name,
             "file": l.file,
@@ -143,6 +156,7 @@ fn check_json(fleet: &FleetConfig) -> serde_json::Value {
             "start_timeout_secs": l.start_timeout.as_secs(),
             "program": l.program.as_ref().ok(),
             "unavailable": l.program.as_ref().err().map(|e| e.to_string()),
+            "confinement": crate::fleet::confine::describe(l, offer),
         })).collect::<Vec<_>>(),
         "ready": ready,
         "unavailable": missing,

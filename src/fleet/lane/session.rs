@@ -185,7 +185,9 @@ impl Lane<'_> {
                 Placeholder::CwdSlug => claude_slug(&worktree),
             })
         };
-        let argv = launch::argv(cfg, opts, program, resume, &value);
+        let confined =
+            crate::fleet::confine::session(cfg, opts, &self.repo, &worktree, &session, &value);
+        let argv = launch::argv(cfg, opts, program, resume, &value, &confined);
         let recordings = opts.state_dir.join("recordings");
         let _ = std::fs::create_dir_all(&recordings);
         let recording = recordings.join(format!("{session}.cast"));
@@ -199,6 +201,17 @@ impl Lane<'_> {
             recording: Some(recording.clone()),
         })?;
         self.report.sessions.push(session.clone());
+        // The desk answers this session's agent (and all it starts) until it ends.
+        let _seated = opts.seats.sit(
+            agent.pid(),
+            crate::fleet::desk::Seat {
+                lane: cfg.name.clone(),
+                session: session.clone(),
+                task: task.id.clone(),
+                fence: work.fence,
+                worktree: work.worktree.clone(),
+            },
+        );
         self.port.set(Some(agent.terminal()));
         self.store.note(
             &task.id,
@@ -207,6 +220,7 @@ impl Lane<'_> {
             json!({
                 "lane": cfg.name, "phase": task.phase, "pid": agent.pid(), "resume": resume, "turn": work.turns + 1,
                 "base": self.base, "push": cfg.lane.push, "worktree": work.worktree,
+                "sandbox": confined.status,
                 "conversation": conversation, "recording": recording,
                 "steering_in_brief": pending.iter().map(|i| &i.key).collect::<Vec<_>>(),
                 "interrupted": interrupted, "interrupted_from": interrupted_from,

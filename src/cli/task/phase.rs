@@ -1,0 +1,59 @@
+//! `spice task phase ID --done`: completing a task's current phase from the command
+//! line. The merge, the step and the release are the library's (`crate::land`); this
+//! layer supplies only what the library may not read itself and reports the outcome.
+//! A failed push or a failing `on_release` hook is reported and goes on: the merge is
+//! kept locally and the release stands.
+
+use super::super::Env;
+use crate::error::Result;
+use crate::store::{Authority, Holder};
+
+/// Completes `id`'s current phase and prints the step (and the merge, unless `json`).
+pub(super) fn done(
+    a: &mut dyn Authority,
+    env: &Env,
+    id: &str,
+    holder: Option<&Holder>,
+    json: bool,
+) -> Result<()> {
+    // A lane's agent asks its supervisor, which lands the branch for the lane's own
+    // claim (a confined agent may not move base or the operator's checkout).
+    let (out, err) = match std::env::var_os(crate::fleet::desk::VAR) {
+        Some(desk) if !desk.is_empty() => {
+            crate::fleet::desk::ask_phase_done(std::path::Path::new(&desk), id, json)?
+        }
+        // Completing a phase (the merge and the step) is behind the Authority.
+        _ => phase_done(a, env, id, holder)?.report(json),
+    };
+    for line in err {
+        eprintln!("{line}");
+    }
+    for line in out {
+        println!("{line}");
+    }
+    Ok(())
+}
+
+/// Git boundary 2, through the library: the CLI only supplies what the library may
+/// not read itself (the lanes directory of the repository the caller runs in, a
+/// fallback for lane files). Where the branch merges comes from the claim and the
+/// lane, never from the caller's environment (`land`'s module doc).
+fn phase_done(
+    s: &mut dyn Authority,
+    env: &Env,
+    id: &str,
+    holder: Option<&Holder>,
+) -> Result<crate::land::Landed> {
+    let runner = crate::git::Runner::new(std::env::vars_os());
+    let lanes_dir = env.lanes_dir().ok();
+    crate::land::complete_phase(
+        s,
+        &crate::land::PhaseDone {
+            task: id,
+            holder,
+            runner: &runner,
+            lanes_dir: lanes_dir.as_deref(),
+            home: Some(&env.state_dir),
+        },
+    )
+}

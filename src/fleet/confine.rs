@@ -1,0 +1,226 @@
+//! What a lane's agent may write when confined ([`crate::sandbox`]): the paths one
+//! session's policy names, worked out by the supervisor from what it knows, never
+//! from anything the agent could have written.
+//!
+//! Theory: Landlock grants writes beneath directories (or to single files), so the
+//! layout decides what can be enforced. A session may write:
+//! - its worktree, and the worktree's own administrative directory in the git common
+//!   directory (`worktrees/<name>`: its `HEAD`, index, reflog), found by matching each
+//!   `worktrees/*/gitdir` (written by git when the supervisor added the worktree) to
+//!   the worktree path the claim records;
+//! - the object store (commits are content-addressed: a new object moves nothing),
+//!   and the directory of the task branches' loose refs and reflogs
+//!   (`refs/heads/spice/`, `logs/refs/heads/spice/`), so it commits its branch;
+//! - the gate's directory (`spice/gate/`: latches, verified trees), which its
+//!   pre-commit hook writes from inside its `git commit`;
+//! - its transcript's directory (the profile's `transcript.dir`), its agent's home
+//!   entries (the profile's `writable`; all of the demo agent's own HOME), a private temporary
+//!   directory (`TMPDIR`), the record of its interrupted commands, the terminal
+//!   devices, and what the lane's `writable` adds.
+//!
+//! It may not write: the base branch or any ref outside `refs/heads/spice/`, the
+//! git configuration and hooks, other worktrees, the operator's checkout, beds and
+//! templates, manifests, latches, recordings and logs in the state directory.
+//!
+//! Known limits, said in `fleet check` and ARCHITECTURE.md: the task branches share
+//! one directory, so a confined agent could still move another task's branch (never
+//! base: merging into base is the supervisor's, through the holder check and the
+//! gate); while the agent's `spice` commands open the SQLite store themselves, its
+//! files stay writable ([`STORE_FILES`]); and the gate's latches and verified trees
+//! are the agent's to forge (sticky flex and the bypass report are advisory against a
+//! hostile agent; the phase gate still runs every rule before a merge).
+
+use super::FleetOptions;
+use crate::config::fleet::LaneConfig;
+use crate::config::lane::Confinement;
+use crate::config::profile::Placeholder;
+use std::path::{Path, PathBuf};
+
+/// The store's SQLite files, which the agent's own `spice` commands (`exec`, `hook`,
+/// `inbox`, `task`) still open directly.
+pub const STORE_FILES: [&str; 3] = ["spice.db", "spice.db-wal", "spice.db-shm"];
+
+/// The devices an agent's terminal programs write.
+const DEVICES: [&str; 6] = [
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/tty",
+    "/dev/pts",
+    "/dev/ptmx",
+];
+
+/// One session's confinement: the writable paths handed to the agent shim (`None`:
+/// the lane runs unconfined), and the one line the lane's row and `fleet check` show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Confined {
+    pub write: Option<Vec<PathBuf>>,
+    pub status: String,
+}
+
+/// What a lane's agents get on this machine, in a few words (`fleet check`'s column;
+/// the ABI is said once, on its `sandbox:` line).
+pub fn describe(cfg: &LaneConfig, offer: crate::sandbox::Offer) -> String {
+    match (cfg.lane.sandbox, offer.landlock) {
+        (Confinement::Off, _) => "not confined (sandbox = \"off\")".into(),
+        (Confinement::Landlock, None) => "NOT confined: no Landlock in this kernel".into(),
+        (Confinement::Landlock, Some(v)) if v >= 6 => "confined".into(),
+        (Confinement::Landlock, Some(_)) => "partly confined (writes only)".into(),
+    }
+}
+
+/// What confinement leaves open today, said once under `fleet check`'s lanes.
+pub const LIMITS: &str = "agents can still write the task branches' refs, the store's files and \
+the gate's latches (docs/security.md)";
+
+/// The private temporary directory of a lane's sessions (`TMPDIR`).
+pub fn temp_dir(opts: &FleetOptions, lane: &str) -> PathBuf {
+    opts.state_dir.join("tmp").join(lane)
+}
+
+/// Works out the policy of a session of `cfg` in `worktree`, creating the private
+/// directories it names. `value` expands the profile's `writable` templates (`{home}`
+/// is the HOME the agent gets).
+pub fn session(
+    cfg: &LaneConfig,
+    opts: &FleetOptions,
+    repo: &Path,
+    worktree: &Path,
+    session: &str,
+    value: &dyn Fn(Placeholder) -> Option<String>,
+) -> Confined {
+    if cfg.lane.sandbox == Confinement::Off {
+        return Confined {
+            write: None,
+            status: "not confined: the lane says sandbox = \"off\"".into(),
+        };
+    }
+    let mut write: Vec<PathBuf> = vec![worktree.to_path_buf()];
+    let tmp = temp_dir(opts, &cfg.name);
+    let interrupted = opts.state_dir.join("interrupted").join(session);
+    for d in [&tmp, &interrupted] {
+        let _ = std::fs::create_dir_all(d);
+        write.push(d.clone());
+    }
+    write.extend(STORE_FILES.iter().map(|f| opts.state_dir.join(f)));
+    write.extend(git_paths(opts, repo, worktree));
+    write.extend(DEVICES.iter().map(PathBuf::from));
+    let home = value(Placeholder::Home).map(PathBuf::from);
+    // The scripted demo agent's HOME is its own, under the state directory.
+    if cfg.profile.runs_demo_agent() {
+        write.extend(home.clone());
+    }
+    // The agent writes its transcript where the profile says it does.
+    if let Some(dir) = cfg
+        .profile
+        .transcript
+        .as_ref()
+        .and_then(|t| t.dir.expand(value))
+    {
+        let _ = std::fs::create_dir_all(&dir);
+        write.push(PathBuf::from(dir));
+    }
+    for t in &cfg.profile.writable {
+        if let Some(p) = t
+            .expand(value)
+            .filter(|p| crate::sandbox::nameable(Path::new(p)))
+        {
+            write.push(PathBuf::from(p));
+        }
+    }
+    for w in &cfg.lane.writable {
+        let w = w.get_ref();
+        match (w.strip_prefix("~/"), &home) {
+            (Some(rest), Some(h)) => write.push(h.join(rest)),
+            (None, _) => write.push(PathBuf::from(w)),
+            (Some(_), None) => {}
+        }
+    }
+    write.retain(|p| crate::sandbox::nameable(p));
+    write.dedup();
+    let offer = crate::sandbox::probe();
+    let status = match offer.landlock {
+        None => "not confined: this kernel has no Landlock enabled".to_string(),
+        Some(v) if v >= 6 => {
+            "confined: writes to its worktree, branch, agent home and temp; signals within the lane"
+                .to_string()
+        }
+        Some(v) => format!(
+            "partly confined (Landlock ABI {v}): writes only; signals not scoped (ABI 6 needed)"
+        ),
+    };
+    Confined {
+        write: Some(write),
+        status,
+    }
+}
+
+/// The git paths a worktree's commits write: its administrative directory, the
+/// objects, and the task branches' refs and reflogs (created when missing, so a
+/// packed branch can still be updated as a loose ref).
+fn git_paths(opts: &FleetOptions, repo: &Path, worktree: &Path) -> Vec<PathBuf> {
+    let Ok(git) = crate::git::Git::open(repo, crate::git::Runner::new(opts.vars.clone())) else {
+        return Vec::new();
+    };
+    let common = git.common_dir().to_path_buf();
+    let mut out = vec![common.join("objects")];
+    if let Some(admin) = admin_dir(&common, worktree) {
+        out.push(admin);
+    }
+    let branches = crate::git::PREFIX.trim_end_matches('/');
+    for d in [
+        common.join("refs/heads").join(branches),
+        common.join("logs/refs/heads").join(branches),
+        // The pre-commit gate runs inside the agent's `git commit`.
+        crate::gate::phase::gate_dir(&common),
+    ] {
+        let _ = std::fs::create_dir_all(&d);
+        out.push(d);
+    }
+    out
+}
+
+/// The directory under `<common>/worktrees/` whose `gitdir` names `worktree`'s `.git`
+/// file: exactly one, else none (nothing is granted on a guess).
+pub fn admin_dir(common: &Path, worktree: &Path) -> Option<PathBuf> {
+    let want = std::fs::canonicalize(worktree).ok()?.join(".git");
+    let mut found = Vec::new();
+    for e in std::fs::read_dir(common.join("worktrees")).ok()?.flatten() {
+        let Ok(text) = std::fs::read_to_string(e.path().join("gitdir")) else {
+            continue;
+        };
+        let named = PathBuf::from(text.trim());
+        let named = std::fs::canonicalize(&named).unwrap_or(named);
+        if named == want {
+            found.push(e.path());
+        }
+    }
+    (found.len() == 1).then(|| found.remove(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_admin_dir_is_the_one_whose_gitdir_names_the_worktree() {
+        let d = tempfile::tempdir().unwrap();
+        let common = d.path().join("repo/.git");
+        let wt = d.path().join("wt");
+        let other = d.path().join("other");
+        for w in [&wt, &other] {
+            std::fs::create_dir_all(w).unwrap();
+        }
+        for (name, w) in [("wt", &wt), ("other", &other)] {
+            let a = common.join("worktrees").join(name);
+            std::fs::create_dir_all(&a).unwrap();
+            std::fs::write(a.join("gitdir"), format!("{}\n", w.join(".git").display())).unwrap();
+        }
+        assert_eq!(admin_dir(&common, &wt), Some(common.join("worktrees/wt")));
+        // Two claimants of one worktree: nothing is granted.
+        let a = common.join("worktrees/forged");
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::write(a.join("gitdir"), format!("{}\n", wt.join(".git").display())).unwrap();
+        assert_eq!(admin_dir(&common, &wt), None);
+    }
+}

@@ -1,0 +1,345 @@
+//! The supervisor's desk: a Unix socket in the state directory (`desk.sock`) where a
+//! lane's agent asks the supervisor to do what a confined agent may not do itself.
+//! Today that is completing its task's phase (`spice task phase ID --done`), which
+//! merges into base, pushes and moves the operator's checkout.
+//!
+//! Theory: the desk never believes who a caller says it is. The kernel tells it the
+//! caller's pid (`SO_PEERCRED`); the desk walks that pid's parents up to the agent
+//! shim of a running session ([`Seats`]), and the session found is the caller: its
+//! lane, task, worktree and fence. A request names only the operation and the task
+//! it means; the task must be the seat's own, and the holder proved is the seat's
+//! session under its fence. An agent can therefore act only for its own lane and
+//! claim, whatever it writes into its environment or its request.
+//!
+//! Protocol: one JSON line each way. Request `{"op":"phase_done","task":ID,
+//! "json":bool}`; answer `{"out":[lines],"err":[lines]}` on success, or
+//! `{"error":msg,"code":n,"findings":[lines]}`.
+//!
+//! Invariants:
+//! - A caller that is no descendant of a seated shim is refused, and nothing runs.
+//! - The operation runs in the supervisor, unconfined, with the supervisor's store;
+//!   the store's credentials never pass to the agent.
+
+use super::FleetOptions;
+use crate::error::{Error, Result};
+use crate::store::Holder;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The desk's socket in a state directory.
+pub fn socket(state_dir: &Path) -> PathBuf {
+    state_dir.join("desk.sock")
+}
+
+/// The environment variable naming the desk to an agent.
+pub const VAR: &str = "SPICE_DESK";
+
+/// Longest request line read.
+const MAX_REQUEST: u64 = 64 * 1024;
+
+/// A running session, known by its shim's pid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seat {
+    pub lane: String,
+    pub session: String,
+    pub task: String,
+    pub fence: i64,
+    pub worktree: PathBuf,
+}
+
+/// The sessions running now, by the pid of their agent shim.
+#[derive(Debug, Clone, Default)]
+pub struct Seats(Arc<Mutex<HashMap<u32, Seat>>>);
+
+impl Seats {
+    /// Seats a session whose shim runs as `pid`; [`Seated`] unseats it when dropped.
+    pub fn sit(&self, pid: u32, seat: Seat) -> Seated {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(pid, seat);
+        Seated {
+            seats: self.clone(),
+            pid,
+        }
+    }
+
+    /// The seat of the nearest seated ancestor of `pid` (or `pid` itself).
+    pub fn of(&self, pid: u32) -> Option<Seat> {
+        let seats = self.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut at = pid;
+        for _ in 0..256 {
+            if let Some(s) = seats.get(&at) {
+                return Some(s.clone());
+            }
+            at = parent(at)?;
+            if at <= 1 {
+                return None;
+            }
+        }
+        None
+    }
+}
+
+/// A session's place at the desk, given up when dropped.
+pub struct Seated {
+    seats: Seats,
+    pid: u32,
+}
+
+impl Drop for Seated {
+    fn drop(&mut self) {
+        self.seats
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.pid);
+    }
+}
+
+/// A process's parent, from `/proc/PID/stat` (the field after the parenthesised name,
+/// which may itself hold spaces and parentheses).
+fn parent(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Request {
+    op: String,
+    task: String,
+    #[serde(default)]
+    json: bool,
+}
+
+/// Opens the desk and answers on a thread until `stop` is set (then
+/// [`wake`] it). A stale socket of a dead supervisor is replaced: the state
+/// directory's lock says this supervisor is the only one.
+pub fn serve(
+    opts: &FleetOptions,
+    seats: Seats,
+    stop: Arc<AtomicBool>,
+) -> Result<std::thread::JoinHandle<()>> {
+    let path = socket(&opts.state_dir);
+    let _ = std::fs::remove_file(&path);
+    let listener = UnixListener::bind(&path).map_err(|source| Error::Io {
+        context: format!("failed to open the desk at {}", path.display()),
+        source,
+    })?;
+    let opts = opts.clone();
+    Ok(std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            if stop.load(Ordering::SeqCst) {
+                break;
+            }
+            let Ok(conn) = conn else { continue };
+            let opts = opts.clone();
+            let seats = seats.clone();
+            std::thread::spawn(move || answer(conn, &opts, &seats));
+        }
+        let _ = std::fs::remove_file(&path);
+    }))
+}
+
+/// Unblocks the desk's accept so its thread sees `stop`.
+pub fn wake(state_dir: &Path) {
+    let _ = UnixStream::connect(socket(state_dir));
+}
+
+fn answer(mut conn: UnixStream, opts: &FleetOptions, seats: &Seats) {
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+    let reply = match caller(&conn, seats) {
+        Err(e) => failure(&e),
+        Ok(seat) => {
+            let mut line = String::new();
+            let read = BufReader::new((&conn).take(MAX_REQUEST)).read_line(&mut line);
+            match read
+                .map_err(|e| e.to_string())
+                .and_then(|_| serde_json::from_str::<Request>(&line).map_err(|e| e.to_string()))
+            {
+                Err(e) => failure(&Error::input(format!(
+                    "the desk could not read the request: {e}"
+                ))),
+                Ok(req) => match perform(&req, &seat, opts) {
+                    Ok(v) => v,
+                    Err(e) => failure(&e),
+                },
+            }
+        }
+    };
+    let _ = writeln!(conn, "{reply}");
+}
+
+/// Who is calling: the seat of the connecting process's nearest seated ancestor.
+fn caller(conn: &UnixStream, seats: &Seats) -> Result<Seat> {
+    use nix::libc;
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: SO_PEERCRED fills exactly one `ucred`, whose size is passed in `len`;
+    // the descriptor is the connected socket `conn` owns.
+    let rc = unsafe {
+        libc::getsockopt(
+            conn.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 || cred.pid <= 0 {
+        return Err(Error::Other(format!(
+            "the desk could not tell who called: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    seats.of(cred.pid as u32).ok_or_else(|| {
+        Error::input("the desk answers only a running lane's agent (this process is none)")
+    })
+}
+
+fn perform(req: &Request, seat: &Seat, opts: &FleetOptions) -> Result<Value> {
+    match req.op.as_str() {
+        "phase_done" => phase_done(req, seat, opts),
+        other => Err(Error::input(format!("the desk has no operation '{other}'"))),
+    }
+}
+
+/// Completes the seat's task's phase, as the seat's session under its fence.
+fn phase_done(req: &Request, seat: &Seat, opts: &FleetOptions) -> Result<Value> {
+    let mut store = opts.connect()?;
+    let task = store.task(&req.task)?;
+    if task.id != seat.task {
+        return Err(Error::input(format!(
+            "lane {} may complete only its own task's phase ({}), not {}",
+            seat.lane,
+            seat.task,
+            task.handle()
+        )));
+    }
+    let holder = Holder::fenced(seat.session.clone(), seat.fence);
+    let runner = crate::git::Runner::new(opts.vars.clone());
+    let lanes = opts.repo.join("lanes");
+    let landed = crate::land::complete_phase(
+        &mut *store,
+        &crate::land::PhaseDone {
+            task: &task.id,
+            holder: Some(&holder),
+            runner: &runner,
+            lanes_dir: Some(&lanes),
+            home: Some(&opts.state_dir),
+        },
+    )?;
+    let (out, err) = landed.report(req.json);
+    Ok(json!({ "out": out, "err": err }))
+}
+
+fn failure(e: &Error) -> Value {
+    let findings = match e {
+        Error::Refused(_, f) => f.clone(),
+        _ => Vec::new(),
+    };
+    json!({ "error": e.to_string(), "code": e.exit_code(), "findings": findings })
+}
+
+/// Asks the desk at `path` to complete `task`'s phase; returns the lines to print on
+/// stdout and stderr, or the desk's refusal as the error it was.
+pub fn ask_phase_done(path: &Path, task: &str, json: bool) -> Result<(Vec<String>, Vec<String>)> {
+    let mut conn = UnixStream::connect(path).map_err(|e| {
+        Error::Other(format!(
+            "the supervisor's desk at {} does not answer ({e}); is the fleet still up?",
+            path.display()
+        ))
+    })?;
+    let req = json!({ "op": "phase_done", "task": task, "json": json });
+    writeln!(conn, "{req}").map_err(|source| Error::Io {
+        context: "failed to ask the supervisor's desk".into(),
+        source,
+    })?;
+    let mut line = String::new();
+    BufReader::new(conn)
+        .read_line(&mut line)
+        .map_err(|source| Error::Io {
+            context: "failed to read the supervisor's desk's answer".into(),
+            source,
+        })?;
+    let v: Value = serde_json::from_str(&line).map_err(|e| {
+        Error::Other(format!(
+            "the supervisor's desk answered something unreadable: {e}"
+        ))
+    })?;
+    let lines = |k: &str| -> Vec<String> {
+        v[k].as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|l| l.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    if let Some(e) = v["error"].as_str() {
+        let findings = lines("findings");
+        let code = v["code"].as_i64().unwrap_or(1) as i32;
+        return Err(if findings.is_empty() {
+            match code {
+                2 => Error::Input(e.to_string()),
+                3 => Error::Conflict(e.to_string()),
+                _ => Error::Exit(code, e.to_string()),
+            }
+        } else {
+            Error::Refused(e.to_string(), findings)
+        });
+    }
+    Ok((lines("out"), lines("err")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seat_is_found_from_any_descendant_and_given_up_when_dropped() {
+        let seats = Seats::default();
+        let me = std::process::id();
+        let seat = Seat {
+            lane: "a".into(),
+            session: "s".into(),
+            task: "t".into(),
+            fence: 1,
+            worktree: "/w".into(),
+        };
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        {
+            let _held = seats.sit(me, seat.clone());
+            assert_eq!(seats.of(child.id()), Some(seat.clone()));
+            assert_eq!(seats.of(me), Some(seat));
+        }
+        assert_eq!(seats.of(child.id()), None);
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    #[test]
+    fn parent_reads_past_a_name_with_spaces_and_parentheses() {
+        assert_eq!(
+            parent(std::process::id()),
+            Some(std::os::unix::process::parent_id())
+        );
+    }
+}
