@@ -9,7 +9,7 @@
 //! | [`clock`] | time as a seam, so leases can be tested without waiting |
 //! | [`when`] | parsing dates and durations as people and Taskwarrior write them |
 //! | [`task`] | the task model, and Taskwarrior import/export |
-//! | [`store`] | the SQLite authority: tasks, deps, flows, claims, ledger |
+//! | [`store`] | the authority (SQLite, or PostgreSQL shared by hosts): tasks, deps, flows, claims, ledger |
 //! | [`alloc`] | the allocator: inherited priority, downstream release, tie-breaks |
 //! | [`git`] | worktrees and the three git boundaries: the only module that moves git |
 //! | [`land`] | completing a phase: the holder's proof, the merge into base, the store's record |

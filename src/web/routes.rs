@@ -418,7 +418,7 @@ async fn recover(r: Rejection) -> std::result::Result<Response, Infallible> {
     } else if r.find::<InvalidQuery>().is_some() {
         (
             StatusCode::BAD_REQUEST,
-            "invalid query string (see the API section of the README)".into(),
+            "invalid query string (see 'The JSON API' in docs/console.md)".into(),
         )
     } else if r.is_not_found() {
         (StatusCode::NOT_FOUND, "no such page or API".into())
