@@ -24,8 +24,11 @@ def spice_bin(arg):
 
 
 def timed(cmd):
+    # Each in a session of its own, as under a lane's PTY: the shim ends whatever is
+    # left in its session when the agent exits.
     t0 = time.perf_counter()
-    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       stdin=subprocess.DEVNULL, start_new_session=True)
     dt = time.perf_counter() - t0
     if p.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr.decode().strip()}")
