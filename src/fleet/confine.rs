@@ -92,7 +92,7 @@ pub fn session(
     if cfg.lane.sandbox == Confinement::Off {
         return Confined {
             write: None,
-            status: "not confined: the lane says sandbox = \"off\"".into(),
+            status: describe(cfg, crate::sandbox::probe()),
         };
     }
     let mut write: Vec<PathBuf> = vec![worktree.to_path_buf()];
@@ -138,17 +138,7 @@ pub fn session(
     }
     write.retain(|p| crate::sandbox::nameable(p));
     write.dedup();
-    let offer = crate::sandbox::probe();
-    let status = match offer.landlock {
-        None => "not confined: this kernel has no Landlock enabled".to_string(),
-        Some(v) if v >= 6 => {
-            "confined: writes to its worktree, branch, agent home and temp; signals within the lane"
-                .to_string()
-        }
-        Some(v) => format!(
-            "partly confined (Landlock ABI {v}): writes only; signals not scoped (ABI 6 needed)"
-        ),
-    };
+    let status = describe(cfg, crate::sandbox::probe());
     Confined {
         write: Some(write),
         status,
