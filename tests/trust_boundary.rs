@@ -263,3 +263,35 @@ fn regression_a_silent_postgres_server_gives_a_one_line_error_within_connect_tim
     assert!(err.contains("no answer within 2s"), "{err}");
     drop(held);
 }
+
+/// A password in the state directory's `config.toml` is in a file every agent can
+/// read (reads are not confined): `fleet check` says so, and where the password is
+/// safe instead.
+#[test]
+fn fleet_check_says_a_password_in_config_toml_is_readable_by_agents() {
+    let env = TestEnv::with_lanes(&[("a", "profile = \"demo\"\n")]);
+    std::fs::create_dir_all(&env.home).unwrap();
+    std::fs::write(
+        env.home.join("config.toml"),
+        "[store]\nurl = \"postgresql://spice:hunter2@127.0.0.1:9/x\"\n",
+    )
+    .unwrap();
+    let check = env.run(&["fleet", "check"]);
+    let out = check.ok();
+    assert!(
+        out.contains("store: the password in") && out.contains("SPICE_DATABASE_URL instead"),
+        "{out}"
+    );
+    assert!(!out.contains("hunter2"), "{out}");
+    let json = env.run(&["fleet", "check", "--json"]).json();
+    assert!(json["password_file"]
+        .as_str()
+        .is_some_and(|p| p.ends_with("config.toml")));
+    // Without a password in the file, nothing is said.
+    std::fs::write(
+        env.home.join("config.toml"),
+        "[store]\nurl = \"postgresql://spice@127.0.0.1:9/x\"\n",
+    )
+    .unwrap();
+    assert!(!env.run(&["fleet", "check"]).ok().contains("password"));
+}

@@ -342,6 +342,18 @@ fn record(repo: &scan::Repo, hook: &str, detail: &serde_json::Value) {
     let Some(task) = env("SPICE_TASK") else {
         return;
     };
+    let mut detail = detail.clone();
+    detail["hook"] = hook.into();
+    // A lane's agent records through its supervisor, which files the run under the
+    // agent's own task, session and lane.
+    if let Some(desk) =
+        crate::steer::desk::Desk::from_var(std::env::var_os(crate::steer::desk::VAR))
+    {
+        if let Err(e) = desk.gate_run(detail) {
+            eprintln!("spice gate: this run was not recorded in task {task}'s ledger: {e}");
+        }
+        return;
+    }
     let state_dir = std::env::var_os("SPICE_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
@@ -352,8 +364,6 @@ fn record(repo: &scan::Repo, hook: &str, detail: &serde_json::Value) {
     if matches!(&location, Ok(crate::store::Location::Sqlite(p)) if !p.is_file()) {
         return;
     }
-    let mut detail = detail.clone();
-    detail["hook"] = hook.into();
     detail["lane"] = env("SPICE_LANE").into();
     let actor = env("SPICE_SESSION").unwrap_or_else(|| "gate".into());
     let written = location

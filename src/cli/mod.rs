@@ -12,6 +12,7 @@ mod gate;
 mod lanes;
 mod next;
 pub(crate) mod render;
+mod secret;
 mod serve;
 mod steer;
 mod store;
@@ -149,6 +150,8 @@ struct DemoArgs {
 
 /// Runs the command line and returns the process exit code.
 pub fn main() -> i32 {
+    // Before any thread: the store's password leaves /proc/PID/environ.
+    secret::hide_from_proc(crate::config::state::URL_VAR);
     // How deep this process is among spice-launched ones; a bad value matters only
     // to a command that starts agents, which refuses it (`launch_depth`).
     if let Ok(Some(d)) = crate::agent::depth::parse(
@@ -251,7 +254,7 @@ fn run(command: Command) -> Result<()> {
     match command {
         Command::Task(cmd) => task::run(cmd, &Env::from_process_any()?),
         Command::Steer(args) => steer::steer(args, &Env::from_process_any()?),
-        Command::Inbox(args) => steer::inbox(args, &Env::from_process_any()?),
+        Command::Inbox(args) => steer::inbox(args, Env::from_process_any),
         Command::Ack(cmd) => steer::ack(cmd, Env::from_process_any),
         Command::ShellInit { shell } => steer::shell_init(shell),
         Command::Watch(args) => watch::watch(args),

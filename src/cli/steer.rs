@@ -3,11 +3,12 @@
 use super::{render, Env};
 use crate::clock::SystemClock;
 use crate::error::{Error, Result};
+use crate::steer::desk::Desk;
 use crate::steer::{exec, grammar};
-use crate::store::{Authority, Item, ItemState, Scope, Target, TargetKind, DEFAULT_TTL};
+use crate::store::{Authority, Scope, Target, TargetKind, DEFAULT_TTL};
 use crate::when;
 use clap::{Args, Subcommand, ValueEnum};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::ffi::OsString;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -147,9 +148,34 @@ pub fn steer(args: SteerArgs, env: &Env) -> Result<()> {
     Ok(())
 }
 
-pub fn inbox(args: InboxArgs, env: &Env) -> Result<()> {
+pub fn inbox(args: InboxArgs, env: impl FnOnce() -> Result<Env>) -> Result<()> {
+    // A lane's agent sees its own items, through its supervisor.
+    if let Some(desk) = Desk::from_var(std::env::var_os(crate::steer::desk::VAR)) {
+        if args.target.is_some() {
+            return Err(Error::input(
+                "a lane's agent sees only the items addressed to it: run spice inbox without a target",
+            ));
+        }
+        let inbox = desk.inbox(args.all)?;
+        if args.json {
+            let docs: Vec<Value> = inbox
+                .items
+                .iter()
+                .map(|i| {
+                    let mut v = render::item_json(i, inbox.now);
+                    v["reply"] = inbox.replies.get(&i.key).cloned().unwrap_or(Value::Null);
+                    v
+                })
+                .collect();
+            render::print_json(&docs);
+        } else {
+            render::item_table(&inbox.items, inbox.now);
+        }
+        return Ok(());
+    }
+    let env = env()?;
     let targets = match &args.target {
-        Some(t) => vec![parse_target(env, t)?],
+        Some(t) => vec![parse_target(&env, t)?],
         None => vec![],
     };
     let mut store = env.authority()?;
@@ -159,7 +185,7 @@ pub fn inbox(args: InboxArgs, env: &Env) -> Result<()> {
         let mut docs = Vec::with_capacity(items.len());
         for i in &items {
             let mut v = render::item_json(i, now);
-            v["reply"] = reply(store.as_mut(), i)?;
+            v["reply"] = crate::steer::desk::reply(store.as_mut(), i)?;
             docs.push(v);
         }
         render::print_json(&docs);
@@ -167,27 +193,6 @@ pub fn inbox(args: InboxArgs, env: &Env) -> Result<()> {
         render::item_table(&items, now);
     }
     Ok(())
-}
-
-/// The agent's answer to an item, as the console shows it: the ACK or NACK that
-/// retired it, else the last record for its key (an answer after it expired); `null`
-/// while the item is pending or when no answer was recorded.
-fn reply(store: &mut dyn Authority, item: &Item) -> Result<Value> {
-    if item.state == ItemState::Pending {
-        return Ok(Value::Null);
-    }
-    let acks = store.acks_for(&item.key)?;
-    let answer = acks
-        .iter()
-        .rev()
-        .find(|a| a.effect == "acked" || a.effect == "refused")
-        .or(acks.last());
-    Ok(answer.map_or(Value::Null, |a| {
-        json!({
-            "polarity": a.polarity, "body": a.body, "source": a.source,
-            "line": a.line, "at": when::rfc3339(a.at),
-        })
-    }))
 }
 
 pub fn ack(cmd: AckCmd, env: impl FnOnce() -> Result<Env>) -> Result<()> {
@@ -341,6 +346,8 @@ struct AgentContext {
     state_dir: Option<PathBuf>,
     /// The PostgreSQL server the state directory's store is on, if it is.
     postgres: Option<String>,
+    /// The supervisor's desk, when a lane's agent runs this: then nothing else is used.
+    desk: Option<Desk>,
     targets: Vec<Target>,
     backoff: Vec<std::time::Duration>,
 }
@@ -352,8 +359,10 @@ fn agent_context() -> Result<AgentContext> {
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .or_else(|| git.as_ref().map(|(_, common)| common.join("spice")));
+    let desk = Desk::from_var(std::env::var_os(crate::steer::desk::VAR));
     // A store on PostgreSQL is read there, never from a SQLite file beside it.
     let postgres = match &state_dir {
+        _ if desk.is_some() => None,
         Some(dir) => {
             let url = std::env::var(crate::config::state::URL_VAR).ok();
             match crate::config::state::location(dir, url.as_deref())? {
@@ -384,6 +393,7 @@ fn agent_context() -> Result<AgentContext> {
     Ok(AgentContext {
         state_dir,
         postgres,
+        desk,
         targets,
         backoff,
     })
@@ -395,6 +405,7 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
         argv: args.command,
         state_dir: ctx.state_dir,
         postgres: ctx.postgres,
+        desk: ctx.desk,
         targets: ctx.targets,
         backoff: ctx.backoff,
     };
@@ -410,12 +421,13 @@ pub fn hook(kind: HookKind) -> Result<()> {
     let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
     let run = || -> Result<Option<String>> {
         let ctx = agent_context()?;
-        let mut store: Box<dyn Authority> = match ctx.postgres {
-            Some(url) => crate::store::connect(
+        let mut store: Box<dyn crate::steer::desk::Steering> = match (ctx.desk, ctx.postgres) {
+            (Some(desk), _) => Box::new(desk),
+            (None, Some(url)) => Box::new(crate::store::connect(
                 &crate::store::Location::Postgres(url),
                 Arc::new(SystemClock),
-            )?,
-            None => {
+            )?),
+            (None, None) => {
                 let Some(db) = ctx
                     .state_dir
                     .map(|d| d.join(crate::store::DB_FILE))
@@ -423,7 +435,9 @@ pub fn hook(kind: HookKind) -> Result<()> {
                 else {
                     return Ok(None);
                 };
-                Box::new(crate::store::Store::open(&db, Arc::new(SystemClock))?)
+                let store: Box<dyn Authority> =
+                    Box::new(crate::store::Store::open(&db, Arc::new(SystemClock))?);
+                Box::new(store)
             }
         };
         crate::steer::hook::claude_post_tool_use(store.as_mut(), &ctx.targets, &ctx.backoff)

@@ -267,6 +267,24 @@ pub enum TaskCmd {
 }
 
 pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
+    // A lane's agent completes its phase through its supervisor, which lands the
+    // branch for the lane's own claim: a confined agent opens no store and may not
+    // move base or the operator's checkout.
+    if let TaskCmd::Phase {
+        id,
+        done: true,
+        json,
+        ..
+    } = &cmd
+    {
+        if let Some(desk) =
+            crate::steer::desk::Desk::from_var(std::env::var_os(crate::steer::desk::VAR))
+        {
+            let printed = desk.phase_done(id, *json)?;
+            phase::print(printed.out, printed.err);
+            return Ok(());
+        }
+    }
     let mut authority = env.authority()?;
     let a = &mut *authority;
     match cmd {

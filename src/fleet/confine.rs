@@ -22,23 +22,21 @@
 //! git configuration and hooks, other worktrees, the operator's checkout, beds and
 //! templates, manifests, latches, recordings and logs in the state directory.
 //!
+//! Nor the store: the agent's own `spice` commands reach it through the supervisor's
+//! desk (`fleet::desk`), so none of its files is writable.
+//!
 //! Known limits, said in `fleet check` and ARCHITECTURE.md: the task branches share
 //! one directory, so a confined agent could still move another task's branch (never
 //! base: merging into base is the supervisor's, through the holder check and the
-//! gate); while the agent's `spice` commands open the SQLite store themselves, its
-//! files stay writable ([`STORE_FILES`]); and the gate's latches and verified trees
-//! are the agent's to forge (sticky flex and the bypass report are advisory against a
-//! hostile agent; the phase gate still runs every rule before a merge).
+//! gate); and the gate's latches and verified trees are the agent's to forge (sticky
+//! flex and the bypass report are advisory against a hostile agent; the phase gate
+//! still runs every rule before a merge). Reads are not confined.
 
 use super::FleetOptions;
 use crate::config::fleet::LaneConfig;
 use crate::config::lane::Confinement;
 use crate::config::profile::Placeholder;
 use std::path::{Path, PathBuf};
-
-/// The store's SQLite files, which the agent's own `spice` commands (`exec`, `hook`,
-/// `inbox`, `task`) still open directly.
-pub const STORE_FILES: [&str; 3] = ["spice.db", "spice.db-wal", "spice.db-shm"];
 
 /// The devices an agent's terminal programs write.
 const DEVICES: [&str; 6] = [
@@ -70,8 +68,8 @@ pub fn describe(cfg: &LaneConfig, offer: crate::sandbox::Offer) -> String {
 }
 
 /// What confinement leaves open today, said once under `fleet check`'s lanes.
-pub const LIMITS: &str = "agents can still write the task branches' refs, the store's files and \
-the gate's latches (docs/security.md)";
+pub const LIMITS: &str = "agents can still write the task branches' refs and the gate's latches, \
+and read what their operator can (docs/security.md)";
 
 /// The private temporary directory of a lane's sessions (`TMPDIR`).
 pub fn temp_dir(opts: &FleetOptions, lane: &str) -> PathBuf {
@@ -102,7 +100,6 @@ pub fn session(
         let _ = std::fs::create_dir_all(d);
         write.push(d.clone());
     }
-    write.extend(STORE_FILES.iter().map(|f| opts.state_dir.join(f)));
     write.extend(git_paths(opts, repo, worktree));
     write.extend(DEVICES.iter().map(PathBuf::from));
     let home = value(Placeholder::Home).map(PathBuf::from);

@@ -121,6 +121,9 @@ pub fn run_until(job: Job<'_>, stop: &AtomicBool) -> Outcome {
         .current_dir(&job.cwd)
         // Every command spice runs is one deeper than spice (`agent::depth`).
         .env(crate::agent::depth::VAR, crate::agent::depth::child())
+        // The store's URL may carry its password, and a running command's initial
+        // environment is readable by every process of the user, agents included.
+        .env_remove(crate::config::state::URL_VAR)
         .envs(job.env.iter().map(|(k, v)| (k, v)))
         .env(ending::VAR, ending::marked(inherited.as_deref(), &token))
         .stdin(Stdio::piped())

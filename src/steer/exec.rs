@@ -22,6 +22,7 @@
 //!   wrapper note its command as cut off before it forwards the signal
 //!   (`agent::inflight`).
 
+use super::desk::{Desk, Steering};
 use super::wake::{listen, watch_dir, Drained, Watch};
 use crate::clock::{Clock, Micros};
 use crate::error::{Error, Result};
@@ -61,6 +62,9 @@ pub struct ExecConfig {
     /// The PostgreSQL server the state directory's store is on (its URL), if it is:
     /// then the store is there, whatever the directory holds.
     pub postgres: Option<String>,
+    /// The supervisor's desk, under a fleet: then the steering is asked there (for the
+    /// caller's own seat), and the store is never opened.
+    pub desk: Option<Desk>,
     /// Whom the items must be addressed to (session, lane, worktree).
     pub targets: Vec<Target>,
     pub backoff: Vec<Duration>,
@@ -81,48 +85,7 @@ pub fn run(cfg: ExecConfig, clock: Arc<dyn Clock>) -> Result<i32> {
             "spice exec needs a command: spice exec -- CMD [ARG]...",
         ));
     }
-    let store: Option<Box<dyn Authority>> = match &cfg.postgres {
-        Some(url) => match crate::store::connect(&Location::Postgres(url.clone()), clock.clone()) {
-            Ok(s) => Some(s),
-            Err(e) => {
-                warn(&format!(
-                    "steering unavailable ({e}); running the command anyway"
-                ));
-                None
-            }
-        },
-        None => {
-            let db = cfg
-                .state_dir
-                .as_ref()
-                .map(|d| d.join(crate::store::DB_FILE))
-                .filter(|p| p.exists());
-            let Some(db) = db else {
-                return Err(exec_in_place(&cfg.argv));
-            };
-            match Store::open(&db, clock.clone()) {
-                // Recording a showing may wait briefly for a writer, never long enough
-                // to delay forwarding a signal noticeably.
-                Ok(s) => s
-                    .set_busy_timeout(Duration::from_millis(250))
-                    .ok()
-                    .map(|()| Box::new(s) as Box<dyn Authority>),
-                Err(e) => {
-                    warn(&format!(
-                        "steering unavailable ({e}); running the command anyway"
-                    ));
-                    None
-                }
-            }
-        }
-    };
-    // A connection to PostgreSQL can be lost mid-command (a server restart): it is
-    // made again rather than leaving the command without steering.
-    let reopen: Option<Reopen> = cfg.postgres.clone().map(|url| {
-        let clock = clock.clone();
-        Box::new(move || crate::store::connect(&Location::Postgres(url.clone()), clock.clone()))
-            as Reopen
-    });
+    let (store, reopen) = open(&cfg, &clock)?;
     let mut shower = Shower {
         store,
         reopen,
@@ -234,9 +197,10 @@ pub fn run(cfg: ExecConfig, clock: Arc<dyn Clock>) -> Result<i32> {
         }
         if watch_at.is_some_and(|at| at <= Instant::now()) {
             watch_at = None;
-            watch = match &cfg.postgres {
-                Some(url) => listen(url).map(Watch::Listener),
-                None => cfg.state_dir.as_deref().and_then(watch_dir).map(Watch::Dir),
+            watch = match (&cfg.desk, &cfg.postgres) {
+                (Some(desk), _) => desk.watch().ok().map(Watch::Listener),
+                (None, Some(url)) => listen(url).map(Watch::Listener),
+                (None, None) => cfg.state_dir.as_deref().and_then(watch_dir).map(Watch::Dir),
             };
             // Whatever was committed before the watch existed made no event.
             shower.show(Moment::During);
@@ -299,7 +263,7 @@ pub fn run(cfg: ExecConfig, clock: Arc<dyn Clock>) -> Result<i32> {
     }
     let _ = SigSet::all().thread_unblock();
     shower.show(Moment::After);
-    if cfg.postgres.is_none() {
+    if cfg.postgres.is_none() && cfg.desk.is_none() {
         // The process ends now: a SQLite connection is left for the kernel to end (its
         // locks go with the process; every write it made was committed), as on any exit
         // without destructors. Closing it freed the whole parsed schema, and the last
@@ -321,12 +285,68 @@ enum Moment {
     After,
 }
 
-/// Decides what to show when, and records each showing in the store.
-/// Opens the store again after a failure.
-type Reopen = Box<dyn Fn() -> Result<Box<dyn Authority>>>;
+/// Where the steering is read: the desk, the PostgreSQL server, or the SQLite file
+/// (`Err` carries the command run in place: no store, no wrapper), and how to reach
+/// it again after a failure (the desk and PostgreSQL: a lost connection is worth
+/// another try, a SQLite file that failed is not).
+fn open(cfg: &ExecConfig, clock: &Arc<dyn Clock>) -> Result<Opened> {
+    let unavailable = |e: Error| {
+        warn(&format!(
+            "steering unavailable ({e}); running the command anyway"
+        ));
+    };
+    if let Some(desk) = &cfg.desk {
+        let again = desk.clone();
+        let reopen: Reopen = Box::new(move || Ok(Box::new(again.clone()) as Box<dyn Steering>));
+        return Ok((Some(Box::new(desk.clone())), Some(reopen)));
+    }
+    if let Some(url) = &cfg.postgres {
+        let store = match crate::store::connect(&Location::Postgres(url.clone()), clock.clone()) {
+            Ok(s) => Some(Box::new(s) as Box<dyn Steering>),
+            Err(e) => {
+                unavailable(e);
+                None
+            }
+        };
+        let (url, clock) = (url.clone(), clock.clone());
+        let reopen: Reopen = Box::new(move || {
+            crate::store::connect(&Location::Postgres(url.clone()), clock.clone())
+                .map(|s| Box::new(s) as Box<dyn Steering>)
+        });
+        return Ok((store, Some(reopen)));
+    }
+    let db = cfg
+        .state_dir
+        .as_ref()
+        .map(|d| d.join(crate::store::DB_FILE))
+        .filter(|p| p.exists());
+    let Some(db) = db else {
+        return Err(exec_in_place(&cfg.argv));
+    };
+    let store = match Store::open(&db, clock.clone()) {
+        // Recording a showing may wait briefly for a writer, never long enough to
+        // delay forwarding a signal noticeably.
+        Ok(s) => s
+            .set_busy_timeout(Duration::from_millis(250))
+            .ok()
+            .map(|()| Box::new(Box::new(s) as Box<dyn Authority>) as Box<dyn Steering>),
+        Err(e) => {
+            unavailable(e);
+            None
+        }
+    };
+    Ok((store, None))
+}
 
+/// Reaches the steering again after a failure.
+type Reopen = Box<dyn Fn() -> Result<Box<dyn Steering>>>;
+
+/// The steering as first reached (`None`: unavailable, said), and how to reach it again.
+type Opened = (Option<Box<dyn Steering>>, Option<Reopen>);
+
+/// Decides what to show when, and records each showing.
 struct Shower {
-    store: Option<Box<dyn Authority>>,
+    store: Option<Box<dyn Steering>>,
     /// How to open the store again once it failed (PostgreSQL only: a lost connection
     /// is worth another try, a SQLite file that failed is not), at most once per
     /// [`SAFETY_POLL`] (`retry_at`).
@@ -351,7 +371,7 @@ impl Shower {
     }
 
     /// The store, opened again when it failed and a retry is due.
-    fn store(&mut self) -> Option<&mut Box<dyn Authority>> {
+    fn store(&mut self) -> Option<&mut Box<dyn Steering>> {
         if self.store.is_none() {
             if let (Some(reopen), Some(at)) = (&self.reopen, self.retry_at) {
                 if Instant::now() >= at {
@@ -390,11 +410,7 @@ impl Shower {
     fn read(&mut self) -> Option<(Vec<Item>, Micros)> {
         for _ in 0..2 {
             let targets = std::mem::take(&mut self.targets);
-            let got = self.store().map(|store| {
-                store
-                    .inbox(&targets, false)
-                    .and_then(|items| Ok((items, store.now()?)))
-            });
+            let got = self.store().map(|store| store.due(&targets));
             self.targets = targets;
             match got? {
                 Ok(got) => {

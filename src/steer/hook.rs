@@ -7,18 +7,18 @@
 //! for how many times it was shown, so a Bash command that already showed an item
 //! does not get it twice; each showing is recorded.
 
+use super::desk::Steering;
 use crate::error::Result;
-use crate::store::{Authority, Item, Target};
+use crate::store::{Item, Target};
 use std::time::Duration;
 
 /// The hook's stdout for the items due now, or `None` when nothing is due.
 pub fn claude_post_tool_use(
-    store: &mut dyn Authority,
+    store: &mut dyn Steering,
     targets: &[Target],
     backoff: &[Duration],
 ) -> Result<Option<String>> {
-    let now = store.now()?;
-    let items = store.inbox(targets, false)?;
+    let (items, now) = store.due(targets)?;
     let due: Vec<&Item> = items.iter().filter(|i| due(i, now, backoff)).collect();
     if due.is_empty() {
         return Ok(None);
@@ -55,14 +55,15 @@ fn due(item: &Item, now: crate::clock::Micros, backoff: &[Duration]) -> bool {
 mod tests {
     use super::*;
     use crate::clock::ManualClock;
-    use crate::store::{Store, TargetKind};
+    use crate::store::{Authority, Store, TargetKind};
     use std::sync::Arc;
 
     #[test]
     fn an_item_is_shown_then_held_back_until_its_gap_passes() {
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(ManualClock::new(1_000_000));
-        let mut s = Store::open_dir(dir.path(), clock.clone()).unwrap();
+        let mut s: Box<dyn Authority> =
+            Box::new(Store::open_dir(dir.path(), clock.clone()).unwrap());
         let lane = Target {
             kind: TargetKind::Lane,
             name: "a".into(),
@@ -103,7 +104,8 @@ mod tests {
         // Before: 10,000 pending items put 1.6 MB on the stderr of every command.
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(ManualClock::new(1_000_000));
-        let mut s = Store::open_dir(dir.path(), clock.clone()).unwrap();
+        let mut s: Box<dyn Authority> =
+            Box::new(Store::open_dir(dir.path(), clock.clone()).unwrap());
         let lane = Target {
             kind: TargetKind::Lane,
             name: "a".into(),

@@ -3,7 +3,8 @@
 //! wrapper that shows them on the stderr of the agent's commands.
 
 pub mod anchor;
+pub mod desk;
 pub mod exec;
 pub mod grammar;
 pub mod hook;
-mod wake;
+pub mod wake;

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// What tells the wait loop the store changed.
-pub(super) enum Watch {
+pub enum Watch {
     /// inotify on the SQLite store's directory.
     Dir(Inotify),
     /// The end of a socket pair a `LISTEN`ing thread writes a byte to per change.
@@ -28,7 +28,7 @@ pub(super) enum Watch {
 }
 
 impl Watch {
-    pub(super) fn fd(&self) -> BorrowedFd<'_> {
+    pub fn fd(&self) -> BorrowedFd<'_> {
         match self {
             Watch::Dir(i) => i.as_fd(),
             Watch::Listener(s) => s.as_fd(),
@@ -36,7 +36,7 @@ impl Watch {
     }
 
     /// Reads what woke the loop.
-    pub(super) fn drain(&mut self) -> Drained {
+    pub fn drain(&mut self) -> Drained {
         match self {
             Watch::Dir(i) => {
                 let _ = i.read_events();
@@ -61,7 +61,7 @@ impl Watch {
 }
 
 /// What a wake-up of the watch said.
-pub(super) enum Drained {
+pub enum Drained {
     /// A change whose commit may not be visible yet: read the store once more after
     /// [`super::exec`]'s `SETTLE` (an inotify event can precede SQLite's commit).
     Settle,
@@ -79,7 +79,7 @@ pub(super) enum Drained {
 /// again after a pause (250 ms, doubling to 5 s), the safety poll covering the gap;
 /// each new connection writes its byte, so what was committed meanwhile is read. The
 /// thread ends with the process, or as soon as the loop's end of the socket is gone.
-pub(super) fn listen(url: &str) -> Option<UnixStream> {
+pub fn listen(url: &str) -> Option<UnixStream> {
     let (ours, theirs) = UnixStream::pair().ok()?;
     ours.set_nonblocking(true).ok()?;
     let loc = Location::Postgres(url.to_string());
@@ -144,7 +144,7 @@ fn peer_gone(theirs: &UnixStream, pause: Duration) -> bool {
     matches!(nix::poll::poll(&mut fds, timeout), Ok(n) if n > 0)
 }
 
-pub(super) fn watch_dir(dir: &std::path::Path) -> Option<Inotify> {
+pub fn watch_dir(dir: &std::path::Path) -> Option<Inotify> {
     let ino = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).ok()?;
     ino.add_watch(
         dir,

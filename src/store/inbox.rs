@@ -22,13 +22,13 @@ use crate::clock::Micros;
 use crate::error::{Error, Result};
 use crate::stamp;
 use rusqlite::{params, OptionalExtension, Transaction};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// How long an item waits for an answer unless told otherwise.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(24 * 3600);
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ItemState {
     Pending,
@@ -48,7 +48,7 @@ impl ItemState {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Item {
     pub key: String,
     pub target: Target,

@@ -40,6 +40,11 @@ impl Location {
         }
     }
 
+    /// Whether the location carries a password (a PostgreSQL URL's).
+    pub fn has_password(&self) -> bool {
+        matches!(self, Location::Postgres(url) if redact(url) != *url)
+    }
+
     /// The backend's name: `sqlite` or `postgres`.
     pub fn backend(&self) -> &'static str {
         match self {

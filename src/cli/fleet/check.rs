@@ -31,11 +31,19 @@ pub(super) fn run(env: &Env, json: bool) -> Result<()> {
     problems.extend(crate::fleet::check_housekeeping(&fleet, &opts));
     if json {
         let mut doc = check_json(&fleet);
+        doc["password_file"] = json!(password_file(env));
         doc["repository_errors"] =
             json!(problems.iter().map(|e| e.to_string()).collect::<Vec<_>>());
         render::print_json(&doc);
     } else {
         print_table(&opts.repo, &fleet);
+        if let Some(file) = password_file(env) {
+            println!(
+                "store: the password in {} is readable by every agent (reads are not confined); \
+                 set SPICE_DATABASE_URL instead (docs/security.md)",
+                file.display()
+            );
+        }
     }
     match problems.pop() {
         None => Ok(()),
@@ -48,6 +56,15 @@ pub(super) fn run(env: &Env, json: bool) -> Result<()> {
             Err(Error::from(last))
         }
     }
+}
+
+/// The state directory's `config.toml`, when the store's URL there carries a
+/// password: a file every agent can read.
+fn password_file(env: &Env) -> Option<PathBuf> {
+    crate::config::state::location(&env.state_dir, None)
+        .ok()
+        .filter(|l| l.has_password())
+        .map(|_| env.state_dir.join(crate::config::state::FILE))
 }
 
 fn source(l: &LaneConfig) -> String {

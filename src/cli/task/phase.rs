@@ -16,22 +16,20 @@ pub(super) fn done(
     holder: Option<&Holder>,
     json: bool,
 ) -> Result<()> {
-    // A lane's agent asks its supervisor, which lands the branch for the lane's own
-    // claim (a confined agent may not move base or the operator's checkout).
-    let (out, err) = match std::env::var_os(crate::fleet::desk::VAR) {
-        Some(desk) if !desk.is_empty() => {
-            crate::fleet::desk::ask_phase_done(std::path::Path::new(&desk), id, json)?
-        }
-        // Completing a phase (the merge and the step) is behind the Authority.
-        _ => phase_done(a, env, id, holder)?.report(json),
-    };
+    // Completing a phase (the merge and the step) is behind the Authority.
+    let (out, err) = phase_done(a, env, id, holder)?.report(json);
+    print(out, err);
+    Ok(())
+}
+
+/// Prints a phase's report: its stderr lines, then its stdout lines.
+pub(super) fn print(out: Vec<String>, err: Vec<String>) {
     for line in err {
         eprintln!("{line}");
     }
     for line in out {
         println!("{line}");
     }
-    Ok(())
 }
 
 /// Git boundary 2, through the library: the CLI only supplies what the library may

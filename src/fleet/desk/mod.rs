@@ -1,30 +1,31 @@
 //! The supervisor's desk: a Unix socket in the state directory (`desk.sock`) where a
-//! lane's agent asks the supervisor to do what a confined agent may not do itself.
-//! Today that is completing its task's phase (`spice task phase ID --done`), which
-//! merges into base, pushes and moves the operator's checkout.
+//! lane's agent reaches the store through its supervisor: it reads and marks the
+//! steering addressed to it, records its gate's runs, watches for new steering, and
+//! completes its task's phase (which merges into base, pushes and moves the
+//! operator's checkout). A confined agent can write none of the store's files and
+//! never sees its credentials; the protocol is [`crate::steer::desk`]'s.
 //!
 //! Theory: the desk never believes who a caller says it is. The kernel tells it the
 //! caller's pid (`SO_PEERCRED`); the desk walks that pid's parents up to the agent
 //! shim of a running session ([`Seats`]), and the session found is the caller: its
-//! lane, task, worktree and fence. A request names only the operation and the task
-//! it means; the task must be the seat's own, and the holder proved is the seat's
-//! session under its fence. An agent can therefore act only for its own lane and
-//! claim, whatever it writes into its environment or its request.
-//!
-//! Protocol: one JSON line each way. Request `{"op":"phase_done","task":ID,
-//! "json":bool}`; answer `{"out":[lines],"err":[lines]}` on success, or
-//! `{"error":msg,"code":n,"findings":[lines]}`.
+//! lane, task, worktree and fence. A request names only the operation (and for a
+//! phase, the task it means, which must be the seat's own); whose items, whose
+//! ledger and which holder come from the seat. An agent can therefore act only for
+//! its own lane and claim, whatever it writes into its environment or its request.
 //!
 //! Invariants:
 //! - A caller that is no descendant of a seated shim is refused, and nothing runs.
 //! - The operation runs in the supervisor, unconfined, with the supervisor's store;
 //!   the store's credentials never pass to the agent.
+//! - Every request and every watch has a thread of its own, so a slow merge never
+//!   holds up another lane's steering.
+
+mod ops;
 
 use super::FleetOptions;
 use crate::error::{Error, Result};
-use crate::store::Holder;
-use serde::Deserialize;
-use serde_json::{json, Value};
+use crate::steer::desk::{failure, Request};
+use serde_json::json;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -33,13 +34,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// The desk's socket in a state directory.
-pub fn socket(state_dir: &Path) -> PathBuf {
-    state_dir.join("desk.sock")
-}
-
-/// The environment variable naming the desk to an agent.
-pub const VAR: &str = "SPICE_DESK";
+pub use crate::steer::desk::{socket, VAR};
 
 /// Longest request line read.
 const MAX_REQUEST: u64 = 64 * 1024;
@@ -112,15 +107,6 @@ fn parent(pid: u32) -> Option<u32> {
     after.split_whitespace().nth(1)?.parse().ok()
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Request {
-    op: String,
-    task: String,
-    #[serde(default)]
-    json: bool,
-}
-
 /// Opens the desk and answers on a thread until `stop` is set (then
 /// [`wake`] it). A stale socket of a dead supervisor is replaced: the state
 /// directory's lock says this supervisor is the only one.
@@ -136,6 +122,7 @@ pub fn serve(
         source,
     })?;
     let opts = opts.clone();
+    let pool = ops::Pool::default();
     Ok(std::thread::spawn(move || {
         for conn in listener.incoming() {
             if stop.load(Ordering::SeqCst) {
@@ -144,7 +131,8 @@ pub fn serve(
             let Ok(conn) = conn else { continue };
             let opts = opts.clone();
             let seats = seats.clone();
-            std::thread::spawn(move || answer(conn, &opts, &seats));
+            let pool = pool.clone();
+            std::thread::spawn(move || answer(conn, &opts, &seats, &pool));
         }
         let _ = std::fs::remove_file(&path);
     }))
@@ -155,26 +143,27 @@ pub fn wake(state_dir: &Path) {
     let _ = UnixStream::connect(socket(state_dir));
 }
 
-fn answer(mut conn: UnixStream, opts: &FleetOptions, seats: &Seats) {
+fn answer(mut conn: UnixStream, opts: &FleetOptions, seats: &Seats, pool: &ops::Pool) {
     let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
-    let reply = match caller(&conn, seats) {
+    let request = caller(&conn, seats).and_then(|seat| {
+        let mut line = String::new();
+        BufReader::new((&conn).take(MAX_REQUEST))
+            .read_line(&mut line)
+            .map_err(|e| e.to_string())
+            .and_then(|_| serde_json::from_str::<Request>(&line).map_err(|e| e.to_string()))
+            .map(|req| (seat, req))
+            .map_err(|e| Error::input(format!("the desk could not read the request: {e}")))
+    });
+    let reply = match request {
         Err(e) => failure(&e),
-        Ok(seat) => {
-            let mut line = String::new();
-            let read = BufReader::new((&conn).take(MAX_REQUEST)).read_line(&mut line);
-            match read
-                .map_err(|e| e.to_string())
-                .and_then(|_| serde_json::from_str::<Request>(&line).map_err(|e| e.to_string()))
-            {
-                Err(e) => failure(&Error::input(format!(
-                    "the desk could not read the request: {e}"
-                ))),
-                Ok(req) => match perform(&req, &seat, opts) {
-                    Ok(v) => v,
-                    Err(e) => failure(&e),
-                },
-            }
+        Ok((_, Request::Watch)) => {
+            let _ = conn.set_read_timeout(None);
+            return ops::watch(conn, opts);
         }
+        Ok((seat, req)) => match ops::perform(&req, &seat, opts, pool) {
+            Ok(v) => json!({ "ok": v }),
+            Err(e) => failure(&e),
+        },
     };
     let _ = writeln!(conn, "{reply}");
 }
@@ -209,101 +198,6 @@ fn caller(conn: &UnixStream, seats: &Seats) -> Result<Seat> {
     seats.of(cred.pid as u32).ok_or_else(|| {
         Error::input("the desk answers only a running lane's agent (this process is none)")
     })
-}
-
-fn perform(req: &Request, seat: &Seat, opts: &FleetOptions) -> Result<Value> {
-    match req.op.as_str() {
-        "phase_done" => phase_done(req, seat, opts),
-        other => Err(Error::input(format!("the desk has no operation '{other}'"))),
-    }
-}
-
-/// Completes the seat's task's phase, as the seat's session under its fence.
-fn phase_done(req: &Request, seat: &Seat, opts: &FleetOptions) -> Result<Value> {
-    let mut store = opts.connect()?;
-    let task = store.task(&req.task)?;
-    if task.id != seat.task {
-        return Err(Error::input(format!(
-            "lane {} may complete only its own task's phase ({}), not {}",
-            seat.lane,
-            seat.task,
-            task.handle()
-        )));
-    }
-    let holder = Holder::fenced(seat.session.clone(), seat.fence);
-    let runner = crate::git::Runner::new(opts.vars.clone());
-    let lanes = opts.repo.join("lanes");
-    let landed = crate::land::complete_phase(
-        &mut *store,
-        &crate::land::PhaseDone {
-            task: &task.id,
-            holder: Some(&holder),
-            runner: &runner,
-            lanes_dir: Some(&lanes),
-            home: Some(&opts.state_dir),
-        },
-    )?;
-    let (out, err) = landed.report(req.json);
-    Ok(json!({ "out": out, "err": err }))
-}
-
-fn failure(e: &Error) -> Value {
-    let findings = match e {
-        Error::Refused(_, f) => f.clone(),
-        _ => Vec::new(),
-    };
-    json!({ "error": e.to_string(), "code": e.exit_code(), "findings": findings })
-}
-
-/// Asks the desk at `path` to complete `task`'s phase; returns the lines to print on
-/// stdout and stderr, or the desk's refusal as the error it was.
-pub fn ask_phase_done(path: &Path, task: &str, json: bool) -> Result<(Vec<String>, Vec<String>)> {
-    let mut conn = UnixStream::connect(path).map_err(|e| {
-        Error::Other(format!(
-            "the supervisor's desk at {} does not answer ({e}); is the fleet still up?",
-            path.display()
-        ))
-    })?;
-    let req = json!({ "op": "phase_done", "task": task, "json": json });
-    writeln!(conn, "{req}").map_err(|source| Error::Io {
-        context: "failed to ask the supervisor's desk".into(),
-        source,
-    })?;
-    let mut line = String::new();
-    BufReader::new(conn)
-        .read_line(&mut line)
-        .map_err(|source| Error::Io {
-            context: "failed to read the supervisor's desk's answer".into(),
-            source,
-        })?;
-    let v: Value = serde_json::from_str(&line).map_err(|e| {
-        Error::Other(format!(
-            "the supervisor's desk answered something unreadable: {e}"
-        ))
-    })?;
-    let lines = |k: &str| -> Vec<String> {
-        v[k].as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|l| l.as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    if let Some(e) = v["error"].as_str() {
-        let findings = lines("findings");
-        let code = v["code"].as_i64().unwrap_or(1) as i32;
-        return Err(if findings.is_empty() {
-            match code {
-                2 => Error::Input(e.to_string()),
-                3 => Error::Conflict(e.to_string()),
-                _ => Error::Exit(code, e.to_string()),
-            }
-        } else {
-            Error::Refused(e.to_string(), findings)
-        });
-    }
-    Ok((lines("out"), lines("err")))
 }
 
 #[cfg(test)]
