@@ -150,3 +150,36 @@ fn the_unit_passes_systemd_analyze_verify() {
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     assert_eq!(run.stderr.trim(), "", "systemd-analyze warned");
 }
+
+/// A unit carrying `SPICE_DATABASE_URL` with a password is the user's to read only,
+/// and install says that agents (which read what their operator can) can read it.
+#[test]
+fn install_says_when_the_unit_holds_the_store_s_password() {
+    let env = setup();
+    let url = "postgresql://spice:hunter2@127.0.0.1:9/x";
+    let run = common::to_run(
+        env.cmd(&["fleet", "service", "install"])
+            .env("XDG_CONFIG_HOME", config(&env))
+            .env("SPICE_DATABASE_URL", url)
+            .output()
+            .unwrap(),
+    );
+    let out = run.ok();
+    assert!(out.contains("the unit holds the store's password"), "{out}");
+    assert!(!out.contains("hunter2"), "{out}");
+    let (path, text) = unit(&env);
+    assert!(text.contains(url), "{text}");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o077, 0, "{mode:o}");
+    // Without a password, nothing is said.
+    let env = setup();
+    let run = common::to_run(
+        env.cmd(&["fleet", "service", "install"])
+            .env("XDG_CONFIG_HOME", config(&env))
+            .env("SPICE_DATABASE_URL", "postgresql://spice@127.0.0.1:9/x")
+            .output()
+            .unwrap(),
+    );
+    assert!(!run.ok().contains("password"));
+}

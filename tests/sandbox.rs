@@ -110,6 +110,7 @@ fn a_confined_agent_is_refused_every_escape_and_still_lands_its_work() {
     git(&env.repo, &["commit", "-q", "-am", "lane env"]);
     let main_before = git(&env.repo, &["rev-parse", "main"]);
     let run = common::finished(env.fleet_up(&["--until-idle", "--json"]));
+    assert_eq!(env.lane("a")["sandbox"], "confined");
     let check = env.run(&["fleet", "check"]);
     assert!(
         check.ok().contains("confined"),

@@ -295,3 +295,30 @@ fn fleet_check_says_a_password_in_config_toml_is_readable_by_agents() {
     .unwrap();
     assert!(!env.run(&["fleet", "check"]).ok().contains("password"));
 }
+
+/// The lane's row says what confinement its agent has, never silently none: a lane
+/// with `sandbox = "off"` says it is not confined, in `fleet status` and its JSON.
+#[test]
+fn fleet_status_says_what_confinement_each_lane_has() {
+    let env = TestEnv::with_lanes(&[
+        ("a", "profile = \"demo\"\nsandbox = \"off\"\n"),
+        ("b", "profile = \"demo\"\n"),
+    ]);
+    let lanes = env.lanes();
+    let of = |name: &str| {
+        lanes.iter().find(|l| l["lane"] == name).unwrap()["sandbox"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(of("a"), "not confined (sandbox = \"off\")");
+    let b = of("b");
+    assert!(
+        b == "confined" || b.contains("confined"),
+        "lane b says nothing of its sandbox: {b:?}"
+    );
+    let table = env.run(&["fleet", "status"]);
+    let out = table.ok();
+    assert!(out.contains("SANDBOX"), "{out}");
+    assert!(out.contains("not confined (sandbox = \"off\")"), "{out}");
+}

@@ -400,6 +400,7 @@ pub fn fleet_status_table(doc: &FleetStatus, short: &ShortIds) {
             vec![
                 l.lane.clone(),
                 l.profile.clone().unwrap_or_default(),
+                l.sandbox.clone().unwrap_or_default(),
                 l.state.clone(),
                 task,
                 lease,
@@ -414,6 +415,7 @@ pub fn fleet_status_table(doc: &FleetStatus, short: &ShortIds) {
         &[
             "LANE",
             "PROFILE",
+            "SANDBOX",
             "STATE",
             "TASK",
             "LEASE LEFT",

@@ -44,6 +44,11 @@ pub struct FleetStatus {
 pub struct LaneStatus {
     pub lane: String,
     pub profile: Option<String>,
+    /// What confinement its agent has (`fleet::confine::describe`'s words): the
+    /// running session's, as its `launched` ledger entry records it, else what the
+    /// lane file gives the next one; `null` when neither is known (the console, for a
+    /// lane with no session).
+    pub sandbox: Option<String>,
     /// From the lane file; `null` where it is not read (the console).
     pub enabled: Option<bool>,
     /// Whether its agent binary was found; `null` where the lane file is not read.
@@ -177,6 +182,20 @@ fn elsewhere<'a>(row: &'a LaneRow, here: &str) -> Option<&'a str> {
 /// Builds the document. `configured`: the lanes of the repository's lane files (the
 /// CLI), each shown whether or not it ever ran; `None` (the console): every lane the
 /// store has a row for. `here`: this host's name, whose supervisor is `supervisor_pid`.
+/// The confinement a session's `launched` ledger entry records.
+fn launched_sandbox(
+    store: &mut dyn Authority,
+    task: &str,
+    session: &str,
+) -> Result<Option<String>> {
+    Ok(store
+        .ledger(task)?
+        .into_iter()
+        .rev()
+        .find(|e| e.kind == "launched" && e.actor.as_deref() == Some(session))
+        .and_then(|e| e.detail["sandbox"].as_str().map(String::from)))
+}
+
 pub fn status(
     store: &mut dyn Authority,
     configured: Option<&[LaneConfig]>,
@@ -267,7 +286,18 @@ pub fn status(
             (_, Some(_), None, None) => "stopped".to_string(),
         };
         let ran = e.row.is_some();
+        // A running session's own record; for a stopped lane, what the lane file
+        // gives the next session, where the file is read.
+        let configured = e
+            .config
+            .map(|c| super::confine::describe(c, crate::sandbox::probe()));
+        let sandbox = match (&row.session, &task) {
+            _ if state == "stopped" && configured.is_some() => configured,
+            (Some(session), Some(t)) => launched_sandbox(store, &t.id, session)?.or(configured),
+            _ => configured,
+        };
         lanes.push(LaneStatus {
+            sandbox,
             lane: e.name.clone(),
             profile: e
                 .config

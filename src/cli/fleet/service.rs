@@ -113,6 +113,16 @@ fn install(env: &Env, path: &Path, name: &str, force: bool) -> Result<()> {
     }
     std::fs::rename(&tmp, path).map_err(|e| io("write", e))?;
     println!("wrote {}", path.display());
+    let secret = vars.iter().any(|(k, v)| {
+        k == crate::config::state::URL_VAR
+            && crate::store::Location::postgres(v).is_ok_and(|l| l.has_password())
+    });
+    if secret {
+        println!(
+            "note: the unit holds the store's password, and agents can read files their \
+             operator can (reads are not confined; docs/security.md)"
+        );
+    }
     hints(name)
 }
 
