@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# The soak: a fleet under steady abuse for a while, then the counts that must be zero.
+#
+# LANES lanes of the built-in demo agent work through TASKS tasks with dependencies
+# (each on up to two earlier ones) for MINUTES, while: a random agent is killed -9
+# every few seconds, the supervisor is killed -9 every 5 minutes (MINUTES/3 when
+# shorter) and started again (`fleet up --detach`), and an item is steered at a random
+# lane every few seconds. Then the faults stop, the fleet is stopped and run once more
+# with `--until-idle` to drain what is left (at most DRAIN seconds), and it reports:
+#   tasks done, claims lost (tasks left undone after the drain), steering items lost
+#   (steered, and unknown to `spice inbox --all`), duplicated merges (a task phase
+#   completed twice), the supervisor's RSS, open descriptors and threads at 5 minutes
+#   of its life (before its first kill) against the end of the soak (flat: <= 1.1x),
+#   the state directory's log and store sizes against tasks done, and CPU per task.
+# Exit 1 when a count that must be zero is not, or the supervisor grew.
+#
+# usage: benches/soak.sh [MINUTES] [LANES] [TASKS]      (default 30, 8, 500)
+#        SPICE_BIN=target/debug/spice benches/soak.sh 5 4 60   (what .ci/run runs)
+# needs: git, jq, bc, python3, a spice build (cargo build --release)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+minutes=${1:-30}; lanes=${2:-8}; tasks=${3:-500}
+drain=${DRAIN:-900}
+spice=$(realpath "${SPICE_BIN:-target/release/spice}")
+[ -x "$spice" ] || { echo "build first: cargo build --release (or set SPICE_BIN)" >&2; exit 2; }
+for c in git jq bc python3; do command -v $c >/dev/null || { echo "$c is needed" >&2; exit 2; }; done
+work=$(mktemp -d /tmp/spice-soak.XXXXXX)
+. benches/fleet_common.sh
+export HOME=$work/home SPICE_HOME=$work/spice
+unset SPICE_LANE SPICE_SESSION SPICE_TASK SPICE_DESK BASH_ENV SPICE_DATABASE_URL
+mkdir -p "$HOME"
+repo=$work/repo
+sup=
+cleanup() {
+  set +e
+  (cd "$repo" && "$spice" fleet down) > /dev/null 2>&1
+  reap_leftovers
+  rm -rf "$work"
+}
+trap cleanup EXIT
+say() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*"; }
+
+fleet_repo "$repo" "$lanes" demo 1m
+# Every phase of the default flow (todo, review), so a task's last phase completes it.
+sed -i '/^phases = /d' "$repo"/lanes/*.toml
+commit_config "$repo"
+python3 - "$tasks" > "$work/tasks.json" <<'EOF'
+import json, random, sys, uuid
+n, rng, tasks = int(sys.argv[1]), random.Random(11), []
+for i in range(n):
+    t = {"uuid": str(uuid.UUID(int=rng.getrandbits(128), version=4)), "status": "pending",
+         "description": f"soak task {i}", "entry": "20261201T120000Z", "project": "soak"}
+    if i and rng.random() < 0.6:
+        t["depends"] = sorted({tasks[rng.randrange(max(0, i - 50), i)]["uuid"] for _ in range(rng.choice([1, 2]))})
+    tasks.append(t)
+json.dump(tasks, sys.stdout)
+EOF
+(cd "$repo" && "$spice" task import --taskwarrior "$work/tasks.json" > /dev/null)
+
+up() { (cd "$repo" && "$spice" fleet up --detach > "$work/up.out" 2>&1) || { cat "$work/up.out" >&2; die "fleet up --detach failed"; }; }
+sup_pid() { (cd "$repo" && "$spice" fleet status --json | jq -r '.supervisor_pid // empty'); }
+sample() { # "rss_kb fds threads" of the supervisor
+  local p; p=$(sup_pid)
+  echo "$(status_kb "$p" VmRSS) $(ls "/proc/$p/fd" 2>/dev/null | wc -l) $(ls "/proc/$p/task" 2>/dev/null | wc -l)"
+}
+cpu_total=0
+add_cpu() { local p; p=$(sup_pid); [ -n "$p" ] && [ -d "/proc/$p" ] && cpu_total=$(echo "$cpu_total + $(cpu_seconds "$p")" | bc); }
+
+say "soak: $lanes lanes, $tasks tasks, $minutes min; state in $SPICE_HOME"
+up
+sup_every=$((minutes * 60 < 900 ? minutes * 20 : 300))
+sampled_at=$(( sup_every < 300 ? sup_every : 300 ))
+start=$(date +%s); end=$((start + minutes * 60)); born=$start
+next_sup=$((start + sup_every)); next_agent=$start; next_steer=$start
+kills=0; sup_kills=0; keys=(); first=
+while [ "$(date +%s)" -lt "$end" ]; do
+  now=$(date +%s)
+  if [ -z "$first" ] && [ $((now - born)) -ge "$sampled_at" ]; then first=$(sample); fi
+  if [ "$now" -ge "$next_sup" ]; then
+    [ -n "$first" ] || first=$(sample)
+    add_cpu; p=$(sup_pid)
+    kill -KILL "$p" 2>/dev/null && sup_kills=$((sup_kills + 1))
+    wait_gone "$p" 10 || true
+    say "supervisor $p killed -9; starting another"
+    up; born=$(date +%s); next_sup=$((born + sup_every))
+  fi
+  if [ "$now" -ge "$next_agent" ]; then
+    a=$(pgrep -f "spice demo-agent" | shuf -n 1 || true)
+    [ -n "$a" ] && kill -KILL "$a" 2>/dev/null && kills=$((kills + 1))
+    next_agent=$((now + 2 + RANDOM % 4))
+  fi
+  if [ "$now" -ge "$next_steer" ]; then
+    l=$((1 + RANDOM % lanes))
+    k=$(cd "$repo" && "$spice" steer "lane:l$l" "soak item $((${#keys[@]} + 1)): say ACK" 2>/dev/null || true)
+    [ -n "$k" ] && keys+=("$k")
+    next_steer=$((now + 2 + RANDOM % 4))
+  fi
+  sleep 0.5
+done
+last=$(sample); add_cpu
+done_soak=$(cd "$repo" && "$spice" task list --all --json | jq '[.[] | select(.status == "completed")] | length')
+say "faults stopped: $done_soak tasks done; $kills agents and $sup_kills supervisors killed, ${#keys[@]} items steered"
+(cd "$repo" && "$spice" fleet down) > /dev/null 2>&1 || true
+say "draining what is left (at most $drain s)"
+(cd "$repo" && timeout "$drain" "$spice" fleet up --until-idle > "$work/drain.out" 2>&1) || say "the drain ended early (see $work/drain.out)"
+
+list=$(cd "$repo" && "$spice" task list --all --json)
+done_all=$(jq '[.[] | select(.status == "completed")] | length' <<< "$list")
+undone=$(jq '[.[] | select(.status != "completed")] | length' <<< "$list")
+inbox=$(cd "$repo" && "$spice" inbox --all --json)
+lost_items=0
+for k in "${keys[@]}"; do jq -e --arg k "$k" 'any(.[]; .key == $k)' <<< "$inbox" > /dev/null || lost_items=$((lost_items + 1)); done
+acked=$(jq '[.[] | select(.state == "acked")] | length' <<< "$inbox")
+dups=0
+for id in $(jq -r '.[].id' <<< "$list"); do
+  n=$(cd "$repo" && "$spice" task show "$id" --json |
+    jq '[.ledger[] | select(.kind == "phase_completed") | .detail.from] | group_by(.) | map(length) | max // 0')
+  [ "$n" -gt 1 ] && dups=$((dups + 1))
+done
+log_kb=$(du -sk "$SPICE_HOME/logs" 2>/dev/null | cut -f1)
+store_kb=$(du -ck "$SPICE_HOME"/spice.db* 2>/dev/null | tail -1 | cut -f1)
+read -r r0 f0 t0 <<< "${first:-$last}"; read -r r1 f1 t1 <<< "$last"
+echo
+echo "soak: $lanes lanes, $tasks tasks, $minutes min; $kills agents killed -9, $sup_kills supervisors killed -9, ${#keys[@]} items steered"
+echo "tasks done:          $done_soak during the soak, $done_all after the drain (of $tasks)"
+echo "claims lost:         $undone (tasks not done after the drain)"
+echo "steering items lost: $lost_items ($acked acknowledged)"
+echo "duplicated merges:   $dups"
+printf 'supervisor at %ds of its life / at the end: RSS %s / %s kB (%.2fx), fds %s / %s, threads %s / %s\n' \
+  "$sampled_at" "$r0" "$r1" "$(echo "$r1 / $r0" | bc -l)" "$f0" "$f1" "$t0" "$t1"
+[ "$done_all" -gt 0 ] && printf 'logs %s kB, store %s kB: %.1f kB and %.1f kB per task done; supervisor CPU %.3f s per task done in the soak\n' \
+  "$log_kb" "$store_kb" "$(echo "$log_kb / $done_all" | bc -l)" "$(echo "$store_kb / $done_all" | bc -l)" "$(echo "$cpu_total / ($done_soak + 0.001)" | bc -l)"
+fail=0
+[ "$undone" = 0 ] || { echo "FAIL: $undone tasks not done after the drain" >&2; fail=1; }
+[ "$lost_items" = 0 ] || { echo "FAIL: $lost_items steering items lost" >&2; fail=1; }
+[ "$dups" = 0 ] || { echo "FAIL: $dups task phases completed twice" >&2; fail=1; }
+for pair in "$r0 $r1" "$f0 $f1" "$t0 $t1"; do
+  read -r a b <<< "$pair"
+  [ "$(echo "$b <= $a * 1.1 + 2" | bc)" = 1 ] || { echo "FAIL: the supervisor grew ($a -> $b)" >&2; fail=1; }
+done
+exit $fail
