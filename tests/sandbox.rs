@@ -42,21 +42,14 @@ git commit -q -m "the agent's work"
 "$1" task phase "$SPICE_TASK" --done --claimant "$SPICE_SESSION" > "$TMPDIR/done.txt" 2>&1
 "##;
 
-#[test]
-#[ignore = "needs Landlock in the kernel (.ci/run asks for it)"]
-fn a_confined_agent_is_refused_every_escape_and_still_lands_its_work() {
-    let env = TestEnv::with_lanes(&[
-        ("a", "profile = \"escaper\"\nphases = [\"todo\"]\n"),
-        // A second lane, given no work, to address an item to.
-        ("b", "profile = \"escaper\"\nprojects = [\"none\"]\n"),
-    ]);
-    let scripts = env.dir.path().join("scripts");
-    std::fs::create_dir_all(&scripts).unwrap();
-    let agent = scripts.join("escaper.sh");
-    std::fs::write(&agent, AGENT).unwrap();
+/// A committed profile `NAME` whose agent is `script` (run by bash with the spice
+/// binary and the brief as arguments), headless.
+fn scripted_profile(env: &TestEnv, name: &str, script: &str) {
+    let agent = env.dir.path().join(format!("{name}.sh"));
+    std::fs::write(&agent, script).unwrap();
     std::fs::create_dir_all(env.repo.join("profiles")).unwrap();
     std::fs::write(
-        env.repo.join("profiles/escaper.toml"),
+        env.repo.join(format!("profiles/{name}.toml")),
         format!(
             "command = [\"/bin/bash\", \"{}\", \"{{spice}}\", \"{{brief}}\"]\nmode = \"headless\"\n",
             agent.display()
@@ -65,6 +58,17 @@ fn a_confined_agent_is_refused_every_escape_and_still_lands_its_work() {
     .unwrap();
     git(&env.repo, &["add", "profiles"]);
     git(&env.repo, &["commit", "-q", "-m", "profile"]);
+}
+
+#[test]
+#[ignore = "needs Landlock in the kernel (.ci/run asks for it)"]
+fn a_confined_agent_is_refused_every_escape_and_still_lands_its_work() {
+    let env = TestEnv::with_lanes(&[
+        ("a", "profile = \"escaper\"\nphases = [\"todo\"]\n"),
+        // A second lane, given no work, to address an item to.
+        ("b", "profile = \"escaper\"\nprojects = [\"none\"]\n"),
+    ]);
+    scripted_profile(&env, "escaper", AGENT);
     // A live worktree of another task, and a directory outside everything.
     let victim = env.dir.path().join("victim-wt");
     git(
@@ -231,19 +235,7 @@ fn a_postgres_fleet_named_by_the_environment_alone_lands_its_work_and_keeps_its_
     );
     let url = format!("{}&password={secret}", db.url);
     let env = TestEnv::with_lanes(&[("a", "profile = \"snoop\"\nphases = [\"todo\"]\n")]);
-    let agent = env.dir.path().join("snoop.sh");
-    std::fs::write(&agent, SNOOP).unwrap();
-    std::fs::create_dir_all(env.repo.join("profiles")).unwrap();
-    std::fs::write(
-        env.repo.join("profiles/snoop.toml"),
-        format!(
-            "command = [\"/bin/bash\", \"{}\", \"{{spice}}\", \"{{brief}}\"]\nmode = \"headless\"\n",
-            agent.display()
-        ),
-    )
-    .unwrap();
-    git(&env.repo, &["add", "profiles"]);
-    git(&env.repo, &["commit", "-q", "-m", "profile"]);
+    scripted_profile(&env, "snoop", SNOOP);
     let run = |args: &[&str]| {
         common::to_run(
             env.cmd(args)
