@@ -40,7 +40,11 @@ cleanup() {
 trap cleanup EXIT
 say() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*"; }
 
-fleet_repo "$repo" "$lanes" demo 1m
+# The demo agent, slowed so the work lasts the soak: each phase (about three work
+# commands) takes its share of the lane-minutes (CMD_SECS overrides).
+cmd_secs=${CMD_SECS:-$((lanes * minutes * 60 / (tasks * 2 * 3)))}
+fleet_repo "$repo" "$lanes" soakdemo 1m
+slow_demo_profile "$repo" soakdemo "$cmd_secs"
 # Every phase of the default flow (todo, review), so a task's last phase completes it.
 sed -i '/^phases = /d' "$repo"/lanes/*.toml
 commit_config "$repo"
@@ -66,7 +70,7 @@ sample() { # "rss_kb fds threads" of the supervisor
 cpu_total=0
 add_cpu() { local p; p=$(sup_pid); [ -n "$p" ] && [ -d "/proc/$p" ] && cpu_total=$(echo "$cpu_total + $(cpu_seconds "$p")" | bc); }
 
-say "soak: $lanes lanes, $tasks tasks, $minutes min; state in $SPICE_HOME"
+say "soak: $lanes lanes, $tasks tasks, $minutes min, work commands of $cmd_secs s; state in $SPICE_HOME"
 up
 sup_every=$((minutes * 60 < 900 ? minutes * 20 : 300))
 sampled_at=$(( sup_every < 300 ? sup_every : 300 ))
@@ -85,7 +89,7 @@ while [ "$(date +%s)" -lt "$end" ]; do
     up; born=$(date +%s); next_sup=$((born + sup_every))
   fi
   if [ "$now" -ge "$next_agent" ]; then
-    a=$(pgrep -f "spice demo-agent" | shuf -n 1 || true)
+    a=$(pgrep -f " demo-agent " | shuf -n 1 || true)
     [ -n "$a" ] && kill -KILL "$a" 2>/dev/null && kills=$((kills + 1))
     next_agent=$((now + 2 + RANDOM % 4))
   fi

@@ -43,6 +43,7 @@ pub mod git;
 pub mod json;
 pub mod land;
 pub mod sandbox;
+pub mod sanitize;
 pub mod stage;
 pub mod stamp;
 pub mod steer;

@@ -167,3 +167,100 @@ fn the_console_never_imports_the_cli() {
         bad.join("\n")
     );
 }
+
+/// The top-level modules under `src/` (a file `NAME.rs` or a directory `NAME/`),
+/// without the crate root and the binary.
+fn top_level_modules() -> Vec<String> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut mods = BTreeSet::new();
+    for e in std::fs::read_dir(&src).unwrap().flatten() {
+        let p = e.path();
+        let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+        if p.is_dir()
+            || (p.extension().is_some_and(|x| x == "rs") && name != "lib" && name != "main")
+        {
+            mods.insert(name);
+        }
+    }
+    mods.into_iter().collect()
+}
+
+/// Each cycle of imports between top-level modules, as the path that closes it.
+fn cycles(graph: &std::collections::BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    // A depth-first walk; a back edge to a module on the current path is a cycle.
+    fn walk(
+        at: &str,
+        graph: &std::collections::BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+        found: &mut Vec<Vec<String>>,
+    ) {
+        path.push(at.to_string());
+        for next in graph.get(at).into_iter().flatten() {
+            if let Some(i) = path.iter().position(|m| m == next) {
+                let mut cycle = path[i..].to_vec();
+                cycle.push(next.clone());
+                found.push(cycle);
+            } else if !done.contains(next) {
+                walk(next, graph, path, done, found);
+            }
+        }
+        path.pop();
+        done.insert(at.to_string());
+    }
+    let mut found = Vec::new();
+    let mut done = BTreeSet::new();
+    for m in graph.keys() {
+        if !done.contains(m) {
+            walk(m, graph, &mut Vec::new(), &mut done, &mut found);
+        }
+    }
+    found
+}
+
+#[test]
+fn the_cycle_finder_finds_a_cycle_and_only_cycles() {
+    let graph = |edges: &[(&str, &str)]| {
+        let mut g = std::collections::BTreeMap::<String, BTreeSet<String>>::new();
+        for (a, b) in edges {
+            g.entry(a.to_string()).or_default().insert(b.to_string());
+            g.entry(b.to_string()).or_default();
+        }
+        g
+    };
+    assert!(cycles(&graph(&[("a", "b"), ("b", "c"), ("a", "c")])).is_empty());
+    assert_eq!(
+        cycles(&graph(&[("a", "b"), ("b", "c"), ("c", "a")])),
+        vec![vec!["a", "b", "c", "a"]]
+    );
+}
+
+/// No two top-level modules import each other, directly or through others: the
+/// layers can be read bottom up.
+#[test]
+fn no_import_cycle_between_top_level_modules() {
+    let mods = top_level_modules();
+    let mut graph = std::collections::BTreeMap::<String, BTreeSet<String>>::new();
+    for m in &mods {
+        let mut to = BTreeSet::new();
+        for f in sources(m) {
+            let text = std::fs::read_to_string(&f).unwrap();
+            for root in crate_roots(&code(&text)) {
+                if root != *m && mods.contains(&root) {
+                    to.insert(root);
+                }
+            }
+        }
+        graph.insert(m.clone(), to);
+    }
+    let found = cycles(&graph);
+    assert!(
+        found.is_empty(),
+        "import cycles between top-level modules:\n{}",
+        found
+            .iter()
+            .map(|c| c.join(" → "))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}

@@ -441,7 +441,7 @@ pub fn visible_words(bytes: &[u8], max_chars: usize) -> String {
                 }
                 _ => {}
             },
-            c if c.is_control() || crate::transcript::sanitize::is_bidi(c) => out.push(' '),
+            c if c.is_control() || crate::sanitize::is_bidi(c) => out.push(' '),
             c => out.push(c),
         }
     }

@@ -33,7 +33,7 @@ use std::time::SystemTime;
 /// The archive's directory inside the state directory.
 pub const DIR: &str = "archive";
 /// The default bound on the archive's size (`[archive] max_bytes`).
-pub const DEFAULT_MAX_BYTES: u64 = 2 << 30;
+pub use crate::config::housekeeping::DEFAULT_ARCHIVE_MAX_BYTES as DEFAULT_MAX_BYTES;
 /// zstd's level for archived transcripts: JSONL compresses ~10× at level 3, fast.
 const LEVEL: i32 = 3;
 /// The skippable frame's magic number (the first of the sixteen zstd reserves).

@@ -50,11 +50,13 @@ pub struct Housekeeping {
     pub gc: Option<GcPolicy>,
 }
 
+/// The default bound on the archive's size (`[archive] max_bytes`): 2 GiB.
+pub const DEFAULT_ARCHIVE_MAX_BYTES: u64 = 2 << 30;
+
 impl Housekeeping {
     /// The archive's bound: `max_bytes`, else the default.
     pub fn archive_bound(&self) -> u64 {
-        self.archive_max_bytes
-            .unwrap_or(crate::archive::DEFAULT_MAX_BYTES)
+        self.archive_max_bytes.unwrap_or(DEFAULT_ARCHIVE_MAX_BYTES)
     }
 }
 
@@ -71,7 +73,7 @@ pub fn parse(file: &Path, text: &str) -> Result<Housekeeping, Vec<ConfigError>> 
         let parsed = match m.get_ref() {
             toml::Value::Integer(n) if *n > 0 => Ok(*n as u64),
             toml::Value::Integer(n) => Err(format!("{n} must be more than 0")),
-            toml::Value::String(s) => crate::bed::config::parse_size(s),
+            toml::Value::String(s) => crate::config::size::parse_size(s),
             other => Err(format!(
                 "expected a size such as \"2GiB\" or a number of bytes, found {}",
                 other.type_str()
@@ -157,7 +159,7 @@ mod tests {
         );
         let n = parse(Path::new("spice.toml"), "[archive]\nmax_bytes = 5000\n").unwrap();
         assert_eq!(n.archive_max_bytes, Some(5000));
-        assert_eq!(none.archive_bound(), crate::archive::DEFAULT_MAX_BYTES);
+        assert_eq!(none.archive_bound(), DEFAULT_ARCHIVE_MAX_BYTES);
     }
 
     #[test]

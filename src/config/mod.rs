@@ -10,6 +10,7 @@ pub mod housekeeping;
 pub mod lane;
 pub mod profile;
 pub mod repo;
+pub mod size;
 pub mod state;
 
 use crate::error::Error;

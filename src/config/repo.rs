@@ -13,6 +13,7 @@ use serde::de::{DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, Visito
 use std::fmt;
 use std::marker::PhantomData;
 use std::path::Path;
+use std::process::{Command, Stdio};
 use toml::Spanned;
 
 /// The file at the repository's root.
@@ -67,12 +68,34 @@ pub enum AtRev {
     Text { shown: String, text: String },
 }
 
+/// Runs git in `dir` (no terminal prompt, C locale) and returns its stdout, or its
+/// first line of stderr as the reason it failed.
+pub fn git(dir: &Path, args: &[&str]) -> Result<Vec<u8>, String> {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("LC_ALL", "C")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("git: {e}"))?;
+    if out.status.success() {
+        Ok(out.stdout)
+    } else {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let line = err
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("failed");
+        Err(format!("git {}: {}", args.join(" "), line.trim()))
+    }
+}
+
 /// Reads `spice.toml` at `rev` with git; a commit whose file cannot be listed or
 /// read is an error (its configuration would otherwise be skipped).
 pub fn at_rev(repo: &Path, rev: &str) -> Result<AtRev, Vec<ConfigError>> {
     let shown = format!("{FILE} (at {rev})");
     let whole = |why: String| vec![ConfigError::whole(Path::new(&shown), why)];
-    let git = crate::gate::scan::git;
     let commit = format!("{rev}^{{commit}}");
     if git(repo, &["rev-parse", "--verify", "--quiet", &commit]).is_err() {
         return Ok(AtRev::NoCommit);

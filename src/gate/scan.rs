@@ -41,26 +41,7 @@ pub struct Repo {
     pub common_dir: PathBuf,
 }
 
-pub fn git(dir: &Path, args: &[&str]) -> Result<Vec<u8>, String> {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("LC_ALL", "C")
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("git: {e}"))?;
-    if out.status.success() {
-        Ok(out.stdout)
-    } else {
-        let err = String::from_utf8_lossy(&out.stderr);
-        let line = err
-            .lines()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("failed");
-        Err(format!("git {}: {}", args.join(" "), line.trim()))
-    }
-}
+pub use crate::config::repo::git;
 
 impl Repo {
     /// The repository `dir` is in (one `git rev-parse`).

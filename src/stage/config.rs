@@ -14,8 +14,8 @@
 //! The fleet reads the `spice.toml` that `base` carries (`git show base:spice.toml`),
 //! never a task branch's copy, so a branch cannot switch off its own hooks.
 
+use crate::config::repo::FILE;
 use crate::config::ConfigError;
-use crate::gate::config::FILE;
 use serde::Deserialize;
 use std::path::Path;
 use std::time::Duration;

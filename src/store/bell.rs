@@ -205,10 +205,14 @@ fn start(path: &Path) -> Option<Arc<Bell>> {
         _quit: quit_w,
     });
     let weak = Arc::downgrade(&bell);
-    let path = path.to_path_buf();
+    // The watch and the first reading are made before the bell is handed out: a
+    // commit made after `Bell::of` returns must move the counts, and the thread,
+    // when slow to start, would take such a commit for the starting point.
+    let watched = watch(path);
+    let seen = read(&conn);
     std::thread::Builder::new()
         .name("spice-store-bell".into())
-        .spawn(move || run(weak, &path, conn, quit_r))
+        .spawn(move || run(weak, conn, quit_r, watched, seen))
         .ok()?;
     Some(bell)
 }
@@ -246,9 +250,13 @@ fn read(conn: &rusqlite::Connection) -> Option<(i64, i64)> {
     Some((version, generation))
 }
 
-fn run(bell: Weak<Bell>, path: &Path, conn: rusqlite::Connection, quit: OwnedFd) {
-    let watch = watch(path);
-    let mut seen = read(&conn);
+fn run(
+    bell: Weak<Bell>,
+    conn: rusqlite::Connection,
+    quit: OwnedFd,
+    watch: Option<(Inotify, Vec<OsString>)>,
+    mut seen: Option<(i64, i64)>,
+) {
     let mut settle = false;
     loop {
         let timeout = if settle {

@@ -14,7 +14,7 @@ pub mod follow;
 pub mod head;
 pub mod jsonl;
 pub mod render;
-pub mod sanitize;
+pub use crate::sanitize;
 pub mod turn;
 pub mod usage;
 
