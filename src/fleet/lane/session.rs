@@ -533,14 +533,25 @@ impl Lane<'_> {
             "Your claim on task {handle} was taken over by {by}. Stop working on it now: \
              do not commit or complete its phase. Your worktree is kept."
         );
-        let _ = self.store.steer(
-            &Target {
-                kind: TargetKind::Session,
-                name: session.to_string(),
-            },
-            &note,
-            crate::store::DEFAULT_TTL,
-        );
+        let target = Target {
+            kind: TargetKind::Session,
+            name: session.to_string(),
+        };
+        // A correction is never dropped in silence: a busy store is tried again, and
+        // one that still refuses is said on the lane's row.
+        let mut failed = None;
+        for pause_ms in [0, 100, 400, 1600] {
+            std::thread::sleep(std::time::Duration::from_millis(pause_ms));
+            match self.store.steer(&target, &note, crate::store::DEFAULT_TTL) {
+                Ok(_) => return,
+                Err(e) => failed = Some(e),
+            }
+        }
+        if let Some(e) = failed {
+            self.row.last_error = Some(format!(
+                "could not tell session {session} that {by} took its claim over: {e}"
+            ));
+        }
     }
 
     /// Types the pending steering not yet typed in (`pasted`) into an agent waiting
