@@ -80,10 +80,24 @@ pub struct Desk {
     path: PathBuf,
 }
 
-/// How long a request may wait for its answer. A phase's merge runs the gate and the
-/// repository's hooks, each bounded by its own timeout; this bounds only a desk that
-/// stopped answering.
-const ANSWER_WITHIN: Duration = Duration::from_secs(30 * 60);
+/// How long a phase's completion may wait for its answer: the merge runs the gate and
+/// the repository's hooks, each bounded by its own timeout; this bounds only a desk
+/// that stopped answering.
+const PHASE_WITHIN: Duration = Duration::from_secs(30 * 60);
+
+/// How long any other request may wait: a hung supervisor must never hold up the
+/// agent's commands (`spice exec` then warns and runs the command without steering).
+const ANSWER_WITHIN: Duration = Duration::from_secs(5);
+
+impl Request {
+    /// How long the desk may take to answer this request.
+    pub fn answer_within(&self) -> Duration {
+        match self {
+            Request::PhaseDone { .. } => PHASE_WITHIN,
+            _ => ANSWER_WITHIN,
+        }
+    }
+}
 
 impl Desk {
     pub fn new(path: impl Into<PathBuf>) -> Desk {
@@ -108,7 +122,8 @@ impl Desk {
     /// was (an input error, a conflict, a gate's findings, an exit code).
     pub fn ask(&self, req: &Request) -> Result<Value> {
         let mut conn = self.connect()?;
-        let _ = conn.set_read_timeout(Some(ANSWER_WITHIN));
+        let _ = conn.set_read_timeout(Some(req.answer_within()));
+        let _ = conn.set_write_timeout(Some(ANSWER_WITHIN));
         let line = serde_json::to_string(req).map_err(|e| Error::Other(e.to_string()))?;
         writeln!(conn, "{line}").map_err(|source| Error::Io {
             context: "failed to ask the supervisor's desk".into(),
@@ -303,6 +318,30 @@ mod tests {
         // A caller cannot name whom it answers for.
         assert!(serde_json::from_str::<Request>(r#"{"op":"inbox","lane":"b"}"#).is_err());
         assert!(serde_json::from_str::<Request>(r#"{"op":"drop_tables"}"#).is_err());
+    }
+
+    #[test]
+    fn a_desk_that_stopped_answering_holds_a_command_up_for_seconds_only() {
+        // A listener nobody accepts from: connect succeeds (the backlog), no answer.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("desk.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let started = std::time::Instant::now();
+        let e = Desk::new(&path).inbox(false).unwrap_err();
+        assert!(e.to_string().contains("desk"), "{e}");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(
+            Request::PhaseDone {
+                task: "t".into(),
+                json: false
+            }
+            .answer_within()
+                > ANSWER_WITHIN
+        );
     }
 
     #[test]
