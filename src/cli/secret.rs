@@ -11,8 +11,6 @@
 //! still reads it, and a child spice starts still inherits it (and hides it in turn),
 //! while the block that `/proc` shows holds none of it.
 
-use std::ffi::OsString;
-
 /// Hides `var`'s value from this process's `/proc/PID/environ`, keeping the variable.
 /// Must run before any thread is started.
 pub fn hide_from_proc(var: &str) {
@@ -31,10 +29,6 @@ pub fn hide_from_proc(var: &str) {
             scrub(block, &name);
         }
     }
-    set(var, value);
-}
-
-fn set(var: &str, value: OsString) {
     std::env::set_var(var, value);
 }
 

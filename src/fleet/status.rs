@@ -239,6 +239,7 @@ pub fn status(
             })
             .collect(),
     };
+    let offer = crate::sandbox::probe();
     let mut lanes = Vec::with_capacity(entries.len());
     for e in entries {
         let idle_row = LaneRow {
@@ -288,9 +289,7 @@ pub fn status(
         let ran = e.row.is_some();
         // A running session's own record; for a stopped lane, what the lane file
         // gives the next session, where the file is read.
-        let configured = e
-            .config
-            .map(|c| super::confine::describe(c, crate::sandbox::probe()));
+        let configured = e.config.map(|c| super::confine::describe(c, offer));
         let sandbox = match (&row.session, &task) {
             _ if state == "stopped" && configured.is_some() => configured,
             (Some(session), Some(t)) => launched_sandbox(store, &t.id, session)?.or(configured),

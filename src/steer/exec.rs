@@ -50,7 +50,7 @@ pub const BACKOFF: [Duration; 3] = [
 /// The safety poll when no change notification arrives.
 const SAFETY_POLL: Duration = Duration::from_secs(1);
 /// How long after a change notification the store is read once more.
-const SETTLE: Duration = Duration::from_millis(30);
+pub const SETTLE: Duration = Duration::from_millis(30);
 /// How long the command runs before the wrapper watches the store for changes.
 const WATCH_AFTER: Duration = Duration::from_millis(50);
 

@@ -9,6 +9,9 @@
 use super::{FleetOptions, Seat};
 use crate::error::{Error, Result};
 use crate::steer::desk::{Inbox, Printed, Request};
+// After an inotify event, the wrapper's own settle: SQLite publishes a commit through
+// shared memory, which makes no event.
+use crate::steer::exec::SETTLE;
 use crate::steer::wake::{listen, watch_dir, Drained, Watch};
 use crate::store::{Authority, Holder, ItemState, Location, Target};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -17,7 +20,6 @@ use std::io::Write;
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// Connections to the store kept between requests: an agent's every command asks
 /// the desk twice, and opening the store for each would cost more than the answer.
@@ -144,11 +146,6 @@ fn phase_done(task: &str, json: bool, seat: &Seat, opts: &FleetOptions) -> Resul
     let (out, err) = landed.report(json);
     Ok(Printed { out, err })
 }
-
-/// How long after an inotify event the store's commit is surely visible (SQLite
-/// writes the WAL, then publishes the commit through shared memory, which makes no
-/// event).
-const SETTLE: Duration = Duration::from_millis(30);
 
 /// Keeps a watch: a byte now (whatever was committed before made no event) and one
 /// per change of the store, already visible when it is written, until the caller
