@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Time from a transcript line that asks the operator a question to the operator's
 [notify] command running (issue #19; goal < 1 s), measured with a real `spice fleet up`
-and the scripted agent of tests/lane_states.rs, side by side with a baseline: a
+and the scripted agent of tests/it/lane_states.rs, side by side with a baseline: a
 `tail -F` watcher on the same transcript running the same command the moment the line
 lands (the floor of "see the line, run a command"). Prints each round and the medians,
 and the ratio spice / baseline.

@@ -10,11 +10,12 @@
 #   tasks done, claims lost (tasks left undone after the drain), steering items lost
 #   (steered, and unknown to `spice inbox --all`), duplicated merges (a task phase
 #   completed twice), the supervisor's RSS, open descriptors and threads near 5 minutes
-#   of its life (before its first kill) against the end of the soak (flat: <= 1.1x + 2),
-#   the state directory's log and store sizes against tasks done, and CPU per task.
-#   Descriptors and threads come and go with the agents' commands, so each side is the
-#   floor (the least) of the samples taken every 5 s over its last 40 s: a leak raises
-#   the floor, a busy moment does not (every sample is kept in $work/samples.txt).
+#   of its life (before its first kill) against the end of the soak (flat: at most 1.1x,
+#   plus one lane's command for descriptors and threads), the state directory's log and
+#   store sizes against tasks done, and CPU per task. Descriptors and threads come and
+#   go with the agents' commands (45 to 79 descriptors with 4 lanes), so each side is the
+#   floor (the least) of the samples taken every 5 s over its last 60 s: a leak raises
+#   the floor, a busy moment does not (SAMPLES_OUT=FILE keeps every sample).
 # Exit 1 when a count that must be zero is not, or the supervisor grew.
 #
 # usage: benches/soak.sh [MINUTES] [LANES] [TASKS]      (default 30, 8, 500)
@@ -88,8 +89,8 @@ while [ "$(date +%s)" -lt "$end" ]; do
   now=$(date +%s)
   if [ "$now" -ge "$next_sample" ]; then
     s=$(sample); age=$((now - born)); echo "$now $sup_kills $age $s" >> "$work/samples.txt"
-    if [ "$sup_kills" = 0 ] && [ "$age" -ge $((sampled_at - 40)) ] && [ "$age" -le "$sampled_at" ]; then early+=("$s"); fi
-    if [ "$now" -ge $((end - 40)) ]; then late+=("$s"); fi
+    if [ "$sup_kills" = 0 ] && [ "$age" -ge $((sampled_at - 60)) ] && [ "$age" -le "$sampled_at" ]; then early+=("$s"); fi
+    if [ "$now" -ge $((end - 60)) ]; then late+=("$s"); fi
     next_sample=$((now + 5))
   fi
   if [ "$now" -ge "$next_sup" ]; then
@@ -150,9 +151,12 @@ fail=0
 [ "$undone" = 0 ] || { echo "FAIL: $undone tasks not done after the drain" >&2; fail=1; }
 [ "$lost_items" = 0 ] || { echo "FAIL: $lost_items steering items lost" >&2; fail=1; }
 [ "$dups" = 0 ] || { echo "FAIL: $dups task phases completed twice" >&2; fail=1; }
-for pair in "$r0 $r1" "$f0 $f1" "$t0 $t1"; do
-  read -r a b <<< "$pair"
-  [ "$(echo "$b <= $a * 1.1 + 2" | bc)" = 1 ] || { echo "FAIL: the supervisor grew ($a -> $b)" >&2; grew=1; fail=1; }
+# The slack besides 10%: one lane's running command holds 8 to 10 descriptors and 3
+# threads of the supervisor's (its PTY, desk connection, transcript watch and reader).
+for triple in "$r0 $r1 0" "$f0 $f1 10" "$t0 $t1 3"; do
+  read -r a b slack <<< "$triple"
+  [ "$(echo "$b <= $a * 1.1 + $slack" | bc)" = 1 ] || { echo "FAIL: the supervisor grew ($a -> $b)" >&2; grew=1; fail=1; }
 done
+[ -z "${SAMPLES_OUT:-}" ] || cp "$work/samples.txt" "$SAMPLES_OUT"
 [ -z "${grew:-}" ] || { echo "every sample (time, supervisors killed, age, RSS kB, fds, threads):"; cat "$work/samples.txt"; } >&2
 exit $fail

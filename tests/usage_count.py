@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Counts the tokens in Claude Code and Codex transcripts straight from their JSON,
-independently of spice, for tests/usage.rs to compare `spice usage --json` with.
+independently of spice, for tests/it/usage.rs to compare `spice usage --json` with.
 
 Rules (the ones spice documents, written again from the formats):
 - Claude: `assistant` lines' `message.usage`, one per (message.id, requestId), the last

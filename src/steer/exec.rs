@@ -120,7 +120,7 @@ pub fn run(cfg: ExecConfig, clock: Arc<dyn Clock>) -> Result<i32> {
     // Always through fork with this pre-exec step, never std's posix_spawn path: with
     // posix_spawn, the command a killed agent left running under this wrapper (the
     // wrapper, its shell and the command) outlived the agent's shim, every time
-    // (`tests/agents_e2e.rs`, the real CLIs killed mid-command); the cause was not
+    // (`tests/it/agents_e2e.rs`, the real CLIs killed mid-command); the cause was not
     // pinned down.
     // SAFETY: only async-signal-safe calls (sigaction, tcsetpgrp, sigprocmask)
     // between fork and exec.

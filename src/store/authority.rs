@@ -12,7 +12,7 @@
 //! server's tools ([`super::location::not_on_postgres`]); nothing falls back to the
 //! other backend.
 //!
-//! Invariants every backend keeps (the contract `tests/store_claims.rs` runs against
+//! Invariants every backend keeps (the contract `tests/it/store_claims.rs` runs against
 //! both): one claim per task, taken only while the task is ready, inside the
 //! transaction that writes it; a fresh fence per holding; a lapsed lease is not free
 //! work, and is taken over only under the exact fence seen; every write on a claim

@@ -265,7 +265,7 @@ mod tests {
             permission_prompt("Bash command  rm -rf x  Do you want to proceed? ❯ 1. Yes").is_some()
         );
         // Codex 0.171's approval prompt for a command asking to leave the sandbox, as
-        // the TUI drew it (tests/agents_e2e/states.rs).
+        // the TUI drew it (tests/it/agents_e2e/states.rs).
         let codex = "• Running touch made-by-the-agent Would you like to run the following \
             command? Environment: local Reason: The scripted step runs outside the sandbox. \
             $ touch made-by-the-agent › 1. Yes, proceed (y) 2. Yes, and don't ask again for \
