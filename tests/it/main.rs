@@ -59,6 +59,7 @@ mod serve_budget;
 mod serve_limits;
 mod serve_pg;
 mod serve_terminal;
+mod snapshots;
 mod stage_hooks;
 mod steer;
 mod steer_hosts;
