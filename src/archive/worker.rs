@@ -99,14 +99,14 @@ pub fn archive_one(
             "replaced": s.replaced,
         }),
         Err(e) => {
-            eprintln!("spice: archiving {}: {e}", job.transcript.display());
+            tracing::warn!(target: "spice", "archiving {}: {e}", job.transcript.display());
             serde_json::json!({ "original": job.transcript, "error": e.to_string() })
         }
     };
     if let Ok(mut store) = crate::store::connect(store, clock.clone()) {
         if let Err(e) = store.note(&job.task_id, "archived", &job.session, detail) {
-            eprintln!(
-                "spice: recording the archive of {}: {e}",
+            tracing::warn!(
+                target: "spice", "recording the archive of {}: {e}",
                 job.transcript.display()
             );
         }
@@ -114,13 +114,13 @@ pub fn archive_one(
     match archive.prune(max_bytes, false) {
         Ok(gone) if !gone.is_empty() => {
             let bytes: u64 = gone.iter().map(|e| e.bytes_out).sum();
-            eprintln!(
-                "spice: archive over its bound ({max_bytes} bytes): pruned {} oldest cop{} ({bytes} bytes)",
+            tracing::info!(
+                target: "spice", "archive over its bound ({max_bytes} bytes): pruned {} oldest cop{} ({bytes} bytes)",
                 gone.len(),
                 if gone.len() == 1 { "y" } else { "ies" }
             );
         }
         Ok(_) => {}
-        Err(e) => eprintln!("spice: pruning the archive: {e}"),
+        Err(e) => tracing::warn!(target: "spice", "pruning the archive: {e}"),
     }
 }

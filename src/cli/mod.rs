@@ -12,6 +12,7 @@ mod gate;
 mod lanes;
 mod next;
 pub(crate) mod render;
+mod report;
 mod secret;
 mod serve;
 mod steer;
@@ -191,6 +192,7 @@ pub fn main() -> i32 {
                     nix::sys::signal::SigHandler::SigDfl,
                 );
             }
+            report::install();
             run(command).map(|()| 0)
         }
     };

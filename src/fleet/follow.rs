@@ -114,7 +114,7 @@ impl Follow {
             Err(e) => {
                 let why = e.to_string();
                 if self.failing.as_deref() != Some(why.as_str()) {
-                    eprintln!("spice: following {}: {why}", path.display());
+                    tracing::warn!(target: "spice", "following {}: {why}", path.display());
                     self.failing = Some(why);
                 }
                 Ok(None)
@@ -151,7 +151,7 @@ impl Follow {
             if let Err(e) = scanner.scan(store) {
                 let why = e.to_string();
                 if self.failing.as_deref() != Some(why.as_str()) {
-                    eprintln!("spice: following {}: {why}", p.display());
+                    tracing::warn!(target: "spice", "following {}: {why}", p.display());
                     self.failing = Some(why);
                 }
             }

@@ -309,8 +309,8 @@ pub(super) fn spawn(
                         older_than: Some(policy.after),
                     };
                     match collect(&mut *store, git, base, &state_dir, o) {
-                        Ok(r) if r.worktrees_removed + r.branches_removed > 0 => eprintln!(
-                            "spice: gc in {}: removed {} worktree(s) and {} branch(es), {} bytes freed{}",
+                        Ok(r) if r.worktrees_removed + r.branches_removed > 0 => tracing::info!(
+                            target: "spice", "gc in {}: removed {} worktree(s) and {} branch(es), {} bytes freed{}",
                             git.repo().display(),
                             r.worktrees_removed,
                             r.branches_removed,
@@ -322,7 +322,9 @@ pub(super) fn spawn(
                             }
                         ),
                         Ok(_) => {}
-                        Err(e) => eprintln!("spice: gc in {}: {e}", git.repo().display()),
+                        Err(e) => {
+                            tracing::warn!(target: "spice", "gc in {}: {e}", git.repo().display())
+                        }
                     }
                 }
             }

@@ -88,7 +88,7 @@ impl Heartbeat {
                     // beat: one last beat asks, so the supervisor still ends saying so.
                     match store.supervisor_heartbeat(self.id, LEASE) {
                         Err(Error::Conflict(why)) => {
-                            eprintln!("spice: {why}");
+                            tracing::warn!(target: "spice", "{why}");
                             *self.superseded.lock().unwrap() = Some(why);
                         }
                         _ => {
@@ -135,12 +135,12 @@ fn beat(
         match result {
             Ok(()) => {
                 if said_unreachable {
-                    eprintln!("spice: the store at {} is back", opts.location.describe());
+                    tracing::info!(target: "spice", "the store at {} is back", opts.location.describe());
                     said_unreachable = false;
                 }
             }
             Err(Error::Conflict(why)) => {
-                eprintln!("spice: {why}; stopping every lane of this supervisor");
+                tracing::warn!(target: "spice", "{why}; stopping every lane of this supervisor");
                 *superseded.lock().unwrap() = Some(why);
                 stop.store(true, Ordering::SeqCst);
                 crate::store::nudge();
@@ -148,8 +148,8 @@ fn beat(
             }
             Err(e) => {
                 if !said_unreachable {
-                    eprintln!(
-                        "spice: heartbeat: {e}; trying again every {}s (the lanes' runs \
+                    tracing::warn!(
+                        target: "spice", "heartbeat: {e}; trying again every {}s (the lanes' runs \
                          are kept for {}s without one)",
                         HEARTBEAT.as_secs(),
                         LEASE.as_secs()
@@ -194,8 +194,8 @@ pub fn take(
         match store.take_lane(name, id, hosts) {
             Ok(LaneTake::Taken { from }) => {
                 let from = from.map(|f| {
-                    eprintln!(
-                        "spice: lane {name}: taken from host {} (supervisor pid {}), whose \
+                    tracing::info!(
+                        target: "spice", "lane {name}: taken from host {} (supervisor pid {}), whose \
                          heartbeat lapsed; its claims pass to successors here",
                         f.host, f.pid
                     );
@@ -208,7 +208,7 @@ pub fn take(
                     "lane {name} runs only on hosts {}; this is host {host}",
                     hosts.join(", ")
                 );
-                eprintln!("spice: {why}: it does not run here");
+                tracing::warn!(target: "spice", "{why}: it does not run here");
                 return Ok(Take::Not(why));
             }
             Ok(LaneTake::Held { by }) => {
@@ -220,13 +220,13 @@ pub fn take(
                     return Ok(Take::Not(why));
                 }
                 if said != Some(by.id) {
-                    eprintln!("spice: {why}; this supervisor takes it if that host is lost");
+                    tracing::warn!(target: "spice", "{why}; this supervisor takes it if that host is lost");
                     said = Some(by.id);
                 }
             }
             Err(e) if e.is_unreachable() => {
                 if unreachable == 0 {
-                    eprintln!("spice: lane {name}: {e}; trying again");
+                    tracing::warn!(target: "spice", "lane {name}: {e}; trying again");
                 }
                 unreachable += 1;
             }

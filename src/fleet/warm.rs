@@ -145,8 +145,8 @@ fn look(git: &Git, base: &str, commit: &str, stop: &AtomicBool, in_use: &dyn Fn(
         Ok(_) => {}
         Err(_) => return,
     }
-    eprintln!(
-        "spice: warming a test bed at {id} ({base} in {}) in the background: no template \
+    tracing::info!(
+        target: "spice", "warming a test bed at {id} ({base} in {}) in the background: no template \
          matches its {}",
         git.common_dir().display(),
         if cfg.key.is_empty() {
@@ -159,22 +159,22 @@ fn look(git: &Git, base: &str, commit: &str, stop: &AtomicBool, in_use: &dyn Fn(
     let mut keep = |l: &str| last = l.to_string();
     match beds.warm(git, &cfg, commit, &mut keep, stop) {
         Ok(t) => {
-            eprintln!(
-                "spice: test bed {} ready, warmed in {:.1}s",
+            tracing::info!(
+                target: "spice", "test bed {} ready, warmed in {:.1}s",
                 t.id, t.warm_seconds
             );
             if cfg.disk_budget.is_some() {
                 match crate::bed::evict::gc(git, &cfg, &in_use()) {
                     Ok(ev) => {
                         for e in ev {
-                            eprintln!("spice: evicted {} {} ({})", e.kind, e.id, e.why);
+                            tracing::info!(target: "spice", "evicted {} {} ({})", e.kind, e.id, e.why);
                         }
                     }
-                    Err(e) => eprintln!("spice: evicting test beds failed: {e}"),
+                    Err(e) => tracing::warn!(target: "spice", "evicting test beds failed: {e}"),
                 }
             }
         }
         Err(_) if stop.load(Ordering::SeqCst) => {}
-        Err(e) => eprintln!("spice: {e} (last output: {last})"),
+        Err(e) => tracing::warn!(target: "spice", "{e} (last output: {last})"),
     }
 }

@@ -424,7 +424,7 @@ fn watch_store(
             Err(e) => {
                 if !reported {
                     // Keep serving what can be read; the store may recover.
-                    eprintln!("spice: serve: {e}");
+                    tracing::warn!(target: "spice", "serve: {e}");
                     reported = true;
                 }
                 watch = None;

@@ -176,9 +176,9 @@ pub async fn run<S, B>(
                 // about anyone waiting: closing an idle connection now could close
                 // the one just accepted. Wait for a connection to end instead.
                 if !reported_exhaustion {
-                    eprintln!(
-                        "spice: serve: out of file descriptors ({e}); waiting for connections \
-                         to end before accepting more"
+                    tracing::warn!(
+                        target: "spice", "serve: out of file descriptors ({e}); waiting for connections to end \
+                         before accepting more"
                     );
                     reported_exhaustion = true;
                 }

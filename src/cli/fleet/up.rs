@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tracing::field::{Field, Visit};
-use tracing::{Event, Level, Metadata, Subscriber};
+use tracing::{Event, Metadata, Subscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 
 /// `spice fleet up` in the foreground: checks what the lanes' bases carry, runs the
@@ -137,7 +137,7 @@ impl Reporter {
         };
         let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(sink));
         // Anything else the library reports through tracing reaches the same sinks.
-        let _ = tracing::dispatcher::set_global_default(dispatch.clone());
+        crate::cli::report::redirect(Some(dispatch.clone()));
         let observer = Observer::new(env.authority()?)?;
         let done = Arc::new(AtomicBool::new(false));
         let thread = {
@@ -175,6 +175,7 @@ impl Reporter {
 
     /// Reports what the stopped lanes wrote last, then ends the observer.
     pub(in crate::cli) fn finish(mut self) {
+        crate::cli::report::redirect(None);
         self.done.store(true, Ordering::SeqCst);
         crate::store::nudge();
         if let Some(t) = self.thread.take() {
@@ -210,7 +211,7 @@ struct Sink {
 
 impl<S: Subscriber> Layer<S> for Sink {
     fn enabled(&self, m: &Metadata<'_>, _: Context<'_, S>) -> bool {
-        m.target().starts_with("spice") && *m.level() <= Level::INFO
+        crate::cli::report::reported(m)
     }
 
     fn on_event(&self, event: &Event<'_>, _: Context<'_, S>) {
@@ -289,7 +290,8 @@ impl Fields {
         })
     }
 
-    /// Any other event: `time LEVEL target: message field=value…`, or JSON.
+    /// Any other event: `time LEVEL target: message field=value…`, or JSON (what the
+    /// library reports for the operator has the target `spice`: `INFO spice: …`).
     fn generic(&self, m: &Metadata<'_>) -> (String, String) {
         let now = chrono::Utc::now().timestamp_micros();
         let at = self.at.unwrap_or(now);

@@ -62,7 +62,7 @@ impl Lane<'_> {
     /// successor there, and writes nothing more.
     pub(super) fn taken_elsewhere(&mut self, why: String) {
         if self.owned {
-            eprintln!("spice: lane {}: {why}; stopping it here", self.cfg.name);
+            tracing::warn!(target: "spice", "lane {}: {why}; stopping it here", self.cfg.name);
             self.report.error = Some(why);
         }
         self.owned = false;

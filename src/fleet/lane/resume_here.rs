@@ -55,26 +55,29 @@ impl Lane<'_> {
         let (expected, _) = transcript_place(self.cfg, &place);
         let recorded = self.row.transcript.as_ref().map(PathBuf::from);
         let lane = self.cfg.name.clone();
-        let (kind, mut detail, resumable) =
-            match prepare(conversation, expected.as_deref(), recorded.as_deref()) {
-                ResumeHere::Resume => return Ok(true),
-                ResumeHere::Restored { from, to } => {
-                    self.row.transcript = Some(to.display().to_string());
-                    let detail = json!({ "from": from, "to": to });
-                    ("transcript_restored", detail, true)
-                }
-                ResumeHere::Fresh { why } => {
-                    eprintln!(
-                        "spice: lane {lane}: {why}; session {session} starts afresh from its brief"
-                    );
-                    self.row.transcript = None;
-                    (
-                        "resume_unavailable",
-                        json!({ "transcript": recorded, "why": why }),
-                        false,
-                    )
-                }
-            };
+        let (kind, mut detail, resumable) = match prepare(
+            conversation,
+            expected.as_deref(),
+            recorded.as_deref(),
+        ) {
+            ResumeHere::Resume => return Ok(true),
+            ResumeHere::Restored { from, to } => {
+                self.row.transcript = Some(to.display().to_string());
+                let detail = json!({ "from": from, "to": to });
+                ("transcript_restored", detail, true)
+            }
+            ResumeHere::Fresh { why } => {
+                tracing::warn!(
+                    target: "spice", "lane {lane}: {why}; session {session} starts afresh from its brief"
+                );
+                self.row.transcript = None;
+                (
+                    "resume_unavailable",
+                    json!({ "transcript": recorded, "why": why }),
+                    false,
+                )
+            }
+        };
         detail["lane"] = json!(lane);
         detail["conversation"] = json!(conversation);
         self.store.note(task, kind, session, detail)?;

@@ -49,14 +49,14 @@ impl Lane<'_> {
 
     /// Waits, saying so once, until the store answers again or the supervisor stops.
     pub(super) fn outage_wait(&mut self, e: &Error) {
-        eprintln!(
-            "spice: lane {}: {e}; waiting for the store, then going on",
+        tracing::warn!(
+            target: "spice", "lane {}: {e}; waiting for the store, then going on",
             self.cfg.name
         );
         while !self.stopping() {
             self.sleep(OUTAGE_RETRY);
             if self.store.now().is_ok() {
-                eprintln!("spice: lane {}: the store is back", self.cfg.name);
+                tracing::info!(target: "spice", "lane {}: the store is back", self.cfg.name);
                 return;
             }
         }
@@ -69,15 +69,15 @@ impl Lane<'_> {
             Ok(v) => {
                 if self.outage {
                     self.outage = false;
-                    eprintln!("spice: lane {}: the store is back", self.cfg.name);
+                    tracing::info!(target: "spice", "lane {}: the store is back", self.cfg.name);
                 }
                 Ok(Some(v))
             }
             Err(e) if e.is_unreachable() => {
                 if !self.outage {
                     self.outage = true;
-                    eprintln!(
-                        "spice: lane {}: {e}; the agent goes on, the lane tries again",
+                    tracing::warn!(
+                        target: "spice", "lane {}: {e}; the agent goes on, the lane tries again",
                         self.cfg.name
                     );
                 }
