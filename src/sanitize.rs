@@ -30,6 +30,13 @@ pub fn for_terminal(s: &str) -> String {
         .collect()
 }
 
+/// Text for one row of a listing: safe for a terminal, and every run of whitespace
+/// (newlines and tabs among it) one space, so a title, prompt or steering text of
+/// several lines stays on its row.
+pub fn one_line(s: &str) -> String {
+    for_terminal(&s.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
 /// A JSON document with bidi controls escaped (serde_json already escapes C0 controls).
 pub fn json_line<T: serde::Serialize>(v: &T) -> String {
     let s = serde_json::to_string(v).unwrap_or_else(|_| "null".into());
@@ -139,6 +146,15 @@ fn needs_look(w: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_line_keeps_a_listing_row_on_its_line() {
+        assert_eq!(
+            one_line("  a title\r\nwith\ta newline\n\n\x1b[2Jand more "),
+            "a title with a newline \u{241b}[2Jand more"
+        );
+        assert_eq!(one_line(""), "");
+    }
 
     #[test]
     fn escapes_and_bidi_are_neutralised() {

@@ -140,7 +140,7 @@ pub fn task_table(tasks: &[Task], claims: &[Claim], now: Micros, short: &ShortId
             cell(&t.phase, 10),
             t.status.as_str(),
             claim,
-            t.title
+            crate::sanitize::one_line(&t.title)
         );
     }
 }
@@ -164,7 +164,7 @@ pub fn candidate_table(tasks: &[Task], ranking: &[Candidate], short: &ShortIds) 
             priority_str(c.inherited_priority),
             c.releases,
             c.urgency,
-            t.title
+            crate::sanitize::one_line(&t.title)
         );
     }
 }
@@ -219,7 +219,7 @@ pub fn task_detail(
     ledger: &[LedgerEntry],
     now: Micros,
 ) {
-    println!("{}  {}", t.handle(), t.title);
+    println!("{}  {}", t.handle(), crate::sanitize::one_line(&t.title));
     println!("  status    {} (phase {})", t.status.as_str(), t.phase);
     println!("  priority  {}", priority_str(t.priority));
     println!("  uuid      {}", t.uuid);
@@ -267,7 +267,6 @@ pub fn item_table(items: &[Item], now: Micros) {
         "KEY", "STATE", "TARGET", "AGE", "SHOWN"
     );
     for i in items {
-        let first = i.text.lines().next().unwrap_or("");
         println!(
             "{:<11} {:<9} {:<28} {:>7} {:>5} {}",
             i.key,
@@ -275,7 +274,7 @@ pub fn item_table(items: &[Item], now: Micros) {
             cell(&i.target.to_string(), 28),
             when::span(now - i.created),
             i.shown,
-            first
+            crate::sanitize::one_line(&i.text)
         );
     }
 }

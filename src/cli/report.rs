@@ -48,7 +48,7 @@ impl<S: Subscriber> Layer<S> for Global {
         }
         let mut line = Line::default();
         event.record(&mut line);
-        let text = crate::transcript::sanitize::for_terminal(&line.text());
+        let text = crate::sanitize::for_terminal(&line.text());
         // One write per line: a reader of the pipe never sees half of one.
         let _ = std::io::stderr()
             .lock()

@@ -183,7 +183,7 @@ pub fn session(cmd: SessionCmd) -> Result<()> {
                         f.session_id.as_deref().unwrap_or("?"),
                         f.size,
                         v["last_activity"].as_str().unwrap_or(""),
-                        sanitize::for_terminal(v["first_prompt"].as_str().unwrap_or(""))
+                        sanitize::one_line(v["first_prompt"].as_str().unwrap_or(""))
                     );
                 }
                 for v in archived.iter().filter_map(archived_json) {
@@ -193,7 +193,7 @@ pub fn session(cmd: SessionCmd) -> Result<()> {
                         v["session_id"].as_str().unwrap_or("?"),
                         v["size"],
                         v["last_activity"].as_str().unwrap_or(""),
-                        sanitize::for_terminal(v["first_prompt"].as_str().unwrap_or(""))
+                        sanitize::one_line(v["first_prompt"].as_str().unwrap_or(""))
                     );
                 }
             }

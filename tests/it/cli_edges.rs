@@ -268,3 +268,24 @@ fn regression_steer_takes_a_session_by_its_unique_prefix() {
     env.run(&["steer", "session:me", "x"]).ok();
     assert_eq!(items(&env).last().unwrap()["target"], "me");
 }
+
+/// Regression: a title or steering text of several lines broke its listing's row (the
+/// rest of a task's title began a line of its own; an item showed its first line
+/// alone), and an escape sequence in a title reached the terminal. Each row is one
+/// line now, all of the text on it, controls shown as stand-ins.
+#[test]
+fn regression_a_text_of_several_lines_stays_on_its_row() {
+    let env = TestEnv::with_lanes(&[("a", "profile = \"demo\"\n")]);
+    env.add(&["a title\nwith a newline and \x1b[2J an escape"]);
+    let list = env.run(&["task", "list"]).ok().to_string();
+    assert_eq!(list.lines().count(), 2, "{list}");
+    assert!(
+        list.contains("a title with a newline and \u{241b}[2J an escape"),
+        "{list}"
+    );
+    env.run(&["steer", "lane:a", "first line\nsecond line\n\nthird"])
+        .ok();
+    let inbox = env.run(&["inbox"]).ok().to_string();
+    assert_eq!(inbox.lines().count(), 2, "{inbox}");
+    assert!(inbox.contains("first line second line third"), "{inbox}");
+}

@@ -287,6 +287,48 @@ fn the_fleet_applies_its_gc_policy_by_itself() {
     assert!(r.wip_files(&h).contains("left.txt"));
 }
 
+/// Regression: what the library reported (a collection's result among it) went to the
+/// supervisor's stderr alone, so a detached supervisor (`--log-only`, its stderr
+/// nowhere) lost it; it reaches `logs/fleet.log` now, and not stderr.
+#[test]
+fn a_log_only_supervisor_logs_what_its_collection_did() {
+    let r = Repo::new();
+    std::fs::write(r.env.repo.join("spice.toml"), "[gc]\nafter = \"1ms\"\n").unwrap();
+    git(&r.env.repo, &["add", "spice.toml"]);
+    git(&r.env.repo, &["commit", "-q", "-m", "gc policy"]);
+    let (id, _, wt) = r.task("Finished long ago");
+    r.env.run(&["task", "done", &id]).ok();
+    let out = r
+        .env
+        .cmd(&["fleet", "up", "--until-idle", "--log-only"])
+        .env("HOME", r.env.agent_home())
+        .output()
+        .unwrap();
+    let run = common::to_run(out);
+    run.ok();
+    assert!(!wt.exists());
+    assert!(!run.stderr.contains("gc in"), "{}", run.stderr);
+    let log = std::fs::read_to_string(r.env.home.join("logs/fleet.log")).unwrap();
+    let record = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| {
+            v["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("gc in "))
+        })
+        .unwrap_or_else(|| panic!("no gc record in the log:\n{log}"));
+    assert_eq!(record["level"], "info");
+    assert_eq!(record["target"], "spice");
+    assert!(
+        record["message"]
+            .as_str()
+            .unwrap()
+            .contains("removed 1 worktree(s)"),
+        "{record}"
+    );
+}
+
 /// A lane's agent still running on a task whose claim its phase released (it is
 /// finishing its turn in the worktree) keeps the worktree, though it is merged.
 #[test]

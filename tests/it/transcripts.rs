@@ -296,6 +296,31 @@ fn all_files(dir: &Path, out: &mut Vec<(PathBuf, u64)>) {
     }
 }
 
+/// Regression: `session list` printed a session's first prompt as it was, so a brief
+/// of several lines (every spice lane's) spread one row over many.
+#[test]
+fn regression_session_list_keeps_each_session_on_one_row() {
+    let env = TestEnv::new();
+    let dir = env.dir.path().join("transcripts");
+    std::fs::create_dir_all(&dir).unwrap();
+    let prompt = "You are working on task t1.\n\nPhase: todo.\n\nSteering: ACK each item.";
+    let text = format!(
+        "{}\n{}\n",
+        claude_line("user", "/work/proj", prompt, 1),
+        claude_line("assistant", "/work/proj", "done", 2)
+    );
+    std::fs::write(dir.join("s.jsonl"), text).unwrap();
+    let out = env
+        .run(&["session", "list", dir.to_str().unwrap()])
+        .ok()
+        .to_string();
+    assert_eq!(out.lines().count(), 1, "{out}");
+    assert!(
+        out.contains("You are working on task t1. Phase: todo. Steering: ACK each item."),
+        "{out}"
+    );
+}
+
 /// Regression (#40): `session list DIR` was refused (an unexpected argument) though
 /// `watch` and `session briefing` take paths. It lists the sessions under a directory
 /// (not their sub-agents' files, nor files that are not transcripts) or in a file.
