@@ -22,6 +22,8 @@
 
 mod clause;
 mod header;
+#[doc(hidden)]
+pub mod invariants;
 mod markdown;
 mod walk;
 mod words;

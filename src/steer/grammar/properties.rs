@@ -4,47 +4,9 @@
 
 use proptest::prelude::*;
 
+use super::invariants::check_invariants;
 use super::*;
 use crate::stamp;
-
-/// Checks what every parse must satisfy, whatever the input.
-fn check_invariants(text: &str) {
-    let directives = parse(text);
-    let lines: Vec<Line> = walk(text).collect();
-    let mut last = 0;
-    for d in &directives {
-        assert!(
-            d.line >= 1 && d.line <= lines.len(),
-            "line {} of {}",
-            d.line,
-            lines.len()
-        );
-        assert!(d.line >= last, "out of order");
-        last = d.line;
-        let header = &lines[d.line - 1];
-        assert!(!header.shown, "directive on a shown line {}", d.line);
-        let keyless = d.problem == Some(Problem::Keyless);
-        assert_eq!(d.keys.is_empty(), keyless);
-        assert_eq!(d.body.is_none(), keyless);
-        // A header may take its keys from the next line, which must be issued too.
-        let next = lines.get(d.line).filter(|l| !l.shown);
-        for (i, key) in d.keys.iter().enumerate() {
-            assert!(stamp::is_stamp(key), "{key:?} is not a stamp");
-            assert!(
-                header.text.contains(key.as_str())
-                    || next.is_some_and(|l| l.text.contains(key.as_str())),
-                "{key:?} not on its line or the next issued one"
-            );
-            assert!(!d.keys[..i].contains(key), "{key:?} twice");
-        }
-        if let Some(body) = &d.body {
-            assert_eq!(body.trim(), body, "body not trimmed");
-        }
-    }
-    if !text.contains("ACK") {
-        assert!(directives.is_empty());
-    }
-}
 
 /// Pieces that reach every rule far more often than uniform random text does.
 const ATOMS: &[&str] = &[
