@@ -6,28 +6,6 @@
 use crate::common;
 use common::{git, TestEnv};
 
-/// Steers `target`; `--force`, since these lanes need no lane file (what is tested is
-/// whose ACK retires the item, not that the lane exists).
-fn steer(env: &TestEnv, target: &str, msg: &str) -> String {
-    let key = env
-        .run(&["steer", "--force", target, msg])
-        .ok()
-        .trim()
-        .to_string();
-    assert!(spice::stamp::is_stamp(&key), "{key}");
-    key
-}
-
-fn item(env: &TestEnv, key: &str) -> serde_json::Value {
-    let all = env.run(&["inbox", "--all", "--json"]).json();
-    all.as_array()
-        .unwrap()
-        .iter()
-        .find(|i| i["key"] == key)
-        .cloned()
-        .unwrap_or_else(|| panic!("no item {key} in {all}"))
-}
-
 fn effects(env: &TestEnv, key: &str) -> Vec<String> {
     let db = env.sql();
     let mut stmt = db
@@ -76,8 +54,8 @@ fn one_lanes_transcript_cannot_retire_another_lanes_item() {
         ),
     )
     .unwrap();
-    let ka = steer(&env, "lane:a", "keep the greeting short");
-    let kb = steer(&env, "lane:b", "use the v2 client");
+    let ka = env.steer_forced("lane:a", "keep the greeting short");
+    let kb = env.steer_forced("lane:b", "use the v2 client");
     let lane = |keys: &str| {
         format!("profile = \"acker\"\nphases = [\"todo\"]\n[env]\nACK_KEYS = \"{keys}\"\n")
     };
@@ -94,7 +72,7 @@ fn one_lanes_transcript_cannot_retire_another_lanes_item() {
         assert_eq!(s["phase"], "review", "{s}\n{}", out.stderr);
     }
     // Lane a's agent answered: its ACK of its own lane's key was read and counted.
-    assert_eq!(item(&env, &ka)["state"], "acked", "{}", out.stderr);
+    assert_eq!(env.item(&ka)["state"], "acked", "{}", out.stderr);
     let kb_effects = effects(&env, &kb);
     assert!(
         !kb_effects.is_empty(),
@@ -104,7 +82,7 @@ fn one_lanes_transcript_cannot_retire_another_lanes_item() {
         kb_effects.iter().all(|e| e == "not-addressed"),
         "{kb_effects:?}"
     );
-    let b = item(&env, &kb);
+    let b = env.item(&kb);
     assert_eq!(b["state"], "pending", "{b}");
 }
 
@@ -127,10 +105,10 @@ fn ack_scan_counts_for_the_transcripts_own_session_and_worktree() {
     let env = TestEnv::new();
     let sub = env.repo.join("src");
     std::fs::create_dir_all(&sub).unwrap();
-    let mine = steer(&env, "session:s1", "first");
-    let here = steer(&env, &format!("worktree:{}", env.repo.display()), "second");
-    let other = steer(&env, "session:s2", "someone else's");
-    let lane = steer(&env, "lane:core", "the lane's");
+    let mine = env.steer_forced("session:s1", "first");
+    let here = env.steer_forced(&format!("worktree:{}", env.repo.display()), "second");
+    let other = env.steer_forced("session:s2", "someone else's");
+    let lane = env.steer_forced("lane:core", "the lane's");
     let t = env.dir.path().join("s1.jsonl");
     let text = format!(
         "Done.\n\nACK {mine}, {here}: both\nACK {other}: wrong agent\nACK {lane}: no lane ran this"
@@ -154,10 +132,10 @@ fn ack_scan_counts_for_the_transcripts_own_session_and_worktree() {
         )),
         "{out}"
     );
-    assert_eq!(item(&env, &mine)["state"], "acked");
-    assert_eq!(item(&env, &here)["state"], "acked");
-    assert_eq!(item(&env, &other)["state"], "pending");
-    assert_eq!(item(&env, &lane)["state"], "pending");
+    assert_eq!(env.item(&mine)["state"], "acked");
+    assert_eq!(env.item(&here)["state"], "acked");
+    assert_eq!(env.item(&other)["state"], "pending");
+    assert_eq!(env.item(&lane)["state"], "pending");
     assert_eq!(effects(&env, &other), ["not-addressed"]);
     let json = env
         .run(&["ack", "scan", t.to_str().unwrap(), "--json"])
@@ -171,8 +149,8 @@ fn ack_scan_counts_for_the_transcripts_own_session_and_worktree() {
 #[test]
 fn ack_apply_counts_for_any_item_or_only_for_its_targets() {
     let env = TestEnv::new();
-    let a = steer(&env, "lane:a", "first");
-    let b = steer(&env, "lane:b", "second");
+    let a = env.steer_forced("lane:a", "first");
+    let b = env.steer_forced("lane:b", "second");
     let text = format!("ACK {a}: done\nACK {b}: done too\n");
     let out = env
         .run_stdin(&["ack", "apply", "--target", "lane:a"], &text)
@@ -183,11 +161,11 @@ fn ack_apply_counts_for_any_item_or_only_for_its_targets() {
         out.contains(&format!("{b} (line 2): addressed to another")),
         "{out}"
     );
-    assert_eq!(item(&env, &b)["state"], "pending");
+    assert_eq!(env.item(&b)["state"], "pending");
     // Without --target, from another source: the operator vouches for it.
     env.run_stdin(&["ack", "apply", "--source", "notes.md"], &text)
         .ok();
-    assert_eq!(item(&env, &b)["state"], "acked");
+    assert_eq!(env.item(&b)["state"], "acked");
     env.run_stdin(&["ack", "apply", "--target", "lane:"], &text)
         .fails(2, "nothing after ':'");
 }
@@ -197,10 +175,10 @@ fn ack_apply_counts_for_any_item_or_only_for_its_targets() {
 #[test]
 fn retiring_an_item_clears_the_problem_a_bare_nack_left() {
     let env = TestEnv::new();
-    let k = steer(&env, "lane:core", "rename everything");
+    let k = env.steer_forced("lane:core", "rename everything");
     env.run_stdin(&["ack", "apply"], &format!("NACK {k}\n"))
         .ok();
-    let before = item(&env, &k);
+    let before = env.item(&k);
     assert!(
         before["problem"]
             .as_str()
@@ -209,7 +187,7 @@ fn retiring_an_item_clears_the_problem_a_bare_nack_left() {
     );
     env.run_stdin(&["ack", "apply"], &format!("ACK {k}: renamed after all\n"))
         .ok();
-    let after = item(&env, &k);
+    let after = env.item(&k);
     assert_eq!(after["state"], "acked", "{after}");
     assert!(after["problem"].is_null(), "{after}");
     assert_eq!(effects(&env, &k), ["no-reason", "acked"]);
@@ -224,7 +202,7 @@ fn ack_scan_on_postgres_counts_across_hosts() {
         return;
     };
     let (a, b) = (db.host(), db.host());
-    let key = steer(&a, "session:s1", "mind the tests");
+    let key = a.steer_forced("session:s1", "mind the tests");
     let t = b.dir.path().join("s1.jsonl");
     let text = format!("Done.\n\nACK {key}: kept them green");
     std::fs::write(&t, format!("{}\n", assistant(&b.repo, &text, 1))).unwrap();
@@ -232,7 +210,7 @@ fn ack_scan_on_postgres_counts_across_hosts() {
         .run(&["ack", "scan", t.to_str().unwrap(), "--json"])
         .json();
     assert_eq!(out["counts_for"][0]["name"], "s1", "{out}");
-    assert_eq!(item(&a, &key)["state"], "acked");
+    assert_eq!(a.item(&key)["state"], "acked");
 }
 
 /// A keyless directive in a transcript (`ACK:` naming no key) retires nothing and is
@@ -240,7 +218,7 @@ fn ack_scan_on_postgres_counts_across_hosts() {
 #[test]
 fn ack_scan_reports_a_keyless_directive_and_retires_nothing() {
     let env = TestEnv::new();
-    let mine = steer(&env, "session:s1", "first");
+    let mine = env.steer_forced("session:s1", "first");
     let t = env.dir.path().join("s1.jsonl");
     let lines = [
         assistant(&env.repo, "Looked at it.", 1),
@@ -257,7 +235,7 @@ fn ack_scan_reports_a_keyless_directive_and_retires_nothing() {
         out.contains("line 2: ACK without a key (keyless); nothing retired"),
         "{out}"
     );
-    assert_eq!(item(&env, &mine)["state"], "pending", "{out}");
+    assert_eq!(env.item(&mine)["state"], "pending", "{out}");
     assert!(effects(&env, &mine).is_empty(), "{out}");
     // Read again from the start (a fresh state directory), as JSON.
     let env2 = TestEnv::new();

@@ -290,29 +290,17 @@ fn bad_maxim_files_are_refused_with_their_place() {
     assert_eq!(book["disabled"], json!(["shims"]));
 }
 
-fn steer(env: &TestEnv, target: &str, msg: &str) -> String {
-    env.run(&["steer", "--force", target, msg])
-        .ok()
-        .trim()
-        .to_string()
-}
-
 #[test]
 fn recurring_corrections_are_proposed_once_as_tasks() {
     let env = TestEnv::new();
     maxims(&env, &[("no-mocks.toml", NO_MOCKS)]);
-    let k1 = steer(
-        &env,
-        "lane:a",
-        "Use the real sqlite database in tests, no mock.",
-    );
-    let k2 = steer(
-        &env,
+    let k1 = env.steer_forced("lane:a", "Use the real sqlite database in tests, no mock.");
+    let k2 = env.steer_forced(
         "lane:b",
         "Again: run tests against sqlite, not a mock database.",
     );
-    let k3 = steer(&env, "lane:a", "Rename the module.");
-    let k4 = steer(&env, "lane:a", "The sqlite file stays in tmp.");
+    let k3 = env.steer_forced("lane:a", "Rename the module.");
+    let k4 = env.steer_forced("lane:a", "The sqlite file stays in tmp.");
     let acks =
         format!("ACK {k1}: switched to sqlite\nACK {k2}: done, real database\nACK {k3}: renamed");
     env.run_stdin(&["ack", "apply", "--source", "t.jsonl"], &acks)

@@ -4,30 +4,10 @@
 use crate::common;
 use common::TestEnv;
 
-fn steer(env: &TestEnv, target: &str, msg: &str) -> String {
-    let key = env
-        .run(&["steer", "--force", target, msg])
-        .ok()
-        .trim()
-        .to_string();
-    assert!(spice::stamp::is_stamp(&key), "{key}");
-    key
-}
-
-fn state(env: &TestEnv, key: &str) -> serde_json::Value {
-    let all = env.run(&["inbox", "--all", "--json"]).json();
-    all.as_array()
-        .unwrap()
-        .iter()
-        .find(|i| i["key"] == key)
-        .cloned()
-        .unwrap()
-}
-
 #[test]
 fn ack_retires_and_keeps_the_record() {
     let env = TestEnv::new();
-    let k = steer(&env, "lane:core", "split the test file into three shards");
+    let k = env.steer_forced("lane:core", "split the test file into three shards");
     let pending = env.run(&["inbox", "--json"]).json();
     assert_eq!(pending[0]["key"], k.as_str());
     assert_eq!(pending[0]["state"], "pending");
@@ -38,7 +18,7 @@ fn ack_retires_and_keeps_the_record() {
         .ok()
         .to_string();
     assert!(out.contains(&format!("{k} (line 3): acked")), "{out}");
-    assert_eq!(state(&env, &k)["state"], "acked");
+    assert_eq!(env.item(&k)["state"], "acked");
     assert!(env
         .run(&["inbox", "--json"])
         .json()
@@ -74,12 +54,12 @@ fn ack_retires_and_keeps_the_record() {
 #[test]
 fn nack_with_a_reason_refuses_and_without_one_stays_pending() {
     let env = TestEnv::new();
-    let a = steer(&env, "lane:core", "edit the generated file");
-    let b = steer(&env, "lane:core", "rename everything");
+    let a = env.steer_forced("lane:core", "edit the generated file");
+    let b = env.steer_forced("lane:core", "rename everything");
     let text = format!("NACK {a}: the file is generated; edits would be lost\nNACK {b}\n");
     env.run_stdin(&["ack", "apply"], &text).ok();
-    assert_eq!(state(&env, &a)["state"], "refused");
-    let sb = state(&env, &b);
+    assert_eq!(env.item(&a)["state"], "refused");
+    let sb = env.item(&b);
     assert_eq!(sb["state"], "pending");
     assert!(
         sb["problem"].as_str().unwrap().contains("without a reason"),
@@ -107,9 +87,9 @@ fn items_expire_distinctly_and_showing_is_counted_not_consumed() {
         .ok()
         .trim()
         .to_string();
-    let k = steer(&env, "lane:core", "keep going");
+    let k = env.steer_forced("lane:core", "keep going");
     std::thread::sleep(std::time::Duration::from_millis(20));
-    assert_eq!(state(&env, &short)["state"], "expired");
+    assert_eq!(env.item(&short)["state"], "expired");
     let pending = env.run(&["inbox", "--json"]).json();
     assert_eq!(pending.as_array().unwrap().len(), 1);
     // Listing does not count as showing; the wrapper's before and after blocks do.
@@ -121,7 +101,7 @@ fn items_expire_distinctly_and_showing_is_counted_not_consumed() {
     assert!(r.status.success());
     let stderr = String::from_utf8_lossy(&r.stderr);
     assert!(stderr.contains(&k) && !stderr.contains(&short), "{stderr}");
-    let s = state(&env, &k);
+    let s = env.item(&k);
     assert_eq!(s["shown"], 2, "{s}");
     assert_eq!(s["state"], "pending");
     // An ACK after expiry is kept but does not turn expired into acked.
@@ -130,7 +110,7 @@ fn items_expire_distinctly_and_showing_is_counted_not_consumed() {
         .ok()
         .to_string();
     assert!(out.contains("already closed"), "{out}");
-    assert_eq!(state(&env, &short)["state"], "expired");
+    assert_eq!(env.item(&short)["state"], "expired");
 }
 
 #[test]
@@ -143,16 +123,16 @@ fn targets_and_messages_from_stdin() {
         .ok()
         .trim()
         .to_string();
-    let item = state(&env, &k);
+    let item = env.item(&k);
     assert_eq!(item["target_kind"], "lane");
     assert_eq!(item["text"], "line one\nline two");
-    let w = steer(&env, ".", "for whoever works here");
+    let w = env.steer_forced(".", "for whoever works here");
     let canon = std::fs::canonicalize(&env.repo).unwrap();
-    assert_eq!(state(&env, &w)["target"], canon.display().to_string());
-    assert_eq!(state(&env, &w)["target_kind"], "worktree");
+    assert_eq!(env.item(&w)["target"], canon.display().to_string());
+    assert_eq!(env.item(&w)["target_kind"], "worktree");
     let uuid = "3f2a0000-0000-4000-8000-000000000001";
     assert_eq!(
-        state(&env, &steer(&env, uuid, "hi"))["target_kind"],
+        env.item(&env.steer_forced(uuid, "hi"))["target_kind"],
         "session"
     );
     env.run(&["steer", "nosuchlane", "x"])
@@ -209,8 +189,8 @@ fn assistant(text: &str, n: u32) -> String {
 fn transcript_scans_retire_acks_once_from_a_checkpoint() {
     let env = TestEnv::new();
     // Addressed to the session the transcript names for itself.
-    let a = steer(&env, "session:s1", "first");
-    let b = steer(&env, "session:s1", "second");
+    let a = env.steer_forced("session:s1", "first");
+    let b = env.steer_forced("session:s1", "second");
     let t = env.dir.path().join("session.jsonl");
     std::fs::write(
         &t,
@@ -225,7 +205,7 @@ fn transcript_scans_retire_acks_once_from_a_checkpoint() {
         .ok()
         .to_string();
     assert!(out.contains(&format!("{a} (line 1): acked")), "{out}");
-    assert_eq!(state(&env, &a)["state"], "acked");
+    assert_eq!(env.item(&a)["state"], "acked");
     let rec: (String, i64) = env
         .sql()
         .query_row("SELECT source, line FROM acks WHERE key = ?1", [&a], |r| {
@@ -252,7 +232,7 @@ fn transcript_scans_retire_acks_once_from_a_checkpoint() {
         1,
         "only the new line: {out}"
     );
-    assert_eq!(state(&env, &b)["state"], "refused");
+    assert_eq!(env.item(&b)["state"], "refused");
     assert_eq!(env.count("SELECT count(*) FROM acks"), 2);
     assert_eq!(env.count("SELECT line FROM transcript_checkpoints"), 2);
 }
@@ -261,8 +241,8 @@ fn transcript_scans_retire_acks_once_from_a_checkpoint() {
 #[test]
 fn a_kept_scanner_reads_only_what_was_appended() {
     let env = TestEnv::new();
-    let a = steer(&env, "lane:core", "first");
-    let b = steer(&env, "lane:core", "second");
+    let a = env.steer_forced("lane:core", "first");
+    let b = env.steer_forced("lane:core", "second");
     let t = env.dir.path().join("kept.jsonl");
     std::fs::write(&t, format!("{}\n", assistant(&format!("ACK {a}: done"), 1))).unwrap();
     let mut store =
@@ -283,7 +263,7 @@ fn a_kept_scanner_reads_only_what_was_appended() {
     .unwrap();
     let r = scanner.scan(&mut store).unwrap();
     assert_eq!((r.from_line, r.to_line, r.outcomes.len()), (1, 2, 1));
-    assert_eq!(state(&env, &b)["state"], "acked");
+    assert_eq!(env.item(&b)["state"], "acked");
 }
 
 /// A scan whose write the store refused (another connection held the write lock
@@ -292,7 +272,7 @@ fn a_kept_scanner_reads_only_what_was_appended() {
 #[test]
 fn regression_a_scan_the_store_refused_is_read_again() {
     let env = TestEnv::new();
-    let a = steer(&env, "lane:core", "first");
+    let a = env.steer_forced("lane:core", "first");
     let t = env.dir.path().join("refused.jsonl");
     let end = serde_json::json!({"type": "system", "subtype": "turn_duration", "durationMs": 5,
         "sessionId": "s1", "timestamp": "2026-11-29T12:00:01.000Z"});
@@ -317,7 +297,7 @@ fn regression_a_scan_the_store_refused_is_read_again() {
     assert_eq!(r.outcomes.len(), 1, "the ACK read before counts: {r:?}");
     assert_eq!(r.turn_ended, Some(true), "{r:?}");
     assert_eq!(r.text_last, Some(true), "{r:?}");
-    assert_eq!(state(&env, &a)["state"], "acked");
+    assert_eq!(env.item(&a)["state"], "acked");
 }
 
 /// What a scan says about the agent's turn: a turn end survives the reminders and
@@ -327,7 +307,7 @@ fn regression_a_scan_the_store_refused_is_read_again() {
 #[test]
 fn scans_report_the_turn_end_and_whether_text_came_last() {
     let env = TestEnv::new();
-    steer(&env, "lane:core", "creates the store");
+    env.steer_forced("lane:core", "creates the store");
     let mut store =
         spice::store::Store::open(&env.db(), std::sync::Arc::new(spice::clock::SystemClock))
             .unwrap();
@@ -470,7 +450,7 @@ fn scans_report_the_turn_end_and_whether_text_came_last() {
 #[test]
 fn the_claude_hook_shows_due_items_once_and_never_fails_the_tool_call() {
     let env = TestEnv::new();
-    let key = steer(&env, "lane:a", "use the v2 endpoint");
+    let key = env.steer_forced("lane:a", "use the v2 endpoint");
     let hook = |lane: &str| {
         let out = env
             .cmd(&["hook", "claude-post-tool-use"])
@@ -499,7 +479,7 @@ fn the_claude_hook_shows_due_items_once_and_never_fails_the_tool_call() {
         .unwrap();
     assert!(ctx.starts_with("┌── spice: 1 steering item"), "{ctx}");
     assert!(ctx.contains(&format!("[{key}]")) && ctx.contains("use the v2 endpoint"));
-    assert_eq!(state(&env, &key)["shown"], 1);
+    assert_eq!(env.item(&key)["shown"], 1);
     // Shown moments ago: not repeated on the next tool call.
     assert_eq!(hook("a").ok(), "");
     // Another lane's agent sees nothing.

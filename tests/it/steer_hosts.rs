@@ -12,26 +12,6 @@ use std::process::{Child, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-fn steer(env: &TestEnv, target: &str, msg: &str) -> String {
-    let key = env
-        .run(&["steer", "--force", target, msg])
-        .ok()
-        .trim()
-        .to_string();
-    assert!(spice::stamp::is_stamp(&key), "{key}");
-    key
-}
-
-fn item(env: &TestEnv, key: &str) -> serde_json::Value {
-    let all = env.run(&["inbox", "--all", "--json"]).json();
-    all.as_array()
-        .unwrap()
-        .iter()
-        .find(|i| i["key"] == key)
-        .cloned()
-        .unwrap_or_else(|| panic!("no item {key} in {all}"))
-}
-
 /// `spice exec` for lane `core` running a command that ends only when told to, with
 /// its stderr collected as it comes.
 struct Running {
@@ -118,9 +98,9 @@ fn steering_from_host_a_reaches_a_command_under_host_b_mid_command() {
         return;
     };
     let (host_a, host_b) = (db.host(), db.host());
-    let before = steer(&host_a, "lane:core", "an item from before");
+    let before = host_a.steer_forced("lane:core", "an item from before");
     let mut run = Running::start(&host_b);
-    let key = steer(&host_a, "lane:core", "use the v2 API from now on");
+    let key = host_a.steer_forced("lane:core", "use the v2 API from now on");
     let seen = run.wait_text(&key).to_string();
     assert!(
         run.still_running(),
@@ -129,7 +109,7 @@ fn steering_from_host_a_reaches_a_command_under_host_b_mid_command() {
     assert!(seen.contains(&before), "shown before the command: {seen}");
     assert!(seen.contains("use the v2 API from now on"), "{seen}");
     run.finish();
-    let shown = item(&host_a, &key);
+    let shown = host_a.item(&key);
     assert!(
         shown["shown"].as_i64().unwrap() >= 2,
         "pushed and after: {shown}"
@@ -180,7 +160,7 @@ fn regression_a_cut_off_listener_leaves_the_safety_poll_without_spinning() {
     });
     let pid = run.child.id();
     let (before, t0) = (cpu_ticks(pid), Instant::now());
-    let key = steer(&env, "lane:core", "still reaches the command");
+    let key = env.steer_forced("lane:core", "still reaches the command");
     run.wait_text(&key);
     assert!(run.still_running(), "delivered mid-command");
     // Past a safety poll or two, an idle wrapper has used next to no CPU; a loop woken
@@ -216,7 +196,7 @@ fn a_server_restart_mid_command_loses_no_steering() {
     };
     let (host_a, host_b) = (db.host(), db.host());
     // The store exists before the command starts (a wrapper finding none adds nothing).
-    let first = steer(&host_a, "lane:core", "before the restart");
+    let first = host_a.steer_forced("lane:core", "before the restart");
     let mut run = Running::start(&host_b);
     run.wait_text(&first);
     let mut admin = db.client();
@@ -235,7 +215,7 @@ fn a_server_restart_mid_command_loses_no_steering() {
     common::wait_for("the wrapper to listen again", 20, || {
         (!admin.query(listening, &[]).unwrap().is_empty()).then_some(())
     });
-    let after = steer(&host_a, "lane:core", "after the restart");
+    let after = host_a.steer_forced("lane:core", "after the restart");
     let seen = run.wait_text(&after).to_string();
     assert!(run.still_running(), "delivered mid-command: {seen}");
     assert_eq!(
@@ -245,7 +225,7 @@ fn a_server_restart_mid_command_loses_no_steering() {
     );
     run.finish();
     for key in [&first, &after] {
-        let shown = item(&host_a, key);
+        let shown = host_a.item(key);
         assert!(shown["shown"].as_i64().unwrap() >= 2, "{shown}");
     }
 }

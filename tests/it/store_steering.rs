@@ -21,26 +21,6 @@ both!(the_change_token_moves_when_another_writer_steers);
 both!(a_session_target_is_completed_from_a_prefix_the_store_knows);
 both!(the_claude_hook_shows_a_due_item_once);
 
-fn steer(env: &TestEnv, target: &str, msg: &str) -> String {
-    let key = env
-        .run(&["steer", "--force", target, msg])
-        .ok()
-        .trim()
-        .to_string();
-    assert!(spice::stamp::is_stamp(&key), "{key}");
-    key
-}
-
-fn item(env: &TestEnv, key: &str) -> serde_json::Value {
-    let all = env.run(&["inbox", "--all", "--json"]).json();
-    all.as_array()
-        .unwrap()
-        .iter()
-        .find(|i| i["key"] == key)
-        .cloned()
-        .unwrap_or_else(|| panic!("no item {key} in {all}"))
-}
-
 fn pending(env: &TestEnv) -> Vec<String> {
     let p = env.run(&["inbox", "--json"]).json();
     p.as_array()
@@ -68,11 +48,11 @@ fn effects(f: &Fleet, key: &str) -> Vec<String> {
 
 fn an_ack_retires_its_item_once_and_keeps_the_record(f: &Fleet) {
     let env = &f.env;
-    let k = steer(env, "lane:core", "split the test file into three shards");
-    let other = steer(env, "lane:core", "and keep the old name as an alias");
+    let k = env.steer_forced("lane:core", "split the test file into three shards");
+    let other = env.steer_forced("lane:core", "and keep the old name as an alias");
     assert!(other > k, "keys sort as they were made: {k} {other}");
     assert_eq!(pending(env), [k.clone(), other.clone()]);
-    let first = item(env, &k);
+    let first = env.item(&k);
     assert_eq!(first["state"], "pending");
     assert_eq!(first["target"], "core");
     assert_eq!(first["target_kind"], "lane");
@@ -83,7 +63,7 @@ fn an_ack_retires_its_item_once_and_keeps_the_record(f: &Fleet) {
         .to_string();
     assert!(out.contains(&format!("{k} (line 3): acked")), "{out}");
     assert_eq!(pending(env), std::slice::from_ref(&other));
-    let acked = item(env, &k);
+    let acked = env.item(&k);
     assert_eq!(acked["state"], "acked");
     assert_eq!(acked["reply"]["body"], "split into shards a, b, c");
     assert_eq!(acked["reply"]["source"], "transcript.jsonl");
@@ -95,7 +75,7 @@ fn an_ack_retires_its_item_once_and_keeps_the_record(f: &Fleet) {
         .to_string();
     assert!(again.contains("seen before"), "{again}");
     assert_eq!(effects(f, &k), ["acked"]);
-    assert_eq!(item(env, &k)["closed_at"], acked["closed_at"]);
+    assert_eq!(env.item(&k)["closed_at"], acked["closed_at"]);
     // An unknown key is recorded and retires nothing.
     let out = env
         .run_stdin(&["ack", "apply"], "ACK dMbnngX3j: done\n")
@@ -107,12 +87,12 @@ fn an_ack_retires_its_item_once_and_keeps_the_record(f: &Fleet) {
 
 fn a_nack_refuses_and_a_bare_nack_leaves_a_problem_until_retired(f: &Fleet) {
     let env = &f.env;
-    let a = steer(env, "lane:core", "edit the generated file");
-    let b = steer(env, "lane:core", "rename everything");
+    let a = env.steer_forced("lane:core", "edit the generated file");
+    let b = env.steer_forced("lane:core", "rename everything");
     let text = format!("NACK {a}: the file is generated; edits would be lost\nNACK {b}\n");
     env.run_stdin(&["ack", "apply"], &text).ok();
-    assert_eq!(item(env, &a)["state"], "refused");
-    let sb = item(env, &b);
+    assert_eq!(env.item(&a)["state"], "refused");
+    let sb = env.item(&b);
     assert_eq!(sb["state"], "pending");
     assert!(
         sb["problem"]
@@ -127,7 +107,7 @@ fn a_nack_refuses_and_a_bare_nack_leaves_a_problem_until_retired(f: &Fleet) {
     assert!(keyless.contains("keyless"), "{keyless}");
     env.run_stdin(&["ack", "apply"], &format!("ACK {b}: renamed after all\n"))
         .ok();
-    let after = item(env, &b);
+    let after = env.item(&b);
     assert_eq!(after["state"], "acked", "{after}");
     assert!(
         after["problem"].is_null(),
@@ -150,9 +130,9 @@ fn items_expire_distinctly_and_a_late_ack_is_only_recorded(f: &Fleet) {
         .ok()
         .trim()
         .to_string();
-    let k = steer(env, "lane:core", "keep going");
+    let k = env.steer_forced("lane:core", "keep going");
     common::wait_for("the short item to expire", 10, || {
-        (item(env, &short)["state"] == "expired").then_some(())
+        (env.item(&short)["state"] == "expired").then_some(())
     });
     assert_eq!(pending(env), std::slice::from_ref(&k));
     let out = env
@@ -160,20 +140,20 @@ fn items_expire_distinctly_and_a_late_ack_is_only_recorded(f: &Fleet) {
         .ok()
         .to_string();
     assert!(out.contains("already closed"), "{out}");
-    let s = item(env, &short);
+    let s = env.item(&short);
     assert_eq!(s["state"], "expired", "{s}");
     assert!(
         !s["closed_at"].is_null(),
         "the write recorded the expiry: {s}"
     );
     assert_eq!(effects(f, &short), ["already-closed"]);
-    assert_eq!(item(env, &k)["state"], "pending");
+    assert_eq!(env.item(&k)["state"], "pending");
 }
 
 fn an_ack_outside_its_targets_is_not_addressed(f: &Fleet) {
     let env = &f.env;
-    let a = steer(env, "lane:a", "first");
-    let b = steer(env, "lane:b", "second");
+    let a = env.steer_forced("lane:a", "first");
+    let b = env.steer_forced("lane:b", "second");
     let text = format!("ACK {a}: done\nACK {b}: done too\n");
     let out = env
         .run_stdin(&["ack", "apply", "--target", "lane:a"], &text)
@@ -184,18 +164,18 @@ fn an_ack_outside_its_targets_is_not_addressed(f: &Fleet) {
         out.contains(&format!("{b} (line 2): addressed to another")),
         "{out}"
     );
-    assert_eq!(item(env, &b)["state"], "pending");
+    assert_eq!(env.item(&b)["state"], "pending");
     assert_eq!(effects(f, &b), ["not-addressed"]);
     // The operator's own word, from another source, counts for any item.
     env.run_stdin(&["ack", "apply", "--source", "notes.md"], &text)
         .ok();
-    assert_eq!(item(env, &b)["state"], "acked");
+    assert_eq!(env.item(&b)["state"], "acked");
 }
 
 fn exec_shows_pending_items_and_counts_each_showing(f: &Fleet) {
     let env = &f.env;
-    let k = steer(env, "lane:core", "use the v2 API");
-    let elsewhere = steer(env, "lane:other", "not for core");
+    let k = env.steer_forced("lane:core", "use the v2 API");
+    let elsewhere = env.steer_forced("lane:other", "not for core");
     let r = env
         .cmd(&["exec", "--", "sh", "-c", "echo out; echo err >&2; exit 3"])
         .env("SPICE_LANE", "core")
@@ -213,7 +193,7 @@ fn exec_shows_pending_items_and_counts_each_showing(f: &Fleet) {
         "{stderr}"
     );
     assert_eq!(stderr.matches(&k).count(), 2, "before and after: {stderr}");
-    let s = item(env, &k);
+    let s = env.item(&k);
     assert_eq!(s["shown"], 2, "{s}");
     assert!(!s["last_shown"].is_null(), "{s}");
     assert_eq!(s["state"], "pending", "showing never retires");
@@ -221,8 +201,8 @@ fn exec_shows_pending_items_and_counts_each_showing(f: &Fleet) {
 
 fn a_transcripts_directives_and_checkpoint_are_one_transaction(f: &Fleet) {
     let env = &f.env;
-    let mine = steer(env, "lane:core", "mine");
-    let theirs = steer(env, "lane:other", "theirs");
+    let mine = env.steer_forced("lane:core", "mine");
+    let theirs = env.steer_forced("lane:other", "theirs");
     let directives =
         spice::steer::grammar::parse(&format!("ACK {mine}: done\nACK {theirs}: done too\n"));
     let cp = spice::store::vocab::Checkpoint {
@@ -241,7 +221,7 @@ fn a_transcripts_directives_and_checkpoint_are_one_transaction(f: &Fleet) {
     assert!(e.contains("injected failure"), "{e}");
     // The checkpoint could not move, so neither did the item nor its record.
     assert_eq!(store.transcript_checkpoint(path).unwrap(), None);
-    assert_eq!(item(env, &mine)["state"], "pending");
+    assert_eq!(env.item(&mine)["state"], "pending");
     assert!(effects(f, &mine).is_empty());
     f.break_writes("transcript_checkpoints", false);
     let out = store
@@ -272,7 +252,7 @@ fn a_transcripts_directives_and_checkpoint_are_one_transaction(f: &Fleet) {
     );
     assert_eq!(effects(f, &mine), ["acked"]);
     assert_eq!(effects(f, &theirs), ["not-addressed"]);
-    assert_eq!(item(env, &theirs)["state"], "pending");
+    assert_eq!(env.item(&theirs)["state"], "pending");
 }
 
 fn the_change_token_moves_when_another_writer_steers(f: &Fleet) {
@@ -286,7 +266,7 @@ fn the_change_token_moves_when_another_writer_steers(f: &Fleet) {
     );
     let env = &f.env;
     let key = std::thread::scope(|s| {
-        let writer = s.spawn(|| steer(env, "lane:core", "wake up"));
+        let writer = s.spawn(|| env.steer_forced("lane:core", "wake up"));
         let moved = store.wait_change(seen, Duration::from_secs(20)).unwrap();
         assert_ne!(moved, seen, "a steer by another process moves the token");
         writer.join().unwrap()
@@ -305,18 +285,18 @@ fn a_session_target_is_completed_from_a_prefix_the_store_knows(f: &Fleet) {
     let session = "3f2a0000-0000-4000-8000-000000000001";
     let id = env.add(&["work"]);
     env.run(&["task", "claim", &id, "--claimant", session]).ok();
-    let k = steer(env, "session:3f2a0000", "hello, session");
-    let it = item(env, &k);
+    let k = env.steer_forced("session:3f2a0000", "hello, session");
+    let it = env.item(&k);
     assert_eq!(it["target_kind"], "session");
     assert_eq!(it["target"], session, "the prefix was completed: {it}");
     // A prefix of no known session is kept as typed (a session not seen yet).
-    let k = steer(env, "session:9e9e9e9e", "for later");
-    assert_eq!(item(env, &k)["target"], "9e9e9e9e");
+    let k = env.steer_forced("session:9e9e9e9e", "for later");
+    assert_eq!(env.item(&k)["target"], "9e9e9e9e");
 }
 
 fn the_claude_hook_shows_a_due_item_once(f: &Fleet) {
     let env = &f.env;
-    let k = steer(env, "lane:core", "use the v2 API");
+    let k = env.steer_forced("lane:core", "use the v2 API");
     let hook = || {
         let r = env
             .cmd(&["hook", "claude-post-tool-use"])
@@ -333,5 +313,5 @@ fn the_claude_hook_shows_a_due_item_once(f: &Fleet) {
         .unwrap();
     assert!(ctx.contains(&k) && ctx.contains("use the v2 API"), "{ctx}");
     assert_eq!(hook(), "", "shown once until its re-show gap passes");
-    assert_eq!(item(env, &k)["shown"], 1);
+    assert_eq!(env.item(&k)["shown"], 1);
 }

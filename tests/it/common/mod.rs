@@ -120,6 +120,31 @@ impl TestEnv {
         to_run(child.wait_with_output().unwrap())
     }
 
+    /// Steers `target` with `--force` (no lane file needed: what these tests look at is
+    /// the item, not the lane) and returns the new item's key.
+    #[track_caller]
+    pub fn steer_forced(&self, target: &str, msg: &str) -> String {
+        let key = self
+            .run(&["steer", "--force", target, msg])
+            .ok()
+            .trim()
+            .to_string();
+        assert!(spice::stamp::is_stamp(&key), "{key}");
+        key
+    }
+
+    /// The steering item `key` as `spice inbox --all --json` shows it.
+    #[track_caller]
+    pub fn item(&self, key: &str) -> serde_json::Value {
+        let all = self.run(&["inbox", "--all", "--json"]).json();
+        all.as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["key"] == key)
+            .cloned()
+            .unwrap_or_else(|| panic!("no item {key} in {all}"))
+    }
+
     /// Adds a task and returns its id.
     pub fn add(&self, args: &[&str]) -> String {
         let mut a = vec!["task", "add", "--json"];
