@@ -3,9 +3,8 @@
 
 use crate::common;
 use common::TestEnv;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::process::Stdio;
-use std::time::Duration;
 
 fn with_item(env: &TestEnv) -> String {
     env.run(&["steer", "--force", "lane:core", "please run the linter too"])
@@ -201,56 +200,16 @@ fn an_item_created_mid_command_is_pushed_while_it_runs() {
     let env = TestEnv::new();
     env.run(&["task", "list"]).ok();
     // The command says it has started, then runs until the test lets it go: an item
-    // made after `started` exists was made mid-command, and must be shown while the
-    // command still runs (it cannot end before `release` exists).
-    let started = env.dir.path().join("started");
-    let release = env.dir.path().join("release");
-    let script = format!(
-        "touch '{}'; while [ ! -e '{}' ]; do sleep 0.05; done",
-        started.display(),
-        release.display()
-    );
-    let mut child = env
-        .cmd(&["exec", "--", "sh", "-c", &script])
-        .env("SPICE_LANE", "core")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 4096];
-        let mut seen = Vec::new();
-        while let Ok(n) = stderr.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            seen.extend_from_slice(&buf[..n]);
-            let _ = tx.send(seen.clone());
-        }
-    });
-    common::wait_for("the command to start", 10, || {
-        started.exists().then_some(())
-    });
+    // made after it started was made mid-command, and must be shown while the
+    // command still runs.
+    let mut run = common::running::Running::start(&env);
     let key = with_item(&env);
-    let mut shown = false;
-    while let Ok(seen) = rx.recv_timeout(Duration::from_secs(10)) {
-        if String::from_utf8_lossy(&seen).contains(&key) {
-            shown = true;
-            break;
-        }
-    }
+    run.wait_text(&key);
     assert!(
-        shown,
-        "the item made mid-command must be shown while it runs"
-    );
-    assert!(
-        child.try_wait().unwrap().is_none(),
+        run.still_running(),
         "the command was still waiting to be released"
     );
-    std::fs::write(&release, "").unwrap();
-    assert!(child.wait().unwrap().success());
+    run.finish();
 }
 
 #[test]

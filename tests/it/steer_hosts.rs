@@ -5,88 +5,8 @@
 //! connection is cut off falls back to its safety poll without spinning.
 
 use crate::common;
-use common::{pg, TestEnv};
-use std::io::Read;
-use std::path::PathBuf;
-use std::process::{Child, Stdio};
-use std::sync::mpsc::Receiver;
+use common::pg;
 use std::time::{Duration, Instant};
-
-/// `spice exec` for lane `core` running a command that ends only when told to, with
-/// its stderr collected as it comes.
-struct Running {
-    child: Child,
-    stderr: Receiver<String>,
-    seen: String,
-    started: PathBuf,
-    release: PathBuf,
-}
-
-impl Running {
-    fn start(env: &TestEnv) -> Running {
-        let started = env.dir.path().join("started");
-        let release = env.dir.path().join("release");
-        let script = format!(
-            "touch '{}'; while [ ! -e '{}' ]; do sleep 0.05; done",
-            started.display(),
-            release.display()
-        );
-        let mut child = env
-            .cmd(&["exec", "--", "sh", "-c", &script])
-            .env("SPICE_LANE", "core")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stderr = child.stderr.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            let mut seen = Vec::new();
-            while let Ok(n) = stderr.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                seen.extend_from_slice(&buf[..n]);
-                let _ = tx.send(String::from_utf8_lossy(&seen).into_owned());
-            }
-        });
-        let run = Running {
-            child,
-            stderr: rx,
-            seen: String::new(),
-            started,
-            release,
-        };
-        common::wait_for("the command to start", 20, || {
-            run.started.exists().then_some(())
-        });
-        run
-    }
-
-    /// Waits until the wrapper's stderr holds `needle`; everything it wrote so far.
-    fn wait_text(&mut self, needle: &str) -> &str {
-        while !self.seen.contains(needle) {
-            match self.stderr.recv_timeout(Duration::from_secs(20)) {
-                Ok(s) => self.seen = s,
-                Err(_) => panic!(
-                    "never saw {needle:?} on the wrapper's stderr: {}",
-                    self.seen
-                ),
-            }
-        }
-        &self.seen
-    }
-
-    fn still_running(&mut self) -> bool {
-        self.child.try_wait().unwrap().is_none()
-    }
-
-    fn finish(mut self) {
-        std::fs::write(&self.release, "").unwrap();
-        assert!(self.child.wait().unwrap().success());
-    }
-}
 
 /// Issue #18: "steering from host A's CLI reaches a command running under host B
 /// mid-command". `spice exec` runs under host B until the test lets it end; `spice
@@ -99,7 +19,7 @@ fn steering_from_host_a_reaches_a_command_under_host_b_mid_command() {
     };
     let (host_a, host_b) = (db.host(), db.host());
     let before = host_a.steer_forced("lane:core", "an item from before");
-    let mut run = Running::start(&host_b);
+    let mut run = common::running::Running::start(&host_b);
     let key = host_a.steer_forced("lane:core", "use the v2 API from now on");
     let seen = run.wait_text(&key).to_string();
     assert!(
@@ -140,7 +60,7 @@ fn regression_a_cut_off_listener_leaves_the_safety_poll_without_spinning() {
         return;
     };
     let env = db.host();
-    let mut run = Running::start(&env);
+    let mut run = common::running::Running::start(&env);
     let mut admin = db.client();
     let listening = "SELECT pid FROM pg_stat_activity WHERE datname = current_database()
                      AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()";
@@ -158,7 +78,7 @@ fn regression_a_cut_off_listener_leaves_the_safety_poll_without_spinning() {
     common::wait_for("the wrapper to listen again", 20, || {
         (!admin.query(listening, &[]).unwrap().is_empty()).then_some(())
     });
-    let pid = run.child.id();
+    let pid = run.pid();
     let (before, t0) = (cpu_ticks(pid), Instant::now());
     let key = env.steer_forced("lane:core", "still reaches the command");
     run.wait_text(&key);
@@ -197,7 +117,7 @@ fn a_server_restart_mid_command_loses_no_steering() {
     let (host_a, host_b) = (db.host(), db.host());
     // The store exists before the command starts (a wrapper finding none adds nothing).
     let first = host_a.steer_forced("lane:core", "before the restart");
-    let mut run = Running::start(&host_b);
+    let mut run = common::running::Running::start(&host_b);
     run.wait_text(&first);
     let mut admin = db.client();
     let listening = "SELECT pid FROM pg_stat_activity WHERE datname = current_database()

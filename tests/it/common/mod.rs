@@ -8,6 +8,7 @@ pub mod console;
 pub mod loopfs;
 pub mod pg;
 pub mod procs;
+pub mod running;
 mod supervisor;
 pub use supervisor::Supervisor;
 
