@@ -68,6 +68,8 @@ pub struct Turn {
     pub open: Vec<OpenCall>,
     /// The agent's last text in the current turn (cleared when the user speaks).
     pub last_text: Option<String>,
+    /// When the newest call was made, where the transcript says.
+    pub last_call_at: Option<crate::clock::Micros>,
 }
 
 impl Turn {
@@ -83,14 +85,22 @@ impl Turn {
                 command,
                 input,
                 ..
-            } => self.open.push(OpenCall {
-                id: id.clone(),
-                name: name.clone(),
-                command: command.clone(),
-                input: input.clone(),
-            }),
+            } => {
+                self.open.push(OpenCall {
+                    id: id.clone(),
+                    name: name.clone(),
+                    command: command.clone(),
+                    input: input.clone(),
+                });
+                self.last_call_at = e.timestamp.or(self.last_call_at);
+            }
             EventKind::ToolResult { id, .. } => self.open.retain(|c| &c.id != id),
             EventKind::AssistantText { text, .. } => self.last_text = Some(text.clone()),
+            // Claude Code may write a session's first prompt after the calls that
+            // answer it; a prompt older than the newest call starts no turn.
+            EventKind::UserPrompt { .. }
+                if e.timestamp
+                    .is_some_and(|t| self.last_call_at.is_some_and(|c| t < c)) => {}
             EventKind::UserPrompt { .. } => {
                 self.open.clear();
                 self.last_text = None;
@@ -257,6 +267,35 @@ mod tests {
         assert_eq!(t.last_text.as_deref(), Some("Which?"));
         t.observe(&ev(EventKind::UserPrompt { text: "go".into() }));
         assert_eq!(t.last_text, None);
+    }
+
+    /// Regression: Claude Code wrote a session's first prompt after the Bash call that
+    /// answered it (seen in CI), and the late prompt closed the call, so the lane never
+    /// looked for the permission prompt on the screen and never asked the operator.
+    #[test]
+    fn a_prompt_written_after_the_calls_that_answer_it_keeps_them_open() {
+        let at = |t: i64, kind: EventKind| Event {
+            timestamp: Some(t),
+            ..ev(kind)
+        };
+        let mut t = Turn::default();
+        t.observe(&at(2_000, call("a", "Bash")));
+        t.observe(&at(
+            1_000,
+            EventKind::UserPrompt {
+                text: "brief".into(),
+            },
+        ));
+        assert_eq!(t.waiting_on().unwrap().name, "Bash");
+        // A prompt after the call is the user speaking again: a new turn.
+        t.observe(&at(3_000, EventKind::UserPrompt { text: "go".into() }));
+        assert!(t.waiting_on().is_none());
+        // Without timestamps a prompt still starts a turn.
+        t.observe(&ev(call("b", "Bash")));
+        t.observe(&ev(EventKind::UserPrompt {
+            text: "again".into(),
+        }));
+        assert!(t.waiting_on().is_none());
     }
 
     #[test]

@@ -276,6 +276,7 @@ fn turn(n: u64, ended: bool, open: &[&str], text: Option<&str>) -> Event {
                 })
                 .collect(),
             last_text: text.map(str::to_string),
+            last_call_at: None,
         }),
     }
 }
