@@ -11,7 +11,7 @@
 #   (steered, and unknown to `spice inbox --all`), duplicated merges (a task phase
 #   completed twice), the supervisor's RSS, open descriptors and threads near 5 minutes
 #   of its life (before its first kill) against the end of the soak (flat: at most 1.1x,
-#   plus one lane's command for descriptors and threads), the state directory's log and
+#   plus 4 MB, or one lane's command for descriptors and threads), the state directory's log and
 #   store sizes against tasks done, and CPU per task. Descriptors and threads come and
 #   go with the agents' commands (45 to 79 descriptors with 4 lanes), so each side is the
 #   floor (the least) of the samples taken every 5 s over its last 60 s: a leak raises
