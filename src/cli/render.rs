@@ -431,7 +431,7 @@ pub fn fleet_status_table(doc: &FleetStatus, short: &ShortIds) {
 /// Agent or operator text on one line, made safe for the terminal and cut at `max`
 /// characters.
 fn terminal_line(text: &str, max: usize) -> String {
-    let flat = sanitize::for_terminal(&text.replace(['\n', '\r'], " "));
+    let flat = sanitize::one_line(text);
     if flat.chars().count() <= max {
         return flat;
     }
