@@ -1,5 +1,7 @@
-//! A lane paused at its token budget: once the agent's turn has ended (or before a
-//! session would start), a crossed budget of the lane or its task holds the lane with
+//! A lane paused at its token budget: once the agent's turn has ended (an event of
+//! the running session's machine, see `machine::Budget`), or before a session would
+//! start or between headless turns (the blocking [`Lane::budget_pause`] here), a
+//! crossed budget of the lane or its task holds the lane with
 //! `hold_reason` "budget: …" and the agent left running, idle, its claim renewed,
 //! nothing typed into it. The operator raises the budget (`spice budget raise`, the
 //! console) and the lane goes on, or stops it (`spice budget stop`): the session ends
@@ -29,7 +31,8 @@ pub(super) enum Paused {
 }
 
 impl Lane<'_> {
-    fn budgets(&mut self, task: &str) -> Result<BudgetState> {
+    /// The budgets of this lane and `task` now.
+    pub(super) fn budgets(&mut self, task: &str) -> Result<BudgetState> {
         let floor = self.cfg.lane.budget_tokens.as_ref().map(|b| *b.get_ref());
         self.store.budget_state(&self.cfg.name, Some(task), floor)
     }
@@ -48,13 +51,7 @@ impl Lane<'_> {
         self.row.state = LaneState::Held;
         self.row.hold_reason = Some(reason.clone());
         self.publish(true)?;
-        self.store.note(
-            task,
-            "budget",
-            &holder.claimant,
-            json!({ "lane": self.cfg.name, "step": "paused", "reason": format!("paused: {reason}"),
-                    "budgets": st }),
-        )?;
+        self.note_budget(task, holder, "paused", &format!("paused: {reason}"), &st)?;
         let mut renewer = Renewer::new(self.cfg.renew, Instant::now());
         loop {
             if self.stopping() {
@@ -73,21 +70,35 @@ impl Lane<'_> {
             if st.crossed().is_none() {
                 (self.row.state, self.row.hold_reason) = before;
                 self.publish(true)?;
-                self.store.note(
-                    task,
-                    "budget",
-                    &holder.claimant,
-                    json!({ "lane": self.cfg.name, "step": "resumed",
-                            "reason": "resumed: the budget was raised", "budgets": st }),
-                )?;
+                let why = "resumed: the budget was raised";
+                self.note_budget(task, holder, "resumed", why, &st)?;
                 return Ok(Paused::Go);
             }
             std::thread::sleep(TICK);
         }
     }
 
+    /// A `budget` ledger entry: the pause, resume or stop `step`, why, and the budgets.
+    pub(super) fn note_budget(
+        &mut self,
+        task: &str,
+        holder: &Holder,
+        step: &str,
+        why: &str,
+        st: &BudgetState,
+    ) -> Result<()> {
+        let what = json!({ "lane": self.cfg.name, "step": step, "reason": why, "budgets": st });
+        self.store.note(task, "budget", &holder.claimant, what)?;
+        Ok(())
+    }
+
     /// The operator's stop: recorded, cleared (acted on), and the lane halted.
-    fn budget_stop(&mut self, task: &str, st: &BudgetState, holder: &Holder) -> Result<Paused> {
+    pub(super) fn budget_stop(
+        &mut self,
+        task: &str,
+        st: &BudgetState,
+        holder: &Holder,
+    ) -> Result<Paused> {
         let scope = if st.lane.stop {
             BudgetScope::Lane(self.cfg.name.clone())
         } else {
@@ -104,13 +115,8 @@ impl Lane<'_> {
             }
             Err(e) => return Err(e),
         }
-        self.store.note(
-            task,
-            "budget",
-            &holder.claimant,
-            json!({ "lane": self.cfg.name, "step": "stopped",
-                    "reason": "stopped by the operator at its budget; claim kept", "budgets": st }),
-        )?;
+        let why = "stopped by the operator at its budget; claim kept";
+        self.note_budget(task, holder, "stopped", why, st)?;
         self.row.hold_reason = Some("budget: stopped by the operator; claim kept".into());
         self.halted = true;
         Ok(Paused::Stop)

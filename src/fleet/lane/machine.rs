@@ -1,9 +1,10 @@
 //! The lane's decisions as a state machine, with no I/O: what a running session is
 //! doing and what the lane must do next ([`Session::step`]), and what follows a
-//! session's end ([`after`]). The loop in `session.rs` only reads the world
-//! (transcript, claim, agent process), feeds what it saw here as [`Event`]s with the
-//! time, and carries out the [`Action`]s; every transition is unit-tested below on
-//! made-up instants, the way cargo-nextest splits its dispatcher from its executor.
+//! session's end ([`after`]). The loop (`drive::drive`) only reads the world
+//! (transcript, budgets, agent process, claim, screen: the [`Sense`]s this machine
+//! [`Session::wants`]), feeds what it saw here as [`Event`]s with the time, and has
+//! the [`Action`]s carried out; every transition is unit-tested below on made-up
+//! instants, the way cargo-nextest splits its dispatcher from its executor.
 //!
 //! Invariants:
 //! - The lane's reported state comes from the transcript: events mean working, a turn
@@ -21,10 +22,17 @@
 //! - Renewal is due every `renew` while the claim is ours; a refusal is fed back as
 //!   what the claim is now.
 //! - Steering is typed in only into an interactive (PTY) agent waiting for input whose
-//!   claim is still ours.
+//!   claim is still ours and whose lane is not paused.
+//! - Budgets are looked at while the agent's turn is over (and while paused): a crossed
+//!   budget pauses the lane ([`Action::Pause`]: held, the agent left idle, its claim
+//!   renewed, nothing typed in) until a raise resumes it; the operator's stop ends the
+//!   session as the supervisor's stop would. An agent that exits while paused (a
+//!   headless agent's turn ends so) ends its session only when the pause does, so
+//!   one pause is one pause, however the agent runs. A claim that leaves the session
+//!   or a supervisor that stops ends the pause first ([`Action::Resume`]), so the
+//!   lane's row never keeps a pause that is over.
 
 use super::{FINISH_GRACE, LOST_GRACE, QUIET_TURN_END};
-use crate::fleet::hold::CrashLoop;
 use crate::store::LaneState;
 use crate::transcript::turn::{self, CallKind, Turn};
 use std::time::{Duration, Instant};
@@ -67,6 +75,46 @@ pub(super) enum Holding {
     Released,
 }
 
+/// What the loop reads each tick, in [`Sense::ALL`]'s order, when the machine
+/// [`Session::wants`] it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Sense {
+    /// The agent's transcript ([`Event::Transcript`]).
+    Transcript,
+    /// The lane's and the task's token budgets ([`Event::Budget`]).
+    Budget,
+    /// Whether the agent process ended or the supervisor stops ([`Event::Exited`],
+    /// [`Event::Stopping`]).
+    Process,
+    /// Who holds the claim ([`Event::Claim`]).
+    Claim,
+    /// The agent's screen ([`Event::Screen`]).
+    Screen,
+    /// Time passed ([`Event::Tick`]).
+    Tick,
+}
+
+impl Sense {
+    pub const ALL: [Sense; 6] = [
+        Sense::Transcript,
+        Sense::Budget,
+        Sense::Process,
+        Sense::Claim,
+        Sense::Screen,
+        Sense::Tick,
+    ];
+}
+
+/// What a look at the budgets of the lane and its task found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Budget {
+    Within,
+    /// Crossed: why, as the lane's hold reason says it.
+    Crossed(String),
+    /// The operator stopped the lane at its budget.
+    Stopped,
+}
+
 /// What the loop saw.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Event {
@@ -83,6 +131,8 @@ pub(super) enum Event {
     /// prompt it shows, if any.
     Screen(Option<&'static str>),
     Claim(Holding),
+    /// The budgets were looked at.
+    Budget(Budget),
     /// The agent process ended.
     Exited {
         how: String,
@@ -111,6 +161,13 @@ pub(super) enum Action {
     TellTakenOver(String),
     /// Type pending steering into the agent (it waits for input).
     Deliver,
+    /// Hold the lane at its budget, for this reason.
+    Pause(String),
+    /// The pause is over: `raised` when by a raise (said in the ledger), else because
+    /// the session ends or its claim left it.
+    Resume { raised: bool },
+    /// Record the operator's stop at the budget (the session then stops).
+    StopForBudget,
     /// Stop the agent; the session ends so.
     Stop(End),
     /// The session is over: the agent ended by itself.
@@ -150,6 +207,10 @@ pub(super) struct Session {
     pub ask: Option<Ask>,
     /// What the state is about (the question, the permission, the sub-agent, the error).
     pub note: Option<String>,
+    /// Why the lane is paused at its budget, while it is.
+    paused: Option<String>,
+    /// How the agent exited while paused: the session ends so once the pause ends.
+    exited: Option<(String, bool)>,
 }
 
 impl Session {
@@ -170,6 +231,48 @@ impl Session {
             turn: Turn::default(),
             ask: None,
             note: None,
+            paused: None,
+            exited: None,
+        }
+    }
+
+    /// Whether `sense` is worth reading at `now`.
+    pub fn wants(&self, sense: Sense, now: Instant) -> bool {
+        match sense {
+            Sense::Transcript | Sense::Process | Sense::Tick => true,
+            Sense::Budget => self.watches_claim() && (self.turn_over() || self.paused.is_some()),
+            Sense::Claim => self.watches_claim(),
+            Sense::Screen => self.wants_screen(now),
+        }
+    }
+
+    /// The state the lane reports: held while paused at its budget.
+    pub fn shown(&self) -> LaneState {
+        if self.paused.is_some() {
+            LaneState::Held
+        } else {
+            self.state
+        }
+    }
+
+    /// The session is over with `action`; a pause ends first.
+    fn end(&mut self, action: Action, out: &mut Vec<Action>) {
+        self.resume(false, out);
+        if !self.over {
+            self.over = true;
+            out.push(action);
+        }
+    }
+
+    /// A pause ends (`raised`: by a raise); an exit seen meanwhile ends the session.
+    fn resume(&mut self, raised: bool, out: &mut Vec<Action>) {
+        if self.paused.take().is_none() {
+            return;
+        }
+        out.push(Action::Resume { raised });
+        if let Some((how, clean)) = self.exited.take() {
+            self.over = true;
+            out.push(Action::Over(End::Exited(how, clean)));
         }
     }
 
@@ -288,18 +391,33 @@ impl Session {
                     Holding::Other(by) => {
                         out.push(Action::TellTakenOver(by.clone()));
                         self.lost = Some((now, by));
+                        self.resume(false, &mut out);
                     }
-                    Holding::Released => self.released_at = Some(now),
+                    Holding::Released => {
+                        self.released_at = Some(now);
+                        self.resume(false, &mut out);
+                    }
                 }
             }
+            Event::Budget(Budget::Stopped) => {
+                // The stop replaces the pause's hold reason: no resume.
+                self.paused = None;
+                out.push(Action::StopForBudget);
+                self.end(Action::Stop(End::Stopping), &mut out);
+            }
+            Event::Budget(Budget::Crossed(why)) if self.paused.is_none() => {
+                self.paused = Some(why.clone());
+                out.push(Action::Pause(why));
+            }
+            Event::Budget(Budget::Within) => self.resume(true, &mut out),
+            Event::Budget(Budget::Crossed(_)) => {}
+            Event::Exited { how, clean } if self.paused.is_some() => {
+                self.exited = Some((how, clean))
+            }
             Event::Exited { how, clean } => {
-                self.over = true;
-                out.push(Action::Over(End::Exited(how, clean)));
+                self.end(Action::Over(End::Exited(how, clean)), &mut out)
             }
-            Event::Stopping => {
-                self.over = true;
-                out.push(Action::Stop(End::Stopping));
-            }
+            Event::Stopping => self.end(Action::Stop(End::Stopping), &mut out),
             Event::Delivered => {
                 self.set(LaneState::Working, None, None);
                 self.last_event = now;
@@ -341,15 +459,14 @@ impl Session {
         if let Some(at) = self.released_at {
             let turn_over = self.turn_over() || !found;
             if turn_over || since(at) >= FINISH_GRACE {
-                self.over = true;
-                out.push(Action::Stop(End::Finished));
+                self.end(Action::Stop(End::Finished), out);
                 return;
             }
         }
         if let Some((at, by)) = &self.lost {
             if since(*at) >= LOST_GRACE {
-                self.over = true;
-                out.push(Action::Stop(End::Lost(by.clone())));
+                let end = End::Lost(by.clone());
+                self.end(Action::Stop(end), out);
             }
             return;
         }
@@ -360,167 +477,16 @@ impl Session {
             self.last_renew = now;
             out.push(Action::Renew);
         }
-        if self.turn_over() && self.rules.interactive {
+        if self.turn_over() && self.rules.interactive && self.paused.is_none() {
             out.push(Action::Deliver);
         }
     }
 }
 
-/// What follows a session's end.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Next {
-    /// The claim left the session's hands (or the supervisor stops): the lane moves on.
-    Done,
-    /// A headless agent ended its turn: wait for steering to start the next one.
-    BetweenTurns,
-    /// The agent died with the claim still ours: a successor continues it.
-    Successor,
-    /// It died a third time within the crash window: hold the lane this long, then
-    /// a successor.
-    Hold(Duration),
-}
-
-/// The transition after a session ended as `end`: `ours` whether the claim is still
-/// the session's, `headless` whether the agent runs one process per turn.
-pub(super) fn after(
-    end: &End,
-    ours: bool,
-    headless: bool,
-    crashes: &mut CrashLoop,
-    now: Instant,
-) -> Next {
-    match end {
-        End::Stopping | End::Finished | End::Lost(_) => Next::Done,
-        End::Exited(..) if !ours => Next::Done,
-        End::Exited(_, true) if headless => Next::BetweenTurns,
-        End::Exited(..) => match crashes.death(now) {
-            Some(hold) => Next::Hold(hold),
-            None => Next::Successor,
-        },
-    }
-}
-
-/// What a headless session between turns does on what it saw (the claim, and whether
-/// steering it was not yet given at the top of a brief waits): `None` waits on.
-pub(super) fn between(holding: &Holding, fresh_steering: bool) -> Option<BetweenNext> {
-    match holding {
-        Holding::Other(by) => Some(BetweenNext::Lost(by.clone())),
-        Holding::Released => Some(BetweenNext::Over),
-        Holding::Ours if fresh_steering => Some(BetweenNext::Turn),
-        Holding::Ours => None,
-    }
-}
-
-/// What ends the wait between two headless turns.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum BetweenNext {
-    /// Steering waits: the next turn.
-    Turn,
-    /// The claim was taken over by this claimant.
-    Lost(String),
-    /// The claim ended (its phase completed, released).
-    Over,
-}
-
-/// What a crash-loop hold does on what it saw: `until` (store micros) passed or the
-/// operator lifted it ends it; a refused renewal ends it with the claim lost.
-pub(super) fn hold(now: i64, until: i64, lifted: bool, renewal: Option<&Holding>) -> HoldNext {
-    match renewal {
-        Some(Holding::Other(by)) => HoldNext::Lost(by.clone()),
-        Some(Holding::Released) => HoldNext::Lost("nobody (the claim ended)".into()),
-        _ if lifted || now >= until => HoldNext::Over,
-        _ => HoldNext::Wait,
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum HoldNext {
-    Wait,
-    /// The hold ended (its time passed, or lifted): a successor.
-    Over,
-    /// Taken over meanwhile.
-    Lost(String),
-}
-
-/// Preparing a worktree, given where the task's branch is checked out (`None`:
-/// nowhere else; `Some(true)`: the operator's main work tree) and who, if anyone,
-/// still works in that other worktree.
-pub(super) fn handoff(checked_out: Option<bool>, user: Option<&str>) -> Handoff {
-    match (checked_out, user) {
-        (None, _) => Handoff::Make,
-        // The operator's checkout is never touched: making the worktree fails with
-        // git's reason.
-        (Some(true), _) => Handoff::Make,
-        (Some(false), Some(u)) => Handoff::Wait(u.to_string()),
-        (Some(false), None) => Handoff::Free,
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Handoff {
-    /// Make (or reuse) the worktree now.
-    Make,
-    /// Hold the claim and wait: this one still works in the other worktree.
-    Wait(String),
-    /// Nobody works there: free the branch from it, then make ours.
-    Free,
-}
-
-/// The pause after a worktree could not be prepared: doubling from `first` up to
-/// `max`, back to `first` once one was.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Backoff {
-    first: Duration,
-    max: Duration,
-    now: Duration,
-}
-
-impl Backoff {
-    pub fn new(first: Duration, max: Duration) -> Backoff {
-        Backoff {
-            first,
-            max,
-            now: first,
-        }
-    }
-    /// The pause to take now; the next one is twice as long.
-    pub fn failed(&mut self) -> Duration {
-        let pause = self.now;
-        self.now = (self.now * 2).min(self.max);
-        pause
-    }
-    /// The pause a failure now would take.
-    pub fn next(&self) -> Duration {
-        self.now
-    }
-    pub fn succeeded(&mut self) {
-        self.now = self.first;
-    }
-}
-
-/// When a renewal is due: one renewer for every loop that holds a claim (a running
-/// session, between headless turns, a crash-loop hold, waiting for a worktree).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Renewer {
-    every: Duration,
-    last: Instant,
-}
-
-impl Renewer {
-    pub fn new(every: Duration, now: Instant) -> Renewer {
-        Renewer { every, last: now }
-    }
-
-    /// True (and counted as done) when a renewal is due at `now`.
-    pub fn due(&mut self, now: Instant) -> bool {
-        if now.saturating_duration_since(self.last) >= self.every {
-            self.last = now;
-            true
-        } else {
-            false
-        }
-    }
-}
+mod after;
+pub(super) use after::{
+    after, between, handoff, hold, Backoff, BetweenNext, Handoff, HoldNext, Next, Renewer,
+};
 
 #[cfg(test)]
 mod tests;

@@ -37,14 +37,17 @@
 mod bed;
 mod budget;
 mod carry;
+mod drive;
 mod holding;
 mod idle;
+mod interrupted;
 mod machine;
 mod pool;
 mod prepare;
 mod publish;
 mod resume_here;
 mod runner;
+mod running;
 mod session;
 mod stages;
 

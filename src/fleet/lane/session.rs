@@ -1,100 +1,49 @@
 //! One session of a lane: its brief (with pending steering and what the previous
-//! session was cut off in), the launch under the shim, and the loop that follows the
-//! agent until it ends: transcript scan → state, claim checks, fenced renewal, idle
-//! paste, the silent-start report.
+//! session was cut off in), the launch under the shim ([`Lane::launch`]), the loop
+//! that follows the agent until it ends (`drive::drive` over `running::Running`),
+//! and what its end records ([`Lane::finish`]). Also the two claim reads every loop
+//! that holds a claim shares: [`holding`] and [`renew_claim`].
 
 use super::budget::Paused;
-use super::machine::{Action, End, Event, Holding, Rules, Session};
-use super::{Lane, Work, GRACE, TICK};
+use super::interrupted::Interrupted;
+use super::machine::{End, Holding, Rules, Session};
+use super::running::{Live, Running};
+use super::{Lane, Work};
 use crate::agent::{inflight, LaunchSpec};
 use crate::config::profile::{Mode, Placeholder};
 use crate::error::{Error, Result};
 use crate::fleet::follow::{transcript_place, Follow};
 use crate::fleet::{brief, launch};
-use crate::store::{Authority, Holder, Item, LaneRow, LaneState, Target, TargetKind};
+use crate::store::{Authority, Holder, Item, LaneRow, LaneState};
+use crate::task::Task;
 use crate::transcript::discover::claude_slug;
 use serde_json::json;
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::time::{Instant, SystemTime};
-
-/// What the previous session (or turn) was in the middle of when it ended.
-struct Interrupted {
-    /// Whose record was read (and is cleared once the brief is written).
-    previous: Option<String>,
-    /// As the brief lists them.
-    quoted: Vec<String>,
-    /// "shim" or "transcript", for the ledger.
-    from: Option<&'static str>,
-}
+use std::time::SystemTime;
 
 impl Lane<'_> {
-    /// What the previous session (a successor's predecessor, or this session's last
-    /// turn) was in the middle of when it ended: the commands its shim found still
-    /// running, else the call its transcript leaves without a result.
-    fn interrupted(&self, work: &Work, session: &str, successor: bool) -> Interrupted {
-        let first_after_predecessor = successor && work.turns == 0;
-        let previous = if work.turns > 0 {
-            Some(session.to_string())
-        } else {
-            first_after_predecessor
-                .then(|| self.row.lineage.last().cloned())
-                .flatten()
-        };
-        let mut recorded = previous
-            .as_deref()
-            .map(|p| inflight::read(&self.opts.state_dir, p))
-            .unwrap_or_default();
-        let mut interrupted_from = (!recorded.is_empty()).then_some("shim");
-        // The call the transcript leaves unanswered: the fallback, and, when a
-        // recorded command contains it (the agents wrap their commands in shell
-        // set-up), the way to show that command as the agent wrote it.
-        let unanswered = first_after_predecessor
-            .then(|| self.row.transcript.as_deref().and_then(interrupted_call))
-            .flatten();
-        match unanswered {
-            Some(call) if recorded.is_empty() => {
-                recorded.push(call);
-                interrupted_from = Some("transcript");
-            }
-            Some(call) => {
-                for r in recorded.iter_mut() {
-                    if r.contains(call.trim()) {
-                        *r = call.clone();
-                    }
-                }
-            }
-            None => {}
-        }
-        let mut interrupted: Vec<String> = recorded
-            .iter()
-            .take(inflight::QUOTE_COMMANDS)
-            .map(|c| inflight::quote(c))
-            .collect();
-        if recorded.len() > inflight::QUOTE_COMMANDS {
-            interrupted.push(format!(
-                "and {} more",
-                recorded.len() - inflight::QUOTE_COMMANDS
-            ));
-        }
-        Interrupted {
-            previous,
-            quoted: interrupted,
-            from: interrupted_from,
-        }
-    }
-
     /// Launches one session on the claim and follows it until it ends.
     pub(super) fn session(&mut self, program: &Path, work: &mut Work) -> Result<End> {
         let task = self.store.task(&work.claim.task_id)?;
-        let session = work.session.clone();
         // A budget crossed before the launch pauses the lane with no agent running.
-        match self.budget_pause(&task.id, &Holder::fenced(session.clone(), work.fence))? {
+        match self.budget_pause(&task.id, &work.holder())? {
             Paused::Go => {}
             Paused::Stop | Paused::Stopping => return Ok(End::Stopping),
             Paused::Lost(Holding::Other(by)) => return Ok(End::Lost(by)),
             Paused::Lost(_) => return Ok(End::Finished),
         }
+        let (live, mut machine) = self.launch(program, work, task)?;
+        let clock = self.opts.clock.clone();
+        let mut running = Running { lane: self, live };
+        let end = super::drive::drive(&mut running, &mut machine, &*clock)?;
+        let live = running.live;
+        self.finish(live, machine, end)
+    }
+
+    /// Writes the brief, starts the agent under the shim and records the launch: the
+    /// session as it starts running, and its machine.
+    fn launch(&mut self, program: &Path, work: &mut Work, task: Task) -> Result<(Live, Session)> {
+        let session = work.session.clone();
         let targets = launch::targets(&session, &self.cfg.name, &work.worktree);
         let successor = !self.row.lineage.is_empty();
         // A successor, or a headless session's next turn, continues the conversation.
@@ -192,7 +141,7 @@ impl Lane<'_> {
         let _ = std::fs::create_dir_all(&recordings);
         let recording = recordings.join(format!("{session}.cast"));
         let launched_at = SystemTime::now();
-        let mut agent = crate::agent::Agent::spawn(&LaunchSpec {
+        let agent = crate::agent::Agent::spawn(&LaunchSpec {
             argv,
             cwd: work.worktree.clone(),
             env,
@@ -201,8 +150,7 @@ impl Lane<'_> {
             recording: Some(recording.clone()),
         })?;
         self.report.sessions.push(session.clone());
-        // The desk answers this session's agent (and all it starts) until it ends.
-        let _seated = opts.seats.sit(
+        let seated = opts.seats.sit(
             agent.pid(),
             crate::fleet::desk::Seat {
                 lane: cfg.name.clone(),
@@ -242,7 +190,7 @@ impl Lane<'_> {
 
         let (exact, search) = transcript_place(cfg, &value);
         let known = self.row.transcript.clone().map(PathBuf::from).or(exact);
-        let mut follow = Follow::new(known, search, launched_at, targets.clone());
+        let follow = Follow::new(known, search, launched_at, targets.clone());
         // The conscience hears the agent's prose on a thread beside the lane.
         let scope = crate::conscience::Scope {
             lane: cfg.name.clone(),
@@ -259,10 +207,7 @@ impl Lane<'_> {
                 &worktree,
                 scope,
             ));
-        let mut pasted: HashSet<String> = pending.iter().map(|i| i.key.clone()).collect();
-        let mut seen_version: Option<i64> = None;
-        let holder = Holder::fenced(session.clone(), work.fence);
-        let mut machine = Session::new(
+        let machine = Session::new(
             Rules {
                 start_timeout: cfg.start_timeout,
                 renew: cfg.renew,
@@ -270,169 +215,52 @@ impl Lane<'_> {
                 has_transcript: cfg.profile.transcript.is_some(),
                 stall_after: cfg.stall_after,
             },
-            Instant::now(),
+            opts.clock.monotonic(),
         );
-        let mut silent_start: Option<String> = None;
-        // The conversation and transcript last written to the ledger for this session
-        // (what a successor after a restart resumes, see `carry`).
-        let mut noted: (Option<String>, Option<String>) = (Some(conversation.clone()), None);
-        let end = 'session: loop {
-            let mut actions = Vec::new();
-            // What the transcript says.
-            if let Some(report) = follow.poll(&work.worktree, &mut *self.store)? {
-                conscience.hear(&report);
-                if report.events > 0 {
-                    self.row.last_activity = Some(self.now());
-                    self.row.transcript = follow.path.as_ref().map(|p| p.display().to_string());
-                }
-                let named = self.conversation_named(
-                    &task.id,
-                    &session,
-                    report.session_id.clone(),
-                    &mut noted,
-                );
-                self.through_outage(named)?;
-                if !report.keyless.is_empty() {
-                    // The agent meant to answer but named no key: nothing is retired,
-                    // and the ledger says so (the items stay pending and shown).
-                    let noted = self.store.note(
-                        &task.id,
-                        "keyless_ack",
-                        &session,
-                        json!({ "transcript": report.path, "lines": report.keyless }),
-                    );
-                    self.through_outage(noted)?;
-                }
-                if report.compactions > 0 {
-                    let noted = self.store.note(
-                        &task.id,
-                        "compacted",
-                        &session,
-                        json!({ "transcript": report.path, "count": report.compactions, "line": report.to_line }),
-                    );
-                    self.through_outage(noted)?;
-                }
-                actions.extend(machine.step(
-                    Event::Transcript {
-                        events: report.events,
-                        turn_ended: report.turn_ended,
-                        text_last: report.text_last,
-                        turn: Some(report.turn.clone()),
-                    },
-                    Instant::now(),
-                ));
-            }
-            // Its turn over, an agent past its budget waits for the operator.
-            if machine.turn_over() && machine.watches_claim() {
-                let paused = self.budget_pause(&task.id, &holder);
-                match self.through_outage(paused)?.unwrap_or(Paused::Go) {
-                    Paused::Go => {}
-                    Paused::Stop | Paused::Stopping => {
-                        agent.stop(GRACE)?;
-                        break 'session End::Stopping;
-                    }
-                    Paused::Lost(h) => {
-                        actions.extend(machine.step(Event::Claim(h), Instant::now()))
-                    }
-                }
-            }
-            if let Some(st) = agent.try_wait()? {
-                let exited = Event::Exited {
-                    how: st.to_string(),
-                    clean: st.success(),
-                };
-                actions.extend(machine.step(exited, Instant::now()));
-            } else if self.stopping() {
-                actions.extend(machine.step(Event::Stopping, Instant::now()));
-            }
-            // Whose claim it is: re-read only when another connection committed
-            // (the agent completing its phase, an operator's takeover); this
-            // connection's own writes never change who holds it.
-            let version = self.store.change_token().ok();
-            let changed = version.is_none() || version != seen_version;
-            seen_version = version;
-            if changed && machine.watches_claim() {
-                let holding = self.holding(&task.id, &session);
-                match self.through_outage(holding)? {
-                    Some(h) => actions.extend(machine.step(Event::Claim(h), Instant::now())),
-                    // Asked again on the next tick.
-                    None => seen_version = None,
-                }
-            }
-            if machine.wants_screen(Instant::now()) {
-                let screen = agent.screen_words(2000);
-                let prompt = crate::transcript::turn::permission_prompt(&screen);
-                actions.extend(machine.step(Event::Screen(prompt), Instant::now()));
-            }
-            let tick = Event::Tick {
-                found: follow.path.is_some(),
-            };
-            actions.extend(machine.step(tick, Instant::now()));
-            for action in actions {
-                match action {
-                    Action::ReportSilentStart => {
-                        // The agent may be waiting at a prompt or dialog its
-                        // transcript never shows (a trust or login screen): say so,
-                        // with what its screen says, instead of "starting".
-                        let hint = format!(
-                            "no transcript {}s after launch: the agent may be waiting at a prompt \
-                             (look with: spice fleet attach {}); its screen ends: {}",
-                            cfg.start_timeout.as_secs(),
-                            cfg.name,
-                            agent.screen_words(160)
-                        );
-                        self.row.last_error = Some(hint.clone());
-                        silent_start = Some(hint);
-                    }
-                    Action::ClearSilentStart => {
-                        if let Some(hint) = silent_start.take() {
-                            if self.row.last_error.as_deref() == Some(hint.as_str()) {
-                                self.row.last_error = None;
-                            }
-                        }
-                    }
-                    Action::Renew => {
-                        // A refusal says what the claim is now.
-                        if let Some(h) = self.renew_claim(&task.id, &holder)? {
-                            let seen = machine.step(Event::Claim(h), Instant::now());
-                            for a in seen {
-                                if let Action::TellTakenOver(by) = a {
-                                    self.tell_taken_over(&task.handle(), &session, &by);
-                                }
-                            }
-                        }
-                    }
-                    Action::TellTakenOver(by) => {
-                        self.tell_taken_over(&task.handle(), &session, &by)
-                    }
-                    Action::Deliver => {
-                        let delivered =
-                            self.deliver(&agent, &targets, &task.id, &session, &mut pasted);
-                        if self.through_outage(delivered)? == Some(true) {
-                            machine.step(Event::Delivered, Instant::now());
-                        }
-                    }
-                    Action::Stop(end) => {
-                        agent.stop(GRACE)?;
-                        break 'session end;
-                    }
-                    Action::Over(end) => break 'session end,
-                }
-            }
-            self.row.state = machine.state;
-            self.row.state_note.clone_from(&machine.note);
-            let published = self.publish(false);
-            self.through_outage(published)?;
-            std::thread::sleep(TICK);
+        let live = Live {
+            agent,
+            follow,
+            conscience,
+            holder: work.holder(),
+            pasted: pending.iter().map(|i| i.key.clone()).collect(),
+            noted: (Some(conversation.clone()), None),
+            task,
+            session,
+            worktree,
+            recording,
+            targets,
+            seen_version: None,
+            silent_start: None,
+            budgets: None,
+            hold_before: None,
+            _seated: seated,
         };
+        Ok((live, machine))
+    }
+
+    /// After the loop: the transcript's last words are read, the end is recorded, the
+    /// transcript archived and the row published.
+    fn finish(&mut self, live: Live, machine: Session, end: End) -> Result<End> {
+        let Live {
+            agent,
+            mut follow,
+            conscience,
+            task,
+            session,
+            worktree,
+            recording,
+            mut noted,
+            ..
+        } = live;
+        let cfg = self.cfg;
         let mut wrote = machine.wrote;
         self.row.state = machine.state;
         self.port.set(None);
         // Whatever the agent wrote last still counts (its final ACKs), and a
         // transcript not found yet is looked for once more, so that what a
         // successor resumes is known.
-        follow.locate_now(&work.worktree);
-        if let Some(report) = follow.poll(&work.worktree, &mut *self.store)? {
+        follow.locate_now(&worktree);
+        if let Some(report) = follow.poll(&worktree, &mut *self.store)? {
             conscience.hear(&report);
             if report.events > 0 {
                 wrote = true;
@@ -527,83 +355,10 @@ impl Lane<'_> {
         )
     }
 
-    /// Tells the session (a steering item) that `by` took its claim over.
-    fn tell_taken_over(&mut self, handle: &str, session: &str, by: &str) {
-        let note = format!(
-            "Your claim on task {handle} was taken over by {by}. Stop working on it now: \
-             do not commit or complete its phase. Your worktree is kept."
-        );
-        let target = Target {
-            kind: TargetKind::Session,
-            name: session.to_string(),
-        };
-        // A correction is never dropped in silence: a busy store is tried again, and
-        // one that still refuses is said on the lane's row.
-        let mut failed = None;
-        for pause_ms in [0, 100, 400, 1600] {
-            std::thread::sleep(std::time::Duration::from_millis(pause_ms));
-            match self.store.steer(&target, &note, crate::store::DEFAULT_TTL) {
-                Ok(_) => return,
-                Err(e) => failed = Some(e),
-            }
-        }
-        if let Some(e) = failed {
-            self.row.last_error = Some(format!(
-                "could not tell session {session} that {by} took its claim over: {e}"
-            ));
-        }
-    }
-
-    /// Types the pending steering not yet typed in (`pasted`) into an agent waiting
-    /// for input, as one bracketed paste. True when something was typed.
-    fn deliver(
-        &mut self,
-        agent: &crate::agent::Agent,
-        targets: &[Target],
-        task: &str,
-        session: &str,
-        pasted: &mut HashSet<String>,
-    ) -> Result<bool> {
-        let fresh: Vec<_> = self
-            .store
-            .inbox(targets, false)?
-            .into_iter()
-            .filter(|i| !pasted.contains(&i.key))
-            .collect();
-        if fresh.is_empty() {
-            return Ok(false);
-        }
-        let fresh: Vec<&Item> = fresh.iter().collect();
-        let text = crate::steer::exec::frame(&fresh, self.now());
-        let keys: Vec<String> = crate::steer::exec::newest(&fresh)
-            .0
-            .iter()
-            .map(|i| i.key.clone())
-            .collect();
-        let typed = match agent.paste(text.trim()) {
-            Ok(()) => {
-                self.store.mark_shown(&keys)?;
-                self.store.note(
-                    task,
-                    "delivered",
-                    session,
-                    json!({ "keys": keys, "how": "typed into the idle agent's terminal" }),
-                )?;
-                true
-            }
-            Err(e) => {
-                self.row.last_error = Some(e.to_string());
-                false
-            }
-        };
-        pasted.extend(keys);
-        Ok(typed)
-    }
-
     /// Takes the conversation id the transcript gives (Codex names its own; a resume
     /// must use that name) and records conversation and transcript in the ledger when
     /// they changed since `noted`: what a successor after a restart resumes (`carry`).
-    fn conversation_named(
+    pub(super) fn conversation_named(
         &mut self,
         task: &str,
         session: &str,
@@ -625,17 +380,6 @@ impl Lane<'_> {
         }
         Ok(())
     }
-}
-
-/// The call a transcript ends in the middle of (no result came back): its command,
-/// or `(a NAME call)` for a tool that runs none. Unreadable: none.
-fn interrupted_call(transcript: &str) -> Option<String> {
-    let (_, events, malformed) = crate::transcript::read_file(Path::new(transcript)).ok()?;
-    let call = crate::transcript::briefing::brief(transcript, &events, malformed).unfinished_call?;
-    Some(
-        call.command
-            .unwrap_or_else(|| format!("(a {} call)", call.name)),
-    )
 }
 
 /// Who holds the claim on `task` now, as the session `session` sees it.
@@ -673,11 +417,17 @@ pub(super) fn renew_claim(
 ) -> Result<Option<Holding>> {
     match store.renew(task, holder, None, lease) {
         Ok(_) => Ok(None),
-        // Out of reach: tried again at the next renewal (a lease outlasts several).
-        Err(e) if e.is_unreachable() => {
+        // Out of reach, or trouble in the store itself (busy, I/O): tried again at the
+        // next renewal (a lease outlasts several).
+        Err(e)
+            if e.is_unreachable()
+                || (e.claim_refusal().is_none()
+                    && matches!(e, Error::Sqlite { .. } | Error::Io { .. })) =>
+        {
             row.last_error = Some(format!("renewing the claim: {e}"));
             Ok(None)
         }
+        // Refused (or the task gone): what the claim is now says why.
         Err(e) => match holding(store, task, &holder.claimant)? {
             Holding::Ours => {
                 row.last_error = Some(format!("renewing the claim: {e}"));
