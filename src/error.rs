@@ -27,6 +27,9 @@ pub enum Error {
     /// The request was well-formed but lost to another claimant or a stale view.
     #[error("{0}")]
     Conflict(String),
+    /// The store refused an operation on a claim, and why (exit code 3, as a conflict).
+    #[error(transparent)]
+    Claim(#[from] ClaimError),
     /// The database cannot be used as it is; spice refuses rather than repairs.
     #[error("{0}")]
     Store(String),
@@ -70,10 +73,21 @@ impl Error {
     pub fn is_unreachable(&self) -> bool {
         matches!(self, Error::Unreachable(_))
     }
+    /// Lost to another claimant or a stale view (a claim refused among them).
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Error::Conflict(_) | Error::Claim(_))
+    }
+    /// Why a claim operation was refused, when that is what this is.
+    pub fn claim_refusal(&self) -> Option<&Refusal> {
+        match self {
+            Error::Claim(c) => Some(&c.refusal),
+            _ => None,
+        }
+    }
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Input(_) => 2,
-            Error::Conflict(_) => 3,
+            Error::Conflict(_) | Error::Claim(_) => 3,
             Error::Store(_) => 4,
             Error::Refused(..) => 5,
             Error::Exit(code, _) => *code,
@@ -81,6 +95,35 @@ impl Error {
             _ => 1,
         }
     }
+}
+
+/// Why the store refused an operation on a claim: what a caller decides on (a lane
+/// re-reads who holds its claim; the console answers 409), the same on every backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// Nobody holds the task.
+    NotClaimed,
+    /// Someone else holds it: this claimant.
+    HeldBy(String),
+    /// The caller named a fence that is not the claim's (`seen`): that holding ended,
+    /// the claim is now `current`.
+    StaleFence { seen: i64, current: i64 },
+    /// A takeover of a claim whose lease is still live.
+    LeaseLive,
+    /// The task cannot be claimed now (its status, a wait, a dependency not done).
+    NotReady,
+    /// Another claimant took it first.
+    Taken,
+}
+
+/// A refused claim operation: the task, why, and the one line that says so (built by
+/// `store::refusals`, which both backends use).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{message}")]
+pub struct ClaimError {
+    pub task: String,
+    pub refusal: Refusal,
+    pub message: String,
 }
 
 /// True for SQLite errors that mean the file is not a usable database.

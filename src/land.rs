@@ -415,6 +415,10 @@ fn after_merge(e: Error, m: &Merge) -> Error {
     match e {
         Error::Input(s) => Error::Input(landed + &s),
         Error::Conflict(s) => Error::Conflict(landed + &s),
+        Error::Claim(c) => Error::Claim(crate::error::ClaimError {
+            message: landed + &c.message,
+            ..c
+        }),
         Error::Store(s) => Error::Store(landed + &s),
         Error::Other(s) => Error::Other(landed + &s),
         Error::Unreachable(s) => Error::Unreachable(landed + &s),

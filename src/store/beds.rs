@@ -50,16 +50,8 @@ pub(crate) fn judge_reservation(req: &SlotRequest<'_>, current: Option<i64>) -> 
     match (req.fence, current) {
         (None, _) => Ok(()),
         (Some(f), Some(c)) if f == c => Ok(()),
-        (Some(f), Some(c)) => Err(Error::conflict(format!(
-            "task {}'s claim is held under fence {c} now, not {f}: its bed slot is not this \
-             holder's to reserve",
-            req.task_id
-        ))),
-        (Some(f), None) => Err(Error::conflict(format!(
-            "task {} is no longer claimed (fence {f} was released or dropped): no bed slot \
-             to reserve for it",
-            req.task_id
-        ))),
+        (Some(f), Some(c)) => Err(super::refusals::slot_stale(req.task_id, f, c).into()),
+        (Some(f), None) => Err(super::refusals::slot_unclaimed(req.task_id, f).into()),
     }
 }
 

@@ -15,10 +15,11 @@
 //! - A renewal never shortens a lease that is already longer.
 
 use super::ledger::append;
+use super::refusals;
 use super::resolve::resolve;
 use super::Store;
 use crate::clock::Micros;
-use crate::error::{Error, Result};
+use crate::error::{ClaimError, Error, Result};
 use crate::task::handle;
 use crate::when;
 use rusqlite::{params, OptionalExtension, Transaction};
@@ -177,46 +178,31 @@ pub(super) fn judge_holder(
     now: Micros,
     verb: &str,
 ) -> Result<Option<i64>> {
-    match (claim, holder) {
-        (None, None) => Ok(None),
-        (None, Some(h)) => Err(Error::conflict(format!(
-            "cannot {verb} task {id} as {c}: {c} does not hold it (it is not claimed)",
-            c = h.claimant
-        ))),
+    let refused = match (claim, holder) {
+        (None, None) => return Ok(None),
+        (None, Some(h)) => refusals::not_held(verb, id, &h.claimant),
         (Some(claim), Some(h)) if claim.claimant == h.claimant => match h.fence {
-            Some(f) if f != claim.fence => Err(Error::conflict(format!(
-                "cannot {verb} task {id} as {} with fence {f}: that holding ended; the claim is now {}",
-                h.claimant,
-                describe(claim, now)
-            ))),
-            _ => Ok(Some(claim.fence)),
+            Some(f) if f != claim.fence => {
+                refusals::stale_holding(verb, id, &h.claimant, f, claim, now)
+            }
+            _ => return Ok(Some(claim.fence)),
         },
-        (Some(claim), Some(h)) => Err(Error::conflict(format!(
-            "cannot {verb} task {id} as {}: it is held by {}",
-            h.claimant,
-            describe(claim, now)
-        ))),
-        (Some(claim), None) => Err(Error::conflict(format!(
-            "cannot {verb} task {id}: it is held by {}; pass --claimant {}",
-            describe(claim, now),
-            claim.claimant
-        ))),
-    }
+        (Some(claim), Some(h)) => refusals::held_by(verb, id, Some(&h.claimant), claim, now, None),
+        (Some(claim), None) => refusals::held_by(verb, id, None, claim, now, None),
+    };
+    Err(refused.into())
 }
 
 /// Why `id` cannot be claimed now, or `None` if it is ready.
-fn not_ready(tx: &Transaction<'_>, id: &str, now: Micros) -> Result<Option<String>> {
+fn not_ready(tx: &Transaction<'_>, id: &str, now: Micros) -> Result<Option<ClaimError>> {
     let (status, wait): (String, Option<Micros>) = tx
         .prepare_cached("SELECT status, wait FROM tasks WHERE id = ?1")?
         .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))?;
-    if status != "pending" && status != "waiting" {
-        return Ok(Some(format!("it is {status}")));
-    }
-    if let Some(w) = wait.filter(|w| *w > now) {
-        return Ok(Some(format!("it waits until {}", when::rfc3339(w))));
+    if let Some(refused) = refusals::unready(id, &status, wait, now) {
+        return Ok(Some(refused));
     }
     if let Some(c) = claim_of(tx, id)? {
-        return Ok(Some(held(id, &c, now)));
+        return Ok(Some(refusals::claimed(id, &c, now)));
     }
     let blocker: Option<String> = tx
         .prepare_cached(
@@ -225,21 +211,7 @@ fn not_ready(tx: &Transaction<'_>, id: &str, now: Micros) -> Result<Option<Strin
         )?
         .query_row([id], |r| r.get(0))
         .optional()?;
-    Ok(blocker.map(|b| format!("it waits on {b}, which is not done")))
-}
-
-/// Why a claimed task cannot be claimed: who holds it, and how a lapsed lease is
-/// taken over.
-pub(super) fn held(id: &str, c: &Claim, now: Micros) -> String {
-    if c.is_live(now) {
-        format!("it is held by {}", describe(c, now))
-    } else {
-        format!(
-            "it is held by {}; a lapsed lease is taken over with `spice task takeover {id} --stale {}`",
-            describe(c, now),
-            c.fence
-        )
-    }
+    Ok(blocker.map(|b| refusals::blocked(id, &b)))
 }
 
 fn insert_claim(tx: &Transaction<'_>, id: &str, req: &ClaimRequest, now: Micros) -> Result<Claim> {
@@ -291,8 +263,8 @@ impl Store {
         check_claimant(&req.claimant)?;
         self.write("claiming a task", |tx, now| {
             let id = resolve(tx, input)?;
-            if let Some(why) = not_ready(tx, &id, now)? {
-                return Err(Error::conflict(format!("cannot claim task {id}: {why}")));
+            if let Some(refused) = not_ready(tx, &id, now)? {
+                return Err(refused.into());
             }
             insert_claim(tx, &id, req, now)
         })
@@ -356,18 +328,14 @@ impl Store {
         }
         self.write("renewing a claim", |tx, now| {
             let id = resolve(tx, input)?;
-            let claim = claim_of(tx, &id)?.ok_or_else(|| {
-                Error::conflict(format!("cannot renew task {id} as {claimant}: it is not claimed"))
-            })?;
+            let claim = claim_of(tx, &id)?
+                .ok_or_else(|| refusals::renew_unclaimed(&id, claimant))?;
             if claim.claimant != claimant {
-                let passed = match successor_of(tx, &id, claimant)? {
-                    Some(s) => format!(" (the claim passed from {claimant} to {s})"),
-                    None => String::new(),
-                };
-                return Err(Error::conflict(format!(
-                    "cannot renew task {id} as {claimant}: it is held by {}{passed}",
-                    describe(&claim, now)
-                )));
+                let passed = successor_of(tx, &id, claimant)?;
+                let held = Some(claimant);
+                let refused =
+                    refusals::held_by("renew", &id, held, &claim, now, passed.as_deref());
+                return Err(refused.into());
             }
             check_holder(tx, &id, Some(holder), now, "renew")?;
             let until = claim.lease_until.max(lease_end(now, lease)?);
@@ -581,23 +549,12 @@ pub(crate) fn may_take_over(
     t: &Takeover,
     now: Micros,
 ) -> Result<Claim> {
-    let claim = claim.ok_or_else(|| {
-        Error::conflict(format!(
-            "cannot take over task {id}: it is not claimed (claim it instead)"
-        ))
-    })?;
+    let claim = claim.ok_or_else(|| refusals::takeover_unclaimed(id))?;
     if claim.fence != t.stale_fence {
-        return Err(Error::conflict(format!(
-            "cannot take over task {id}: fence {} is not current; it is held by {}",
-            t.stale_fence,
-            describe(&claim, now)
-        )));
+        return Err(refusals::takeover_stale(id, t.stale_fence, &claim, now).into());
     }
     if claim.is_live(now) {
-        return Err(Error::conflict(format!(
-            "cannot take over task {id}: its lease is still live, held by {}",
-            describe(&claim, now)
-        )));
+        return Err(refusals::lease_live(id, &claim, now).into());
     }
     Ok(claim)
 }

@@ -140,10 +140,7 @@ pub(crate) fn import(t: &mut impl TaskTx, tasks: &[TwTask], source: &str) -> Res
                 // A claimed task is its holder's to change: re-importing it waits for
                 // the release.
                 if let Some(c) = t.claim_on(&id)? {
-                    return Err(Error::conflict(format!(
-                        "{source}: task {uuid}: it is claimed by {} (fence {}); release it before re-importing",
-                        c.claimant, c.fence
-                    )));
+                    return Err(super::refusals::import_held(source, &uuid, &id, &c).into());
                 }
                 t.overwrite_task(&id, tw)
                     .map_err(|e| located(e, source, &uuid))?;

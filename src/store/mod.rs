@@ -38,6 +38,7 @@ mod next;
 mod open;
 pub mod pg;
 mod phases;
+mod refusals;
 mod resolve;
 mod schema;
 mod snapshot;

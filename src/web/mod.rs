@@ -189,7 +189,10 @@ impl App {
                 None => crate::store::connect(&app.cfg.location, app.cfg.clock.clone())?,
             };
             let out = f(store.as_mut(), &app);
-            let sound = matches!(&out, Ok(_) | Err(Error::Input(_) | Error::Conflict(_)));
+            let sound = match &out {
+                Ok(_) => true,
+                Err(e) => matches!(e, Error::Input(_)) || e.is_conflict(),
+            };
             let mut pool = app.pool.lock();
             if sound && pool.len() < POOL {
                 pool.push(store);

@@ -373,7 +373,7 @@ fn error_status(status: StatusCode, msg: &str) -> Response {
 pub(super) fn error(e: &Error) -> Response {
     let status = match e {
         Error::Input(_) => StatusCode::BAD_REQUEST,
-        Error::Conflict(_) => StatusCode::CONFLICT,
+        e if e.is_conflict() => StatusCode::CONFLICT,
         Error::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };

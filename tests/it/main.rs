@@ -76,6 +76,7 @@ mod store_ledger;
 mod store_readonly;
 mod store_reconnect;
 mod store_recovery;
+mod store_refusals;
 mod store_steering;
 mod store_tls;
 mod store_usage;

@@ -1,7 +1,8 @@
 //! Claims on PostgreSQL: each operation one transaction that locks the rows it judges
 //! (`FOR UPDATE`; next-claim `FOR UPDATE SKIP LOCKED`), reads the server's clock after
 //! the locks, decides by the rules shared with SQLite ([`crate::store::claims`]'s
-//! `judge_holder`, `held`, `describe`), and writes under `WHERE fence = $f`.
+//! `judge_holder` and `may_take_over`, every refusal from `store::refusals`), and
+//! writes under `WHERE fence = $f`.
 //!
 //! Next-claim is one statement that locks one candidate, the best ranked that is ready
 //! and that no other claimer has locked, and claims it: claimers ranking the same
@@ -13,10 +14,9 @@
 use super::tasks::{append, cell_of, resolve, server_now};
 use super::{PgContext, PgStore, Prepared};
 use crate::clock::Micros;
-use crate::error::{Error, Result};
-use crate::store::claims::{
-    check_claimant, describe, held, judge_holder, lease_end, may_take_over,
-};
+use crate::error::{ClaimError, Result};
+use crate::store::claims::{check_claimant, judge_holder, lease_end, may_take_over};
+use crate::store::refusals;
 use crate::store::vocab::Filter;
 use crate::store::{Claim, ClaimRequest, Holder, Takeover};
 use crate::task::handle;
@@ -151,7 +151,12 @@ fn insert_claim(
 }
 
 /// Why the locked task `id` cannot be claimed at `now`, or `None` if it is ready.
-fn not_ready(tx: &mut Transaction<'_>, at: &str, id: &str, now: Micros) -> Result<Option<String>> {
+fn not_ready(
+    tx: &mut Transaction<'_>,
+    at: &str,
+    id: &str,
+    now: Micros,
+) -> Result<Option<ClaimError>> {
     let r = tx
         .query_one(
             "SELECT status, wait FROM tasks WHERE id = $1 FOR UPDATE",
@@ -159,17 +164,14 @@ fn not_ready(tx: &mut Transaction<'_>, at: &str, id: &str, now: Micros) -> Resul
         )
         .ctx("to lock a task", at)?;
     let (status, wait): (String, Option<Micros>) = (r.get(0), r.get(1));
-    if status != "pending" && status != "waiting" {
-        return Ok(Some(format!("it is {status}")));
-    }
-    if let Some(w) = wait.filter(|w| *w > now) {
-        return Ok(Some(format!("it waits until {}", crate::when::rfc3339(w))));
+    if let Some(refused) = refusals::unready(id, &status, wait, now) {
+        return Ok(Some(refused));
     }
     if let Some(c) = tx
         .query_opt(&format!("{CLAIM_SELECT} WHERE c.task_id = $1"), &[&id])
         .ctx("to read a claim", at)?
     {
-        return Ok(Some(held(id, &row_to_claim(&c), now)));
+        return Ok(Some(refusals::claimed(id, &row_to_claim(&c), now)));
     }
     let blocker = tx
         .query_opt(
@@ -178,7 +180,7 @@ fn not_ready(tx: &mut Transaction<'_>, at: &str, id: &str, now: Micros) -> Resul
             &[&id],
         )
         .ctx("to read dependencies", at)?;
-    Ok(blocker.map(|b| format!("it waits on {}, which is not done", b.get::<_, String>(0))))
+    Ok(blocker.map(|b| refusals::blocked(id, &b.get::<_, String>(0))))
 }
 
 pub(super) fn claim(s: &mut PgStore, input: &str, req: &ClaimRequest) -> Result<Claim> {
@@ -206,12 +208,11 @@ pub(super) fn claim(s: &mut PgStore, input: &str, req: &ClaimRequest) -> Result<
         title: r.get(2),
     };
     let now = server_now(&mut tx, at)?;
-    if let Some(why) = not_ready(&mut tx, at, &id, now)? {
-        return Err(Error::conflict(format!("cannot claim task {id}: {why}")));
+    if let Some(refused) = not_ready(&mut tx, at, &id, now)? {
+        return Err(refused.into());
     }
-    let claim = insert_claim(&mut tx, prepared, at, &task, req, now)?.ok_or_else(|| {
-        Error::conflict(format!("cannot claim task {id}: another claimant took it"))
-    })?;
+    let claim = insert_claim(&mut tx, prepared, at, &task, req, now)?
+        .ok_or_else(|| refusals::taken(&id))?;
     tx.commit().ctx("to commit a claim", at)?;
     Ok(claim)
 }
@@ -353,20 +354,12 @@ pub(super) fn renew(
     let id = resolve(&mut tx, at, input)?;
     let claim = locked_claim(&mut tx, at, &id)?;
     let now = server_now(&mut tx, at)?;
-    let claim = claim.ok_or_else(|| {
-        Error::conflict(format!(
-            "cannot renew task {id} as {claimant}: it is not claimed"
-        ))
-    })?;
+    let claim = claim.ok_or_else(|| refusals::renew_unclaimed(&id, claimant))?;
     if claim.claimant != claimant {
-        let passed = match successor_of(&mut tx, at, &id, claimant)? {
-            Some(s) => format!(" (the claim passed from {claimant} to {s})"),
-            None => String::new(),
-        };
-        return Err(Error::conflict(format!(
-            "cannot renew task {id} as {claimant}: it is held by {}{passed}",
-            describe(&claim, now)
-        )));
+        let passed = successor_of(&mut tx, at, &id, claimant)?;
+        let held = Some(claimant);
+        let refused = refusals::held_by("renew", &id, held, &claim, now, passed.as_deref());
+        return Err(refused.into());
     }
     judge_holder(&id, Some(&claim), Some(holder), now, "renew")?;
     let until = claim.lease_until.max(lease_end(now, lease)?);
