@@ -194,7 +194,7 @@ fn a_budget_crossed_at_the_turn_end_pauses_the_lane_until_a_raise_resumes_it() {
     ]);
     world.budgets = vec![
         (
-            0 * S,
+            Duration::ZERO,
             Budget::Crossed("budget: lane a used 120 of 100".into()),
         ),
         (200 * S, Budget::Within),
@@ -234,7 +234,10 @@ fn a_budget_crossed_at_the_turn_end_pauses_the_lane_until_a_raise_resumes_it() {
 fn the_operators_stop_at_the_budget_ends_the_session_and_keeps_its_reason() {
     let mut world = World::new(vec![(5 * S, Sense::Transcript, transcript(4, true))]);
     world.budgets = vec![
-        (0 * S, Budget::Crossed("budget: task used 9 of 5".into())),
+        (
+            Duration::ZERO,
+            Budget::Crossed("budget: task used 9 of 5".into()),
+        ),
         (50 * S, Budget::Stopped),
     ];
     let (end, _) = world.run(rules());
@@ -254,8 +257,8 @@ fn the_operators_stop_at_the_budget_ends_the_session_and_keeps_its_reason() {
 #[test]
 fn a_takeover_while_paused_tells_the_agent_and_ends_the_pause() {
     let mut world = World::new(vec![(5 * S, Sense::Transcript, transcript(4, true))]);
-    world.budgets = vec![(0 * S, Budget::Crossed("budget: over".into()))];
-    world.renewal_refused = Some((0 * S, Holding::Other("them".into())));
+    world.budgets = vec![(Duration::ZERO, Budget::Crossed("budget: over".into()))];
+    world.renewal_refused = Some((Duration::ZERO, Holding::Other("them".into())));
     let (end, _) = world.run(rules());
     assert_eq!(end, End::Lost("them".into()));
     let kinds: Vec<Action> = world
@@ -307,7 +310,7 @@ fn an_agent_that_exits_while_paused_ends_its_session_when_the_pause_ends() {
         ),
     ]);
     world.budgets = vec![
-        (0 * S, Budget::Crossed("budget: over".into())),
+        (Duration::ZERO, Budget::Crossed("budget: over".into())),
         (130 * S, Budget::Within),
     ];
     let (end, _) = world.run(rules());
