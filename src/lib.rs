@@ -12,7 +12,7 @@
 //! | [`store`] | the authority (SQLite, or PostgreSQL shared by hosts): tasks, deps, flows, claims, ledger |
 //! | [`alloc`] | the allocator: inherited priority, downstream release, tie-breaks |
 //! | [`git`] | worktrees and the three git boundaries: the only module that moves git |
-//! | [`land`] | completing a phase: the holder's proof, the merge into base, the store's record |
+//! | [`phase_done`] | completing a phase: the holder's proof, the merge into base, the store's record |
 //! | [`gate`] | measurable rules before commits and merges: caps that flex and latch, checks, hooks |
 //! | [`stage`] | the repository's own commands: the one runner (timeouts, process groups, output) |
 //! | [`conscience`] | maxims watching the agents' prose, bounded judges, reminders as steering |
@@ -41,7 +41,7 @@ pub mod fleet;
 pub mod gate;
 pub mod git;
 pub mod json;
-pub mod land;
+pub mod phase_done;
 pub mod sandbox;
 pub mod sanitize;
 pub mod stage;

@@ -4,7 +4,7 @@
 //! and the operator's edits: list, modify, annotate, dependencies, done, delete, import).
 //!
 //! Two backends implement it: [`Store`] (SQLite, embedded, the default; by delegation,
-//! in `embedded.rs`) and
+//! in `sqlite.rs`) and
 //! [`super::pg::PgStore`] (PostgreSQL, one server for the supervisors of several hosts).
 //! [`connect`] picks one from a [`Location`]; callers hold a `Box<dyn Authority>` and
 //! never learn which. Every part is behind it; what belongs to a SQLite file alone

@@ -42,10 +42,10 @@
 //!   down, so a graceful shutdown never waits on an open page.
 
 pub mod conscience;
-pub mod docs;
 pub mod gate;
 pub mod guard;
 mod lane_transcript;
+pub mod payloads;
 pub mod review;
 mod routes;
 pub mod server;
@@ -109,7 +109,7 @@ pub(crate) struct App {
     /// The store's generation of the graph and its claims, as the watcher last read it.
     graph: Arc<AtomicU64>,
     status: Cache<bytes::Bytes>,
-    tasks: Cache<Arc<docs::TaskTable>>,
+    tasks: Cache<Arc<payloads::TaskTable>>,
     transcripts: transcripts::Transcripts,
 }
 

@@ -6,7 +6,7 @@
 use super::guard::{Denied, Kind, Seen, CUSTOM_HEADER};
 use super::lane_transcript::{tail, transcript_page, PageQuery, TailQuery};
 use super::writes::{parse, steer, takeover, Empty};
-use super::{docs, App};
+use super::{payloads, App};
 use crate::error::{Error, Result};
 use crate::when;
 use bytes::Bytes;
@@ -118,7 +118,7 @@ pub(super) fn all(
         .and(get)
         .and(with_app.clone())
         .then(|id: String, app: Arc<App>| async move {
-            reply(app.store(move |s, _| docs::ledger(s, &id)).await)
+            reply(app.store(move |s, _| payloads::ledger(s, &id)).await)
         });
     let review = warp::path!("api" / "tasks" / String / "review")
         .and(get)
@@ -149,7 +149,7 @@ pub(super) fn all(
                     let c = s.claims()?;
                     Ok(json!({
                         "now": when::rfc3339(now),
-                        "claims": c.iter().map(|c| docs::claim_doc(c, now)).collect::<Vec<_>>(),
+                        "claims": c.iter().map(|c| payloads::claim_doc(c, now)).collect::<Vec<_>>(),
                     }))
                 })
                 .await,
@@ -161,7 +161,7 @@ pub(super) fn all(
         .and(with_app.clone())
         .then(|q: InboxQuery, app: Arc<App>| async move {
             reply(
-                app.store(move |s, _| docs::inbox(s, q.all.unwrap_or(false)))
+                app.store(move |s, _| payloads::inbox(s, q.all.unwrap_or(false)))
                     .await,
             )
         });
@@ -172,7 +172,7 @@ pub(super) fn all(
         .then(|lane: String, q: InboxQuery, app: Arc<App>| async move {
             let all = q.all.unwrap_or(false);
             let doc = app
-                .store(move |s, _| docs::lane_inbox(s, &lane, all)?.ok_or_else(no_lane))
+                .store(move |s, _| payloads::lane_inbox(s, &lane, all)?.ok_or_else(no_lane))
                 .await;
             reply(doc)
         });
@@ -475,7 +475,7 @@ async fn status(app: Arc<App>) -> Response {
             let v = a
                 .store(move |s, app| {
                     let supervisor = crate::fleet::running(&app.cfg.state_dir).map(|(pid, _)| pid);
-                    let mut v = docs::status(s, &app.cfg.host, supervisor)?;
+                    let mut v = payloads::status(s, &app.cfg.host, supervisor)?;
                     v["generation"] = json!(g);
                     Ok(v)
                 })
@@ -491,12 +491,12 @@ async fn status(app: Arc<App>) -> Response {
     }
 }
 
-async fn task_table(app: &Arc<App>) -> Result<Arc<docs::TaskTable>> {
+async fn task_table(app: &Arc<App>) -> Result<Arc<payloads::TaskTable>> {
     let g = app.graph_generation();
     let a = app.clone();
     app.tasks
         .get(g, async move {
-            a.store(|s, _| docs::task_table(s).map(Arc::new)).await
+            a.store(|s, _| payloads::task_table(s).map(Arc::new)).await
         })
         .await
 }
@@ -512,12 +512,12 @@ struct TasksQuery {
 
 async fn tasks(q: TasksQuery, app: Arc<App>) -> Response {
     if let Some(c) = &q.category {
-        if !docs::CATEGORIES.contains(&c.as_str()) {
+        if !payloads::CATEGORIES.contains(&c.as_str()) {
             return error_status(
                 StatusCode::BAD_REQUEST,
                 &format!(
                     "invalid category {c:?}: expected one of {}",
-                    docs::CATEGORIES.join(", ")
+                    payloads::CATEGORIES.join(", ")
                 ),
             );
         }

@@ -5,7 +5,7 @@
 //! steering target when a lane file here defines it (as for `spice steer`) or when
 //! the store has its row (another host's lane).
 
-use super::docs;
+use super::payloads;
 use super::routes::{error, json_value, reply};
 use super::App;
 use crate::error::{Error, Result};
@@ -113,7 +113,7 @@ pub(super) async fn takeover(body: Bytes, app: Arc<App>) -> Response {
                 lease,
             };
             let claim = s.takeover(&b.task, &t)?;
-            Ok(docs::claim_doc(&claim, s.now()?))
+            Ok(payloads::claim_doc(&claim, s.now()?))
         })
         .await,
     )

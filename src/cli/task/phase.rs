@@ -35,18 +35,18 @@ pub(super) fn print(out: Vec<String>, err: Vec<String>) {
 /// Git boundary 2, through the library: the CLI only supplies what the library may
 /// not read itself (the lanes directory of the repository the caller runs in, a
 /// fallback for lane files). Where the branch merges comes from the claim and the
-/// lane, never from the caller's environment (`land`'s module doc).
+/// lane, never from the caller's environment (`phase_done`'s module doc).
 fn phase_done(
     s: &mut dyn Authority,
     env: &Env,
     id: &str,
     holder: Option<&Holder>,
-) -> Result<crate::land::Landed> {
+) -> Result<crate::phase_done::Landed> {
     let runner = crate::git::Runner::new(std::env::vars_os());
     let lanes_dir = env.lanes_dir().ok();
-    crate::land::complete_phase(
+    crate::phase_done::complete_phase(
         s,
-        &crate::land::PhaseDone {
+        &crate::phase_done::PhaseDone {
             task: id,
             holder,
             runner: &runner,

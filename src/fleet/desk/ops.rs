@@ -133,9 +133,9 @@ fn phase_done(task: &str, json: bool, seat: &Seat, opts: &FleetOptions) -> Resul
     let holder = Holder::fenced(seat.session.clone(), seat.fence);
     let runner = crate::git::Runner::new(opts.vars.clone());
     let lanes = opts.repo.join("lanes");
-    let landed = crate::land::complete_phase(
+    let landed = crate::phase_done::complete_phase(
         &mut *store,
-        &crate::land::PhaseDone {
+        &crate::phase_done::PhaseDone {
             task: &task.id,
             holder: Some(&holder),
             runner: &runner,

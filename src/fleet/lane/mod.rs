@@ -7,7 +7,7 @@
 //!   by renewal (`renew --successor`), never by release; the successor resumes the same
 //!   conversation when the profile can.
 //! - Three deaths within [`CRASH_WINDOW`] hold the lane, with a hold that doubles each
-//!   time (`fleet::hold`); the operator can lift it
+//!   time (`fleet::crash_loop`); the operator can lift it
 //!   (`spice fleet lift`). The claim is renewed while held.
 //! - Renewal is fenced. A claim taken over by someone else is noticed on the next
 //!   tick: the agent is told through a steering item and stopped after
@@ -36,11 +36,11 @@
 
 mod bed;
 mod budget;
-mod carry;
+mod crash_hold;
 mod drive;
-mod holding;
 mod idle;
 mod interrupted;
+mod lineage;
 mod machine;
 mod pool;
 mod prepare;
@@ -56,7 +56,7 @@ use prepare::Prepared;
 pub use stages::{bases, check_beds, check_hooks, release_claims, Released};
 
 use super::activity::Activity;
-use super::hold::CrashLoop;
+use super::crash_loop::CrashLoop;
 use super::{launch, FleetOptions, LaneReport};
 use crate::agent::inflight;
 use crate::alloc::{next, Filter};
@@ -336,11 +336,11 @@ impl Lane<'_> {
                 return Ok(());
             }
             // The ledger, not the row, says what the claim's sessions carried.
-            let carry::Carried {
+            let lineage::Carried {
                 lineage,
                 conversation,
                 transcript,
-            } = carry::carried(&self.store.ledger(&claim.task_id)?, &claim.claimant);
+            } = lineage::carried(&self.store.ledger(&claim.task_id)?, &claim.claimant);
             let session = uuid::Uuid::new_v4().to_string();
             let passed = self.store.renew(
                 &claim.task_id,

@@ -38,7 +38,7 @@ pub(super) struct Live {
     /// Steering keys given to this session (in its brief or typed in).
     pub pasted: HashSet<String>,
     /// The conversation and transcript last written to the ledger for this session
-    /// (what a successor after a restart resumes, see `carry`).
+    /// (what a successor after a restart resumes, see `lineage`).
     pub noted: (Option<String>, Option<String>),
     /// The store's change token when the claim was last read.
     pub seen_version: Option<i64>,

@@ -48,7 +48,7 @@ impl Lane<'_> {
         let successor = !self.row.lineage.is_empty();
         // A successor, or a headless session's next turn, continues the conversation.
         // The conversation a resumed session continues is the one the claim's sessions
-        // launched on or the agent named (`carry`); a claim whose sessions never
+        // launched on or the agent named (`lineage`); a claim whose sessions never
         // launched has none to resume, so it starts afresh.
         let conversation = self
             .row
@@ -357,7 +357,7 @@ impl Lane<'_> {
 
     /// Takes the conversation id the transcript gives (Codex names its own; a resume
     /// must use that name) and records conversation and transcript in the ledger when
-    /// they changed since `noted`: what a successor after a restart resumes (`carry`).
+    /// they changed since `noted`: what a successor after a restart resumes (`lineage`).
     pub(super) fn conversation_named(
         &mut self,
         task: &str,

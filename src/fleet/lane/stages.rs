@@ -95,7 +95,7 @@ pub fn run_stage(
         worktree,
         base: site.base,
         home: Some(site.home.to_path_buf()),
-        bed: crate::land::bed_of(store, worktree),
+        bed: crate::phase_done::bed_of(store, worktree),
     };
     let run = std::thread::scope(|s| {
         let running = s.spawn(|| hooks::run_hook(hook, &ev, None));

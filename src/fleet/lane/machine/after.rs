@@ -5,7 +5,7 @@
 //! is due in every loop that holds a claim ([`Renewer`]).
 
 use super::{End, Holding};
-use crate::fleet::hold::CrashLoop;
+use crate::fleet::crash_loop::CrashLoop;
 use std::time::{Duration, Instant};
 
 /// What follows a session's end.

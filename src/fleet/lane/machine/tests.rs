@@ -1,7 +1,7 @@
 //! Every transition of the lane's machine, on made-up instants.
 
 use super::*;
-use crate::fleet::hold::{CrashLoop, HOLD_FIRST};
+use crate::fleet::crash_loop::{CrashLoop, HOLD_FIRST};
 
 const S: Duration = Duration::from_secs(1);
 

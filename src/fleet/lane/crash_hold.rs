@@ -4,7 +4,7 @@
 use super::machine::{self, HoldNext, Renewer};
 use super::{Lane, Work, TICK};
 use crate::error::Result;
-use crate::fleet::hold::{CRASH_DEATHS, CRASH_WINDOW};
+use crate::fleet::crash_loop::{CRASH_DEATHS, CRASH_WINDOW};
 use crate::store::{Holder, LaneState};
 use serde_json::json;
 use std::time::{Duration, Instant};
