@@ -141,7 +141,7 @@ pub(crate) fn blocked(id: &str, blocker: &str) -> ClaimError {
 }
 
 /// Who holds a claimed task, and how a lapsed lease is taken over.
-pub(crate) fn held(id: &str, c: &Claim, now: Micros) -> String {
+fn held(id: &str, c: &Claim, now: Micros) -> String {
     if c.is_live(now) {
         format!("it is held by {}", describe(c, now))
     } else {

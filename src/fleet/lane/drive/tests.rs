@@ -138,6 +138,23 @@ fn transcript(events: u64, turn_ended: bool) -> Event {
     }
 }
 
+/// The agent ended by itself, cleanly.
+fn exited() -> Event {
+    Event::Exited {
+        how: "exited with 0".into(),
+        clean: true,
+    }
+}
+
+/// What the loop did, renewals left out.
+fn besides_renewals(world: &World) -> Vec<Action> {
+    world
+        .actions()
+        .into_iter()
+        .filter(|a| *a != Action::Renew)
+        .collect()
+}
+
 /// Within one tick after `at`.
 fn about(got: Duration, at: Duration) -> bool {
     got >= at && got <= at + TICK
@@ -183,14 +200,7 @@ fn a_silent_start_is_reported_renewals_come_on_time_and_a_takeover_stops_the_age
 fn a_budget_crossed_at_the_turn_end_pauses_the_lane_until_a_raise_resumes_it() {
     let mut world = World::new(vec![
         (5 * S, Sense::Transcript, transcript(4, true)),
-        (
-            300 * S,
-            Sense::Process,
-            Event::Exited {
-                how: "exited with 0".into(),
-                clean: true,
-            },
-        ),
+        (300 * S, Sense::Process, exited()),
     ]);
     world.budgets = vec![
         (
@@ -261,11 +271,7 @@ fn a_takeover_while_paused_tells_the_agent_and_ends_the_pause() {
     world.renewal_refused = Some((Duration::ZERO, Holding::Other("them".into())));
     let (end, _) = world.run(rules());
     assert_eq!(end, End::Lost("them".into()));
-    let kinds: Vec<Action> = world
-        .actions()
-        .into_iter()
-        .filter(|a| !matches!(a, Action::Renew))
-        .collect();
+    let kinds = besides_renewals(&world);
     assert_eq!(
         kinds,
         [
@@ -300,14 +306,7 @@ fn an_agent_that_exits_while_paused_ends_its_session_when_the_pause_ends() {
     // A headless agent's turn ends with its process: the pause outlasts it, one pause.
     let mut world = World::new(vec![
         (5 * S, Sense::Transcript, transcript(4, true)),
-        (
-            6 * S,
-            Sense::Process,
-            Event::Exited {
-                how: "exited with 0".into(),
-                clean: true,
-            },
-        ),
+        (6 * S, Sense::Process, exited()),
     ]);
     world.budgets = vec![
         (Duration::ZERO, Budget::Crossed("budget: over".into())),
@@ -315,11 +314,7 @@ fn an_agent_that_exits_while_paused_ends_its_session_when_the_pause_ends() {
     ];
     let (end, _) = world.run(rules());
     assert_eq!(end, End::Exited("exited with 0".into(), true));
-    let kinds: Vec<Action> = world
-        .actions()
-        .into_iter()
-        .filter(|a| !matches!(a, Action::Renew))
-        .collect();
+    let kinds = besides_renewals(&world);
     assert_eq!(
         kinds,
         [
