@@ -96,10 +96,7 @@ fn micros(t: SystemTime) -> i64 {
 }
 
 fn agent_name(a: Agent) -> &'static str {
-    match a {
-        Agent::Claude => "claude",
-        Agent::Codex => "codex",
-    }
+    a.name()
 }
 
 /// The hash naming an original path in the archive.

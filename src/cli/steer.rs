@@ -408,6 +408,7 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
         desk: ctx.desk,
         targets: ctx.targets,
         backoff: ctx.backoff,
+        readout: std::env::var(exec::DELIVERY_VAR).as_deref() != Ok(exec::DELIVER_MESSAGE),
     };
     exec::run(cfg, Arc::new(SystemClock))
 }

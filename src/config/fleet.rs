@@ -448,7 +448,7 @@ mod tests {
             [
                 "lanes/-c.toml:1:1: invalid lane name '-c': use letters, digits, '-' and '_', not starting with '-' (at most 64)",
                 "lanes/a.toml:1:1: lane 'a' differs from lane 'A' (lanes/A.toml) only in case",
-                "lanes/a.toml:1:11: unknown profile 'nope' (known: claude, claude-headless, codex, codex-headless, demo)",
+                "lanes/a.toml:1:11: unknown profile 'nope' (known: claude, claude-headless, codex, codex-headless, demo, gemini, gemini-headless, qwen, qwen-headless)",
                 "lanes/b.toml:2:9: field 'lease': invalid duration 'x': expected number at 0 (try 30s, 15m, 2h)",
                 "profiles/broken.toml:1:11: 'command' must not be empty: its first element is the program",
             ]

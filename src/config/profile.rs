@@ -5,10 +5,11 @@
 //! resume = ["claude", "--resume", "{session_id}"]   # optional
 //! mode = "pty"                                      # or "headless"; default "pty"
 //! hooks = ["claude-post-tool-use"]                  # hook kinds the agent supports
+//! deliver = "output"                                # or "message" (see `Deliver`)
 //! [env]                                             # literal values
 //! DISABLE_TELEMETRY = "1"
 //! [transcript]                                      # absent: format "none"
-//! format = "claude"                                 # "claude" | "codex" | "none"
+//! format = "claude"   # "claude" | "codex" | "gemini" | "qwen" | "terminal" | "none"
 //! dir = "{home}/.claude/projects/{cwd_slug}"
 //! glob = "{session_id}.jsonl"
 //! ```
@@ -31,9 +32,14 @@
 //! the format records one, as Codex's `session_meta` does) is the worktree. A glob that
 //! uses `{session_id}` names the file outright (Claude's `--session-id`).
 //!
-//! Built-in profiles (`claude`, `codex`, their print-mode twins `claude-headless` and
-//! `codex-headless`, and `demo`) are TOML under `builtin/`, compiled in and parsed by
-//! the same strict parser; a file of the same name replaces one.
+//! Format `"terminal"` takes no `dir` or `glob`: a CLI spice has no decoder for is read
+//! from the lane's own recording of its terminal (`transcript::terminal`), so its
+//! prose's ACKs retire steering and a prompt it stops on is a turn's end.
+//!
+//! Built-in profiles (`claude`, `codex`, `gemini`, `qwen`, their print-mode twins
+//! `claude-headless`, `codex-headless`, `gemini-headless` and `qwen-headless`, and
+//! `demo`) are TOML under `builtin/`, compiled in and parsed by the same strict
+//! parser; a file of the same name replaces one.
 
 mod template;
 
@@ -47,7 +53,7 @@ use toml::Spanned;
 use Placeholder as P;
 
 /// The profiles compiled into the binary, as (name, TOML text).
-pub const BUILTIN: [(&str, &str); 5] = [
+pub const BUILTIN: [(&str, &str); 9] = [
     ("claude", include_str!("builtin/claude.toml")),
     ("codex", include_str!("builtin/codex.toml")),
     (
@@ -59,6 +65,13 @@ pub const BUILTIN: [(&str, &str); 5] = [
         include_str!("builtin/codex-headless.toml"),
     ),
     ("demo", include_str!("builtin/demo.toml")),
+    ("gemini", include_str!("builtin/gemini.toml")),
+    (
+        "gemini-headless",
+        include_str!("builtin/gemini-headless.toml"),
+    ),
+    ("qwen", include_str!("builtin/qwen.toml")),
+    ("qwen-headless", include_str!("builtin/qwen-headless.toml")),
 ];
 
 /// How the agent runs.
@@ -75,6 +88,32 @@ pub enum Mode {
     Headless,
 }
 
+/// How steering reaches the agent while it works.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Deliver {
+    /// On the output of its commands (`spice exec`, the shell redirector) and its
+    /// hooks, and typed in when its turn ends.
+    #[default]
+    Output,
+    /// As the user's message only: typed into its terminal as soon as it is pending
+    /// (a TUI that queues text typed while it works sends it when it can), or the
+    /// next turn of a headless agent. For CLIs that tell their model to ignore
+    /// directives found in tool output (Gemini CLI's `<untrusted_context>`).
+    Message,
+}
+
+impl Deliver {
+    /// How the lane row says it.
+    pub fn describe(self, mode: Mode) -> &'static str {
+        match (self, mode) {
+            (Deliver::Output, _) => "command output",
+            (Deliver::Message, Mode::Pty) => "typed message",
+            (Deliver::Message, Mode::Headless) => "next turn",
+        }
+    }
+}
+
 /// A hook mechanism the agent offers for delivering steering between tool calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -89,16 +128,44 @@ pub enum Hook {
 pub enum Format {
     Claude,
     Codex,
+    /// Gemini CLI's session files (`transcript::gemini`).
+    Gemini,
+    /// Qwen Code's session files (`transcript::qwen`).
+    Qwen,
+    /// The lane's own recording of the agent's terminal: its replies read from its
+    /// screen (`transcript::terminal`), for a CLI spice has no decoder for.
+    Terminal,
     None,
+}
+
+impl Format {
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Claude => "claude",
+            Format::Codex => "codex",
+            Format::Gemini => "gemini",
+            Format::Qwen => "qwen",
+            Format::Terminal => "terminal",
+            Format::None => "none",
+        }
+    }
 }
 
 /// Where a session's transcript is and how to read it (see the module docs).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Transcript {
-    /// `Claude` or `Codex`: a profile with format "none" has no `Transcript`.
+    /// Never `None`: a profile with format "none" has no `Transcript`.
     pub format: Format,
-    pub dir: Template,
-    pub glob: Template,
+    /// The directory and file pattern of the agent's own transcript; `None` exactly
+    /// for format "terminal", whose transcript is the lane's recording.
+    pub files: Option<(Template, Template)>,
+}
+
+impl Transcript {
+    /// The transcript's directory, when the agent writes its own.
+    pub fn dir(&self) -> Option<&Template> {
+        self.files.as_ref().map(|(d, _)| d)
+    }
 }
 
 /// Where a profile came from.
@@ -119,6 +186,7 @@ pub struct Profile {
     pub env: BTreeMap<String, String>,
     pub transcript: Option<Transcript>,
     pub hooks: Vec<Hook>,
+    pub deliver: Deliver,
     /// What the agent itself keeps outside its worktree and may write when confined
     /// (its transcripts, settings, caches): `{home}/…` or absolute paths.
     pub writable: Vec<Template>,
@@ -161,6 +229,8 @@ struct RawProfile {
     transcript: Option<Spanned<RawTranscript>>,
     #[serde(default)]
     hooks: Vec<Hook>,
+    #[serde(default)]
+    deliver: Deliver,
     #[serde(default)]
     writable: Vec<Spanned<String>>,
 }
@@ -238,6 +308,7 @@ pub fn parse(
             .collect(),
         transcript,
         hooks: raw.hooks,
+        deliver: raw.deliver,
         writable,
     })
 }
@@ -254,8 +325,16 @@ fn transcript(
         let v = value.as_ref()?;
         let name = format!("transcript.{field}");
         let parsed = template(text, &name, v, &Placeholder::TRANSCRIPT, at);
-        if t.format == Format::None {
-            let reason = format!("'{name}' is meaningless with format \"none\"");
+        if matches!(t.format, Format::None | Format::Terminal) {
+            let reason = format!(
+                "'{name}' is meaningless with format \"{}\"{}",
+                t.format.name(),
+                if t.format == Format::Terminal {
+                    " (the transcript is the lane's recording of the terminal)"
+                } else {
+                    ""
+                }
+            );
             at(v.span().start, reason);
         }
         parsed.map(|p| (p, v.span().start))
@@ -277,12 +356,19 @@ fn transcript(
             at(*offset, reason.into());
         }
     }
-    if t.format == Format::None {
-        return None;
+    match t.format {
+        Format::None => return None,
+        Format::Terminal => {
+            return Some(Transcript {
+                format: t.format,
+                files: None,
+            })
+        }
+        Format::Claude | Format::Codex | Format::Gemini | Format::Qwen => {}
     }
     for (field, value) in [("dir", &t.dir), ("glob", &t.glob)] {
         if value.is_none() {
-            let format = format_name(t.format);
+            let format = t.format.name();
             let reason = format!(
                 "missing field 'transcript.{field}' (needed to find a \"{format}\" transcript)"
             );
@@ -291,17 +377,8 @@ fn transcript(
     }
     Some(Transcript {
         format: t.format,
-        dir: dir?.0,
-        glob: glob?.0,
+        files: Some((dir?.0, glob?.0)),
     })
-}
-
-fn format_name(f: Format) -> &'static str {
-    match f {
-        Format::Claude => "claude",
-        Format::Codex => "codex",
-        Format::None => "none",
-    }
 }
 
 /// Parses an argv template array; problems go to `at` and the bad elements are dropped
@@ -459,7 +536,7 @@ mod tests {
         );
         let t = p.transcript.unwrap();
         assert_eq!(
-            (t.format, t.dir.as_str()),
+            (t.format, t.dir().unwrap().as_str()),
             (Format::Claude, "{home}/.claude/projects/{cwd_slug}")
         );
         assert_eq!(p.hooks, [Hook::ClaudePostToolUse]);

@@ -19,6 +19,9 @@ pub struct BriefInput<'a> {
     /// Steering items pending for the session, framed as `spice exec` shows them: they
     /// go first, since agents may keep only the start of a long message.
     pub steering: Option<&'a str>,
+    /// Whether steering comes as the user's messages (`deliver = "message"`) rather
+    /// than on the stderr of its commands.
+    pub as_messages: bool,
 }
 
 pub fn compose(b: &BriefInput<'_>) -> String {
@@ -36,10 +39,15 @@ pub fn compose(b: &BriefInput<'_>) -> String {
     if !t.body.trim().is_empty() {
         s.push_str(&format!("{}\n\n", t.body.trim()));
     }
+    let appear = if b.as_messages {
+        "They come as messages from the user"
+    } else {
+        "They appear on the stderr of your shell commands"
+    };
     s.push_str(&format!(
         "Phase: {phase}. Your working directory is a git worktree on its own branch; commit your work there.\n\n\
-         Steering: the operator may send you instructions. They appear on the stderr of your shell \
-         commands inside a box starting with \"spice:\", each with a key like [dZxPMZGfr]. Answer every \
+         Steering: the operator may send you instructions. {appear} \
+         inside a box starting with \"spice:\", each with a key like [dZxPMZGfr]. Answer every \
          one in your next reply, on its own line: ACK <key>: <what you did> or NACK <key>: <why not>.\n\n\
          When the phase is done and committed, run: {spice} task phase {id} --done --claimant {session}\n",
         phase = t.phase,
@@ -74,6 +82,7 @@ mod tests {
 
     fn input<'a>(task: &'a Task, interrupted: &'a [String]) -> BriefInput<'a> {
         BriefInput {
+            as_messages: false,
             task,
             lane: "a",
             session: "s2",

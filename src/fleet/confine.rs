@@ -112,7 +112,7 @@ pub fn session(
         .profile
         .transcript
         .as_ref()
-        .and_then(|t| t.dir.expand(value))
+        .and_then(|t| t.dir()?.expand(value))
     {
         let _ = std::fs::create_dir_all(&dir);
         write.push(PathBuf::from(dir));

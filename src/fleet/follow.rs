@@ -21,25 +21,49 @@ use std::time::{Duration, Instant, SystemTime};
 /// How often a transcript named by a pattern is looked for until found.
 const LOCATE_EVERY: Duration = Duration::from_secs(1);
 
+/// Where to look for a transcript whose name has a wildcard.
+#[derive(Debug, Clone)]
+pub(super) struct Search {
+    pub dir: PathBuf,
+    /// The file pattern under `dir`, placeholders expanded.
+    pub glob: String,
+    pub agent: Agent,
+    /// The conversation id the agent was given: Gemini CLI's files name their session
+    /// but not their directory, so they are told apart by it.
+    pub conversation: Option<String>,
+}
+
 /// Where the profile says a session's transcript is: the exact file when the name has
-/// no wildcard, else the directory to search, with the format to read.
+/// no wildcard, else where to search, with the format to read.
 pub(super) fn transcript_place(
     cfg: &LaneConfig,
     value: &dyn Fn(Placeholder) -> Option<String>,
-) -> (Option<PathBuf>, Option<(PathBuf, Agent)>) {
+) -> (Option<PathBuf>, Option<Search>) {
     let Some(t) = cfg.profile.transcript.as_ref() else {
         return (None, None);
     };
     let agent = match t.format {
         Format::Claude => Agent::Claude,
         Format::Codex => Agent::Codex,
-        Format::None => return (None, None),
+        Format::Gemini => Agent::Gemini,
+        Format::Qwen => Agent::Qwen,
+        // The recording: the session knows where it is.
+        Format::Terminal | Format::None => return (None, None),
     };
-    let (Some(dir), Some(name)) = (t.dir.expand(value), t.glob.expand(value)) else {
+    let Some((dir, glob)) = &t.files else {
         return (None, None);
     };
-    if name.contains('*') {
-        (None, Some((PathBuf::from(dir), agent)))
+    let (Some(dir), Some(name)) = (dir.expand(value), glob.expand(value)) else {
+        return (None, None);
+    };
+    if name.contains(['*', '?']) {
+        let search = Search {
+            dir: PathBuf::from(dir),
+            glob: name,
+            agent,
+            conversation: value(Placeholder::SessionId),
+        };
+        (None, Some(search))
     } else {
         (Some(PathBuf::from(dir).join(name)), None)
     }
@@ -49,7 +73,7 @@ pub(super) fn transcript_place(
 /// file whose recorded cwd is the worktree), then scanned.
 pub(super) struct Follow {
     pub path: Option<PathBuf>,
-    search: Option<(PathBuf, Agent)>,
+    search: Option<Search>,
     scanner: Option<Scanner>,
     /// Whether the transcript is Claude Code's (known once it is read).
     claude: Option<bool>,
@@ -68,7 +92,7 @@ impl Follow {
     /// (written since `launched_at`), on behalf of `writer`.
     pub fn new(
         path: Option<PathBuf>,
-        search: Option<(PathBuf, Agent)>,
+        search: Option<Search>,
         launched_at: SystemTime,
         writer: Vec<Target>,
     ) -> Follow {
@@ -92,8 +116,8 @@ impl Follow {
     ) -> Result<Option<crate::transcript::acks::ScanReport>> {
         if self.path.is_none() && self.looked.is_none_or(|t| t.elapsed() >= LOCATE_EVERY) {
             self.looked = Some(Instant::now());
-            if let Some((dir, agent)) = &self.search {
-                self.path = discover(dir, *agent, worktree, self.launched_at);
+            if let Some(search) = &self.search {
+                self.path = discover(search, worktree, self.launched_at);
             }
         }
         let Some(path) = self.path.as_ref().filter(|p| p.exists()) else {
@@ -162,8 +186,8 @@ impl Follow {
     /// waiting for the next search would miss it).
     pub fn locate_now(&mut self, worktree: &Path) {
         if self.path.is_none() {
-            if let Some((dir, agent)) = &self.search {
-                self.path = discover(dir, *agent, worktree, self.launched_at);
+            if let Some(search) = &self.search {
+                self.path = discover(search, worktree, self.launched_at);
             }
         }
     }
@@ -173,43 +197,46 @@ impl Follow {
 /// with the id it names its conversation by: what a successor resumes when the
 /// session that wrote it ended (a supervisor killed within a second of its launch)
 /// before its lane found it. The newest file whose cwd is the worktree, of any age.
-pub(super) fn recover(search: &(PathBuf, Agent), worktree: &Path) -> Option<(PathBuf, String)> {
-    let (dir, agent) = search;
+pub(super) fn recover(search: &Search, worktree: &Path) -> Option<(PathBuf, String)> {
     let path = discover(
-        dir,
-        *agent,
+        search,
         worktree,
         SystemTime::UNIX_EPOCH + Duration::from_secs(2),
     )?;
-    let id = crate::transcript::discover::describe(&path, *agent)?.session_id?;
+    let id = crate::transcript::discover::describe(&path, search.agent)?.session_id?;
     Some((path, id))
 }
 
-/// The newest transcript under `dir` (recursively for Codex's dated tree), modified
-/// since the launch, whose first records name `worktree` as their cwd: how Codex
-/// rollouts, named by time, are told apart.
-fn discover(dir: &Path, agent: Agent, worktree: &Path, since: SystemTime) -> Option<PathBuf> {
+/// The transcript under the search's directory, modified since the launch, that is
+/// the session's: for Codex and Qwen Code the newest whose first records name
+/// `worktree` as their cwd (Codex rollouts are named by time); for Gemini CLI the one
+/// naming the conversation, the largest if several (a resume in a later minute
+/// writes a stub beside the file it appends to).
+fn discover(search: &Search, worktree: &Path, since: SystemTime) -> Option<PathBuf> {
+    use crate::transcript::discover::{codex_rollouts, describe, glob_files};
     let want = std::fs::canonicalize(worktree).unwrap_or_else(|_| worktree.to_path_buf());
     let since = since - Duration::from_secs(2);
-    let files: Vec<PathBuf> = match agent {
-        Agent::Codex => crate::transcript::discover::codex_rollouts(dir),
-        Agent::Claude => std::fs::read_dir(dir)
-            .map(|rd| {
-                rd.flatten()
-                    .map(|e| e.path())
-                    .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-                    .collect()
-            })
-            .unwrap_or_default(),
+    let files: Vec<PathBuf> = match search.agent {
+        Agent::Codex => codex_rollouts(&search.dir),
+        Agent::Terminal => Vec::new(),
+        Agent::Claude | Agent::Gemini | Agent::Qwen => glob_files(&search.dir, &search.glob),
     };
-    files
+    let found = files
         .into_iter()
         .filter(|p| {
             std::fs::metadata(p)
                 .and_then(|m| m.modified())
                 .is_ok_and(|m| m >= since)
         })
-        .filter_map(|p| crate::transcript::discover::describe(&p, agent))
+        .filter_map(|p| describe(&p, search.agent));
+    if search.agent == Agent::Gemini {
+        let id = search.conversation.as_deref()?;
+        return found
+            .filter(|f| f.session_id.as_deref() == Some(id))
+            .max_by_key(|f| f.size)
+            .map(|f| f.path);
+    }
+    found
         .filter(|f| {
             f.cwd
                 .as_deref()

@@ -107,6 +107,12 @@ pub(super) fn environment(
     if let Some(remote) = &cfg.lane.push {
         env.push(("SPICE_PUSH".into(), remote.clone()));
     }
+    if cfg.profile.deliver == crate::config::profile::Deliver::Message {
+        env.push((
+            crate::steer::exec::DELIVERY_VAR.into(),
+            crate::steer::exec::DELIVER_MESSAGE.into(),
+        ));
+    }
     env.extend(cfg.profile.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     env.extend(
         cfg.lane

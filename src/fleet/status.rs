@@ -49,6 +49,14 @@ pub struct LaneStatus {
     /// lane file gives the next one; `null` when neither is known (the console, for a
     /// lane with no session).
     pub sandbox: Option<String>,
+    /// Where the lane reads its agent's replies: its transcript's format (`claude`,
+    /// `codex`, `gemini`, `qwen`), `terminal` (the recording of its screen) or
+    /// `none`; `null` where the lane file is not read.
+    pub reads: Option<&'static str>,
+    /// How steering reaches its agent while it works (`command output`, `typed
+    /// message`, `next turn`: `config::profile::Deliver::describe`); `null` where the
+    /// lane file is not read.
+    pub delivers: Option<&'static str>,
     /// From the lane file; `null` where it is not read (the console).
     pub enabled: Option<bool>,
     /// Whether its agent binary was found; `null` where the lane file is not read.
@@ -297,6 +305,13 @@ pub fn status(
         };
         lanes.push(LaneStatus {
             sandbox,
+            reads: e.config.map(|c| {
+                c.profile
+                    .transcript
+                    .as_ref()
+                    .map_or("none", |t| t.format.name())
+            }),
+            delivers: e.config.map(|c| c.profile.deliver.describe(c.profile.mode)),
             lane: e.name.clone(),
             profile: e
                 .config

@@ -54,6 +54,12 @@ pub const SETTLE: Duration = Duration::from_millis(30);
 /// How long the command runs before the wrapper watches the store for changes.
 const WATCH_AFTER: Duration = Duration::from_millis(50);
 
+/// The variable a lane sets in its agent's environment to say how steering reaches
+/// it: [`DELIVER_MESSAGE`] when its profile delivers steering as the user's messages
+/// (`deliver = "message"`), so the wrapper shows none on stderr.
+pub const DELIVERY_VAR: &str = "SPICE_DELIVER";
+pub const DELIVER_MESSAGE: &str = "message";
+
 /// Everything the wrapper needs, gathered by the CLI layer.
 pub struct ExecConfig {
     pub argv: Vec<OsString>,
@@ -68,6 +74,9 @@ pub struct ExecConfig {
     /// Whom the items must be addressed to (session, lane, worktree).
     pub targets: Vec<Target>,
     pub backoff: Vec<Duration>,
+    /// Whether steering is shown on stderr: not when the agent's profile delivers
+    /// it as messages (its CLI tells its model to ignore directives in tool output).
+    pub readout: bool,
 }
 
 const SIGNALS: [Signal; 5] = [
@@ -92,6 +101,7 @@ pub fn run(cfg: ExecConfig, clock: Arc<dyn Clock>) -> Result<i32> {
         retry_at: None,
         failing: false,
         targets: cfg.targets,
+        readout: cfg.readout,
         backoff: if cfg.backoff.is_empty() {
             BACKOFF.to_vec()
         } else {
@@ -355,6 +365,7 @@ struct Shower {
     /// Said on stderr that steering is unavailable, and not back since: said once.
     failing: bool,
     targets: Vec<Target>,
+    readout: bool,
     backoff: Vec<Duration>,
     /// Items shown by this run: when each is due again and how many times it was shown.
     schedule: HashMap<String, (Instant, usize)>,
@@ -424,6 +435,9 @@ impl Shower {
     }
 
     fn show(&mut self, moment: Moment) {
+        if !self.readout {
+            return;
+        }
         let Some((items, wall)) = self.read() else {
             return;
         };

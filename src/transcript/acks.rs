@@ -90,6 +90,9 @@ pub struct Scanner {
     /// among them) belongs to that turn and does not start another.
     ended_at: Option<crate::clock::Micros>,
     meter: Option<(Meter, Calls)>,
+    /// Whether every line is the agent's text (a terminal recording): then quiet
+    /// after text is no turn's end, only a prompt is.
+    all_text: bool,
 }
 
 impl Scanner {
@@ -102,6 +105,7 @@ impl Scanner {
             turn: super::turn::Turn::default(),
             ended_at: None,
             meter: None,
+            all_text: false,
         }
     }
 
@@ -125,6 +129,7 @@ impl Scanner {
                 .map_err(|e| Error::input(format!("{}: {e}", self.path.display())))?;
             let key = canonical.display().to_string();
             let agent = super::detect_file(&canonical)?;
+            self.all_text = agent == super::event::Agent::Terminal;
             let from = store.transcript_checkpoint(&key)?;
             let carry = store.usage_carry(&key)?;
             self.meter = Some(Meter::resume(agent, carry.as_deref()));
@@ -224,7 +229,7 @@ impl Scanner {
                     _ if neutral => report.turn_ended,
                     _ => Some(false),
                 };
-                if !neutral && !matches!(e.kind, EventKind::TurnEnd) {
+                if !neutral && !self.all_text && !matches!(e.kind, EventKind::TurnEnd) {
                     report.text_last = Some(matches!(e.kind, EventKind::AssistantText { .. }));
                 }
             }

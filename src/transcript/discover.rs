@@ -121,6 +121,77 @@ pub fn claude_subagent_files(main: &Path, since: SystemTime) -> Vec<PathBuf> {
     out
 }
 
+/// The files under `dir` matching `pattern`: components separated by `/`, where `*`
+/// matches any run of characters within one component and `?` one character. At most
+/// [`GLOB_MAX`] files, and never a symbolic link followed to a directory.
+pub fn glob_files(dir: &Path, pattern: &str) -> Vec<PathBuf> {
+    let parts: Vec<&str> = pattern.split('/').filter(|c| !c.is_empty()).collect();
+    let mut out = Vec::new();
+    walk_glob(dir, &parts, &mut out);
+    out
+}
+
+/// The most files [`glob_files`] returns.
+pub const GLOB_MAX: usize = 10_000;
+
+fn walk_glob(dir: &Path, parts: &[&str], out: &mut Vec<PathBuf>) {
+    let Some((first, rest)) = parts.split_first() else {
+        return;
+    };
+    if !first.contains(['*', '?']) {
+        let p = dir.join(first);
+        if rest.is_empty() {
+            if p.is_file() && out.len() < GLOB_MAX {
+                out.push(p);
+            }
+        } else if std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_dir()) {
+            walk_glob(&p, rest, out);
+        }
+        return;
+    }
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if !wildcard(first, name) {
+            continue;
+        }
+        let Ok(ty) = e.file_type() else { continue };
+        if rest.is_empty() {
+            if ty.is_file() && out.len() < GLOB_MAX {
+                out.push(e.path());
+            }
+        } else if ty.is_dir() {
+            walk_glob(&e.path(), rest, out);
+        }
+    }
+}
+
+/// Whether `name` matches `pattern` (`*`: any run, `?`: one character).
+pub fn wildcard(pattern: &str, name: &str) -> bool {
+    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
+    let (mut pi, mut ni, mut star, mut mark) = (0, 0, None, 0);
+    while ni < n.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
+            pi += 1;
+            ni += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some(pi);
+            mark = ni;
+            pi += 1;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            ni = mark;
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
+}
+
 /// Size, time and the identity fields from the first records of a session file.
 pub fn describe(path: &Path, agent: Agent) -> Option<SessionFile> {
     let md = std::fs::metadata(path).ok()?;
@@ -145,7 +216,9 @@ fn head_fields(path: &Path, agent: Agent) -> (Option<String>, Option<String>) {
     let mut seen = 0;
     super::head::records(f, |r| {
         match agent {
-            Agent::Claude => {
+            // A recording names no session and no directory.
+            Agent::Terminal => return false,
+            Agent::Claude | Agent::Qwen | Agent::Gemini => {
                 id = id.take().or_else(|| r.session_id.clone());
                 cwd = cwd.take().or_else(|| r.cwd.clone());
             }
@@ -172,6 +245,39 @@ fn head_fields(path: &Path, agent: Agent) -> (Option<String>, Option<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn globs_match_within_components() {
+        assert!(wildcard(
+            "session-*.jsonl",
+            "session-2026-12-07T02-36-0a1b2c3d.jsonl"
+        ));
+        assert!(wildcard("*", "x"));
+        assert!(wildcard("a?c*", "abc"));
+        assert!(!wildcard("session-*.jsonl", "session-x.json"));
+        assert!(!wildcard("a*b", "acbd"));
+        let d = tempfile::tempdir().unwrap();
+        for f in [
+            "p1/chats/s1.jsonl",
+            "p2/chats/s2.jsonl",
+            "p2/other/s3.jsonl",
+            "p3/chats/x.txt",
+        ] {
+            let p = d.path().join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, "").unwrap();
+        }
+        let mut found = glob_files(d.path(), "*/chats/*.jsonl");
+        found.sort();
+        assert_eq!(
+            found,
+            [
+                d.path().join("p1/chats/s1.jsonl"),
+                d.path().join("p2/chats/s2.jsonl")
+            ]
+        );
+        assert_eq!(glob_files(d.path(), "p1/chats/s1.jsonl").len(), 1);
+    }
 
     #[test]
     fn slugs_follow_claude() {

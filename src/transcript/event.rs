@@ -15,6 +15,35 @@ use serde::Serialize;
 pub enum Agent {
     Claude,
     Codex,
+    Gemini,
+    Qwen,
+    /// Any other CLI: its terminal recording read as its transcript
+    /// ([`super::terminal`]).
+    Terminal,
+}
+
+impl Agent {
+    /// The name files, the store and `--json` use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Agent::Claude => "claude",
+            Agent::Codex => "codex",
+            Agent::Gemini => "gemini",
+            Agent::Qwen => "qwen",
+            Agent::Terminal => "terminal",
+        }
+    }
+
+    /// The name people read.
+    pub fn product(self) -> &'static str {
+        match self {
+            Agent::Claude => "Claude Code",
+            Agent::Codex => "Codex",
+            Agent::Gemini => "Gemini CLI",
+            Agent::Qwen => "Qwen Code",
+            Agent::Terminal => "Terminal",
+        }
+    }
 }
 
 /// One thing that happened in a session.

@@ -29,6 +29,13 @@ pub struct Record {
     pub session_id: Option<String>,
     pub has_session_id: bool,
     pub has_parent_uuid: bool,
+    /// `version` and `width`: an asciicast recording's header.
+    pub has_version: bool,
+    pub has_width: bool,
+    /// `projectHash`: Gemini CLI's session header.
+    pub has_project_hash: bool,
+    /// `provenance`: on every Qwen Code record (Claude Code writes none).
+    pub has_provenance: bool,
     pub cwd: Option<String>,
     pub id: Option<String>,
     /// `payload.id` and `payload.cwd` (Codex's session_meta).
@@ -143,6 +150,10 @@ impl<'de> Visitor<'de> for RecordVisitor {
                         "instructions" => r.has_instructions = true,
                         "git" => r.has_git = true,
                         "parentUuid" => r.has_parent_uuid = true,
+                        "version" => r.has_version = true,
+                        "width" => r.has_width = true,
+                        "projectHash" => r.has_project_hash = true,
+                        "provenance" => r.has_provenance = true,
                         _ => {}
                     }
                     map.next_value::<IgnoredAny>()?;

@@ -13,7 +13,7 @@
 //! - Every field is written: each variant is destructured whole, so a field added to
 //!   the event model does not compile until it is written here too.
 
-use super::event::{Agent, ChangeKind, Event, EventKind, SessionMeta};
+use super::event::{ChangeKind, Event, EventKind, SessionMeta};
 use super::sanitize::write_json_str;
 use std::path::Path;
 
@@ -56,11 +56,14 @@ pub fn write_event(out: &mut Vec<u8>, e: &Event) {
             } = meta;
             opt_str(out, "session_id", session_id);
             key(out, "agent");
-            out.extend_from_slice(match agent {
-                Some(Agent::Claude) => b"\"claude\"",
-                Some(Agent::Codex) => b"\"codex\"",
-                None => b"null",
-            });
+            match agent {
+                Some(a) => {
+                    out.push(b'"');
+                    out.extend_from_slice(a.name().as_bytes());
+                    out.push(b'"');
+                }
+                None => out.extend_from_slice(b"null"),
+            }
             opt_str(out, "version", version);
             opt_str(out, "cwd", cwd);
             opt_str(out, "model", model);

@@ -1,7 +1,8 @@
-//! Transcripts: reading, following and briefing Claude Code and Codex sessions.
+//! Transcripts: reading, following and briefing Claude Code, Codex, Gemini CLI and
+//! Qwen Code sessions, and the terminal of any other CLI.
 //!
-//! [`event`] is the one model both agents decode into; [`claude`] and [`codex`] are
-//! the decoders; [`follow`] tails a growing file exactly once; [`detect`] tells
+//! [`event`] is the one model every agent decodes into; [`claude`], [`codex`],
+//! [`gemini`], [`qwen`] and [`terminal`] (an asciicast recording) are the decoders; [`follow`] tails a growing file exactly once; [`detect`] tells
 //! which agent wrote a file from its first records ([`head`], however long they are).
 
 pub mod acks;
@@ -11,10 +12,13 @@ pub mod codex;
 pub mod discover;
 pub mod event;
 pub mod follow;
+pub mod gemini;
 pub mod head;
 pub mod jsonl;
+pub mod qwen;
 pub mod render;
 pub use crate::sanitize;
+pub mod terminal;
 pub mod turn;
 pub mod usage;
 
@@ -42,6 +46,19 @@ fn detect_in(r: impl std::io::Read) -> Option<Agent> {
 fn agent_of(r: &head::Record) -> Option<Agent> {
     if !r.object {
         return None;
+    }
+    if r.has_version && r.has_width && r.ty.is_none() {
+        return Some(Agent::Terminal);
+    }
+    if r.has_project_hash && r.has_session_id {
+        return Some(Agent::Gemini);
+    }
+    if r.has_provenance && r.has_session_id {
+        return Some(Agent::Qwen);
+    }
+    // Gemini's messages: an id, a type of its own.
+    if r.has_id && matches!(r.ty.as_deref(), Some("gemini")) {
+        return Some(Agent::Gemini);
     }
     match r.ty.as_deref() {
         Some("session_meta" | "response_item" | "event_msg" | "turn_context" | "compacted")
@@ -75,6 +92,9 @@ pub fn decoder(agent: Agent) -> Box<dyn Decoder + Send> {
     match agent {
         Agent::Claude => Box::new(claude::ClaudeDecoder::new()),
         Agent::Codex => Box::new(codex::CodexDecoder::new()),
+        Agent::Gemini => Box::new(gemini::GeminiDecoder::new()),
+        Agent::Qwen => Box::new(qwen::QwenDecoder::new()),
+        Agent::Terminal => Box::new(terminal::TerminalDecoder::new()),
     }
 }
 
@@ -83,6 +103,9 @@ pub fn decoder_fn(agent: Agent) -> fn() -> Box<dyn Decoder + Send> {
     match agent {
         Agent::Claude => || decoder(Agent::Claude),
         Agent::Codex => || decoder(Agent::Codex),
+        Agent::Gemini => || decoder(Agent::Gemini),
+        Agent::Qwen => || decoder(Agent::Qwen),
+        Agent::Terminal => || decoder(Agent::Terminal),
     }
 }
 
@@ -92,7 +115,7 @@ pub fn detect_file(path: &std::path::Path) -> crate::Result<Agent> {
         .map_err(|e| crate::Error::input(format!("{}: {e}", path.display())))?;
     detect_in(f).ok_or_else(|| {
         crate::Error::input(format!(
-            "{}: not a Claude Code or Codex transcript",
+            "{}: not a Claude Code, Codex, Gemini CLI or Qwen Code transcript, nor a terminal recording",
             path.display()
         ))
     })

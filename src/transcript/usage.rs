@@ -111,20 +111,23 @@ impl Meter {
                 }
             }
             (Agent::Codex, false) => Delta::between(&Tokens::default(), &codex(&raw)),
-            (Agent::Claude, _) => match message_id {
-                Some(id) => {
-                    let key = key(id, request_id.as_deref());
-                    let old = match calls.seen.insert(key, raw) {
-                        Some(old) => old,
-                        None => {
-                            calls.order.push_back(key);
-                            Tokens::default()
-                        }
-                    };
-                    Delta::between(&old, &raw)
+            // Per-message figures, keyed by message (a terminal records none).
+            (Agent::Claude | Agent::Gemini | Agent::Qwen | Agent::Terminal, _) => {
+                match message_id {
+                    Some(id) => {
+                        let key = key(id, request_id.as_deref());
+                        let old = match calls.seen.insert(key, raw) {
+                            Some(old) => old,
+                            None => {
+                                calls.order.push_back(key);
+                                Tokens::default()
+                            }
+                        };
+                        Delta::between(&old, &raw)
+                    }
+                    None => Delta::between(&Tokens::default(), &raw),
                 }
-                None => Delta::between(&Tokens::default(), &raw),
-            },
+            }
         };
         (!delta.is_zero()).then(|| Counted {
             delta,

@@ -16,6 +16,9 @@
 //!   then :; fi`, restores and a `PATH` export, then the line `exec '<shell>' -c
 //!   '<command>'`, quoted the same way. Codex skips it while the session's snapshot is
 //!   not ready (a headless process's first command), and the command is then as is.
+//! - Gemini CLI (0.61): `shopt -u <options>; _bgpids_file=<file>`, then a subshell
+//!   `(`, its `trap 'jobs -p > "$_bgpids_file"' EXIT` line, the command verbatim (trimmed)
+//!   on the lines after it, `)`, `__code=$?` and `exit $__code`.
 //!
 //! Invariant: only text that parses as exactly such a wrapping is unwrapped, and the
 //! command word must be literal (quotes only: no expansion, no operator), so the result
@@ -29,6 +32,7 @@
 pub fn agent_command(recorded: &str) -> String {
     claude(recorded)
         .or_else(|| codex(recorded))
+        .or_else(|| gemini(recorded))
         .unwrap_or_else(|| recorded.to_string())
 }
 
@@ -82,6 +86,28 @@ fn codex(s: &str) -> Option<String> {
             }
             _ => None,
         })
+}
+
+/// What Gemini CLI puts around the command (see the module docs).
+const GEMINI_TRAP: &str = "\n(\n  trap 'jobs -p > \"$_bgpids_file\"' EXIT\n";
+const GEMINI_END: &str = "\n)\n__code=$?\nexit $__code";
+
+fn gemini(s: &str) -> Option<String> {
+    let (head, rest) = s.split_once(GEMINI_TRAP)?;
+    let head = head
+        .strip_prefix("shopt -u ")
+        .map_or(head, |h| h.split_once("; ").map_or(h, |(_, after)| after));
+    let file = head.strip_prefix("_bgpids_file=")?;
+    if file.contains('\n') || words(file)?.len() != 1 {
+        return None;
+    }
+    let command = rest.strip_suffix(GEMINI_END)?;
+    // A command ending in a backslash is given a space, so the `)` stays its own.
+    let command = match command.strip_suffix(' ') {
+        Some(c) if c.ends_with('\\') => c,
+        _ => command,
+    };
+    Some(command.to_string())
 }
 
 /// `s` as the shell would split it into words, when it is nothing but literal words
@@ -271,6 +297,35 @@ mod tests {
         assert!(wrapped.len() > 30_000, "{}", wrapped.len());
         assert_eq!(agent_command(&wrapped), command);
         assert_eq!(agent_command(&claude(&quoted)), command);
+    }
+
+    /// Gemini CLI 0.61's wrapping (its `wrapCommandForBackgroundPIDs` behind its shopt
+    /// guard), around commands of every shape: it does not quote them.
+    #[test]
+    fn gemini_clis_subshell_gives_the_agents_command() {
+        let wrap = |c: &str| {
+            format!(
+                "shopt -u promptvars nullglob extglob nocaseglob dotglob; _bgpids_file=/tmp/x/gemini-shell-Ab12/bgpids.tmp\n(\n  trap 'jobs -p > \"$_bgpids_file\"' EXIT\n{c}\n)\n__code=$?\nexit $__code"
+            )
+        };
+        for command in [
+            "echo start; sleep 120; echo 'never'",
+            "cat <<EOF\n)\n__code=$?\nEOF",
+            "ls \\",
+        ] {
+            let wrapped = if command.ends_with('\\') {
+                wrap(&format!("{command} "))
+            } else {
+                wrap(command)
+            };
+            assert_eq!(agent_command(&wrapped), command);
+        }
+        let no_guard = wrap("make test").replacen(
+            "shopt -u promptvars nullglob extglob nocaseglob dotglob; ",
+            "",
+            1,
+        );
+        assert_eq!(agent_command(&no_guard), "make test");
     }
 
     #[test]

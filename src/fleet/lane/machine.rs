@@ -185,6 +185,9 @@ pub(super) struct Rules {
     pub has_transcript: bool,
     /// Silence mid-turn for this long is a stall.
     pub stall_after: Duration,
+    /// An interactive agent whose profile delivers steering as messages: typed in
+    /// while it works too, once it has written (its TUI queues the text).
+    pub type_while_busy: bool,
 }
 
 /// One running session, as the lane knows it.
@@ -477,7 +480,9 @@ impl Session {
             self.last_renew = now;
             out.push(Action::Renew);
         }
-        if self.turn_over() && self.rules.interactive && self.paused.is_none() {
+        let busy = self.wrote && matches!(self.state, LaneState::Working | LaneState::Stalled);
+        let typeable = self.turn_over() || (self.rules.type_while_busy && busy);
+        if typeable && self.rules.interactive && self.paused.is_none() {
             out.push(Action::Deliver);
         }
     }

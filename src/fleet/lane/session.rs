@@ -10,7 +10,7 @@ use super::machine::{End, Holding, Rules, Session};
 use super::running::{Live, Running};
 use super::{Lane, Work};
 use crate::agent::{inflight, LaunchSpec};
-use crate::config::profile::{Mode, Placeholder};
+use crate::config::profile::{Deliver, Format, Mode, Placeholder};
 use crate::error::{Error, Result};
 use crate::fleet::follow::{transcript_place, Follow};
 use crate::fleet::{brief, launch};
@@ -73,6 +73,7 @@ impl Lane<'_> {
             from: interrupted_from,
         } = self.interrupted(work, &session, successor);
         let text = brief::compose(&brief::BriefInput {
+            as_messages: self.cfg.profile.deliver == Deliver::Message,
             task: &task,
             lane: &self.cfg.name,
             session: &session,
@@ -189,7 +190,11 @@ impl Lane<'_> {
         self.publish(true)?;
 
         let (exact, search) = transcript_place(cfg, &value);
-        let known = self.row.transcript.clone().map(PathBuf::from).or(exact);
+        // A terminal's transcript is this session's own recording, never an earlier one.
+        let known = match cfg.profile.transcript.as_ref().map(|t| t.format) {
+            Some(Format::Terminal) => Some(recording.clone()),
+            _ => self.row.transcript.clone().map(PathBuf::from).or(exact),
+        };
         let follow = Follow::new(known, search, launched_at, targets.clone());
         // The conscience hears the agent's prose on a thread beside the lane.
         let scope = crate::conscience::Scope {
@@ -214,6 +219,7 @@ impl Lane<'_> {
                 interactive: cfg.profile.mode == Mode::Pty,
                 has_transcript: cfg.profile.transcript.is_some(),
                 stall_after: cfg.stall_after,
+                type_while_busy: cfg.profile.deliver == Deliver::Message,
             },
             opts.clock.monotonic(),
         );
@@ -419,11 +425,7 @@ pub(super) fn renew_claim(
         Ok(_) => Ok(None),
         // Out of reach, or trouble in the store itself (busy, I/O): tried again at the
         // next renewal (a lease outlasts several).
-        Err(e)
-            if e.is_unreachable()
-                || (e.claim_refusal().is_none()
-                    && matches!(e, Error::Sqlite { .. } | Error::Io { .. })) =>
-        {
+        Err(e) if e.is_unreachable() || matches!(e, Error::Sqlite { .. } | Error::Io { .. }) => {
             row.last_error = Some(format!("renewing the claim: {e}"));
             Ok(None)
         }

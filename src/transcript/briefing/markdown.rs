@@ -9,11 +9,7 @@ use std::fmt::Write;
 
 pub fn markdown(b: &Briefing) -> String {
     let mut s = String::new();
-    let agent = match b.agent {
-        Some(Agent::Claude) => "Claude Code",
-        Some(Agent::Codex) => "Codex",
-        None => "unknown agent",
-    };
+    let agent = b.agent.map_or("unknown agent", Agent::product);
     let _ = writeln!(
         s,
         "# Briefing: {agent} session {}",

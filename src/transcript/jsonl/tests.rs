@@ -1,4 +1,5 @@
 use super::*;
+use crate::transcript::event::Agent;
 use crate::transcript::sanitize::json_line;
 use proptest::prelude::*;
 use std::path::PathBuf;

@@ -1,6 +1,8 @@
-//! A mock model server for the real-agent tests: the Anthropic Messages API (Claude
-//! Code) and the OpenAI Responses API (Codex), both streaming, on 127.0.0.1, run on a
-//! tokio runtime inside the test process.
+//! A mock model server for the real-agent tests, on 127.0.0.1, run on a tokio runtime
+//! inside the test process: the Anthropic Messages API (Claude Code), the OpenAI
+//! Responses API (Codex), the Gemini API (Gemini CLI) and OpenAI chat completions
+//! (Qwen Code), all streaming, and the one-line protocol of the tests' own one-tool
+//! agent ([`onetool`]).
 //!
 //! A test scripts the conversation as a sequence of [`Step`]s. Each *turn request* (one
 //! that offers tools and is not a compaction) takes the next step; once the script is
@@ -19,6 +21,9 @@
 #![allow(dead_code)]
 
 mod anthropic;
+mod chat;
+mod gemini;
+mod onetool;
 mod openai;
 
 use serde_json::Value;
@@ -268,6 +273,12 @@ pub fn last_user_text(l: &Logged) -> String {
         anthropic::last_user_text(&l.body)
     } else if l.path.starts_with("/v1/responses") {
         openai::last_user_text(&l.body)
+    } else if l.path.starts_with("/v1/chat/completions") {
+        chat::last_user_text(&l.body)
+    } else if l.path.starts_with("/v1beta/") {
+        gemini::last_user_text(&l.body)
+    } else if l.path == onetool::PATH {
+        onetool::last_user_text(&l.body)
     } else {
         String::new()
     }
@@ -286,6 +297,10 @@ fn conversation_strings<'a>(body: &'a Value, out: &mut Vec<&'a str>) {
     }
     walk(&body["messages"], out);
     walk(&body["input"], out);
+    walk(&body["contents"], out);
+    if let Value::String(s) = body {
+        out.push(s);
+    }
 }
 
 /// The spice briefs in the conversation a request carries, oldest first: for each,
@@ -375,7 +390,9 @@ fn handle(
     headers: Vec<(String, String)>,
     body: &[u8],
 ) -> warp::http::Response<String> {
-    let body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    // JSON, or the one-tool agent's plain text.
+    let body: Value = serde_json::from_slice(body)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(body).into_owned()));
     let mut st = state.lock().unwrap();
     st.calls += 1;
     let n = st.calls;
@@ -397,6 +414,33 @@ fn handle(
             let reply = next_reply(&mut st, &req);
             let resp = openai::respond(&body, &reply, n);
             (reply, resp, req.turn)
+        }
+        ("POST", "/v1/chat/completions") => {
+            let req = chat::parse(&body);
+            let reply = next_reply(&mut st, &req);
+            let resp = chat::respond(&body, &reply, n);
+            (reply, resp, req.turn)
+        }
+        ("POST", r)
+            if r.starts_with("/v1beta/models/") && r.ends_with(":streamGenerateContent") =>
+        {
+            let req = gemini::parse(&body);
+            let reply = next_reply(&mut st, &req);
+            let resp = gemini::respond(&body, &reply, n);
+            (reply, resp, req.turn)
+        }
+        ("POST", r) if r.starts_with("/v1beta/models/") && r.ends_with(":generateContent") => {
+            (Reply::Other, gemini::side_response(&body, n), false)
+        }
+        ("POST", r) if r.ends_with(":countTokens") => (
+            Reply::Other,
+            json_response(serde_json::json!({ "totalTokens": 100 }).to_string()),
+            false,
+        ),
+        ("POST", onetool::PATH) => {
+            let req = onetool::parse(&body);
+            let reply = next_reply(&mut st, &req);
+            (reply.clone(), onetool::respond(&reply), true)
         }
         // Bun's connectivity probe (`HEAD /`) and anything else: an empty 200.
         _ => (Reply::Other, json_response(String::new()), false),

@@ -126,6 +126,7 @@ fn rules() -> Rules {
         interactive: true,
         has_transcript: true,
         stall_after: 600 * S,
+        type_while_busy: false,
     }
 }
 

@@ -12,6 +12,7 @@ fn rules(interactive: bool) -> Rules {
         interactive,
         has_transcript: true,
         stall_after: 600 * S,
+        type_while_busy: false,
     }
 }
 
@@ -366,4 +367,25 @@ fn the_stall_is_as_long_as_the_lane_says() {
         s.note.as_deref(),
         Some("Bash: rm -rf build with no transcript growth for 30s")
     );
+}
+
+/// A profile that delivers steering as messages has it typed in while the agent works
+/// (its TUI queues it), once the agent has written; others wait for the turn's end.
+#[test]
+fn message_delivery_types_while_the_agent_works() {
+    let t0 = Instant::now();
+    let mut typing = Session::new(
+        Rules {
+            type_while_busy: true,
+            ..rules(true)
+        },
+        t0,
+    );
+    assert_eq!(typing.step(TICK, t0 + S), [], "not before it has written");
+    typing.step(turn(1, false, &["run_shell_command"], None), t0 + 2 * S);
+    assert_eq!(typing.state, LaneState::Working);
+    assert_eq!(typing.step(TICK, t0 + 3 * S), [Action::Deliver]);
+    let mut waiting = Session::new(rules(true), t0);
+    waiting.step(turn(1, false, &["Bash"], None), t0 + 2 * S);
+    assert_eq!(waiting.step(TICK, t0 + 3 * S), []);
 }
