@@ -10,7 +10,10 @@
 //!   token moved): the lane's own writes never change who holds it.
 //! - The store out of reach mid-session is not an error: the agent goes on, and the
 //!   read or write is tried again on a later tick (`Lane::through_outage`).
-//! - Each steering item is typed into the agent at most once per session (`pasted`).
+//! - Each steering item is typed into the agent at most once per session (`pasted`),
+//!   but for one typed while the agent worked (`deliver = "message"`) that is still
+//!   pending [`RETYPE_AFTER`] later with the agent's turn over: its CLI did not take
+//!   it (a dialog had the keyboard), and it is typed once more.
 
 use super::drive::SessionIo;
 use super::machine::{Action, Budget, Event, Sense, Session};
@@ -23,6 +26,10 @@ use crate::task::Task;
 use serde_json::json;
 use std::collections::HashSet;
 use std::path::PathBuf;
+
+/// How long an item typed while the agent worked may stay pending after its turn is
+/// over before it is typed again (once).
+pub(super) const RETYPE_AFTER: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// What a launched session holds while it runs, and what its end reads.
 pub(super) struct Live {
@@ -37,6 +44,8 @@ pub(super) struct Live {
     pub holder: Holder,
     /// Steering keys given to this session (in its brief or typed in).
     pub pasted: HashSet<String>,
+    /// Keys typed while the agent worked, and when (see the module's invariants).
+    pub typed_busy: Vec<(String, crate::clock::Micros)>,
     /// The conversation and transcript last written to the ledger for this session
     /// (what a successor after a restart resumes, see `lineage`).
     pub noted: (Option<String>, Option<String>),
@@ -281,6 +290,22 @@ impl Running<'_, '_> {
     /// waiting for input, as one bracketed paste. True when something was typed.
     fn deliver(&mut self) -> Result<bool> {
         let (lane, live) = (&mut *self.lane, &mut self.live);
+        let now = lane.now();
+        let idle = matches!(
+            lane.row.state,
+            LaneState::Waiting | LaneState::Asking | LaneState::Errored
+        );
+        if idle {
+            let retype = RETYPE_AFTER.as_micros() as i64;
+            let pasted = &mut live.pasted;
+            live.typed_busy.retain(|(key, at)| {
+                let lost = now - *at >= retype;
+                if lost {
+                    pasted.remove(key);
+                }
+                !lost
+            });
+        }
         let fresh: Vec<_> = lane
             .store
             .inbox(&live.targets, false)?
@@ -299,6 +324,10 @@ impl Running<'_, '_> {
             .collect();
         let typed = match live.agent.paste(text.trim()) {
             Ok(()) => {
+                if !idle {
+                    live.typed_busy
+                        .extend(keys.iter().map(|k| (k.clone(), now)));
+                }
                 lane.store.mark_shown(&keys)?;
                 lane.store.note(
                     &live.task.id,

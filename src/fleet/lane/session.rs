@@ -229,6 +229,7 @@ impl Lane<'_> {
             conscience,
             holder: work.holder(),
             pasted: pending.iter().map(|i| i.key.clone()).collect(),
+            typed_busy: Vec::new(),
             noted: (Some(conversation.clone()), None),
             task,
             session,
