@@ -51,12 +51,11 @@ pub struct LaneStatus {
     pub sandbox: Option<String>,
     /// Where the lane reads its agent's replies: its transcript's format (`claude`,
     /// `codex`, `gemini`, `qwen`), `terminal` (the recording of its screen) or
-    /// `none`; `null` where the lane file is not read.
-    pub reads: Option<&'static str>,
+    /// `none`. From the lane file, else the running session's `launched` entry.
+    pub reads: Option<String>,
     /// How steering reaches its agent while it works (`command output`, `typed
-    /// message`, `next turn`: `config::profile::Deliver::describe`); `null` where the
-    /// lane file is not read.
-    pub delivers: Option<&'static str>,
+    /// message`, `next turn`: `config::profile::Deliver::describe`); as `reads`.
+    pub delivers: Option<String>,
     /// From the lane file; `null` where it is not read (the console).
     pub enabled: Option<bool>,
     /// Whether its agent binary was found; `null` where the lane file is not read.
@@ -187,23 +186,21 @@ fn elsewhere<'a>(row: &'a LaneRow, here: &str) -> Option<&'a str> {
     row.host.as_deref().filter(|h| *h != here)
 }
 
-/// Builds the document. `configured`: the lanes of the repository's lane files (the
-/// CLI), each shown whether or not it ever ran; `None` (the console): every lane the
-/// store has a row for. `here`: this host's name, whose supervisor is `supervisor_pid`.
-/// The confinement a session's `launched` ledger entry records.
-fn launched_sandbox(
-    store: &mut dyn Authority,
-    task: &str,
-    session: &str,
-) -> Result<Option<String>> {
+/// What a session's `launched` ledger entry records (its confinement, what the lane
+/// reads and how it steers): the running session's own record.
+fn launched(store: &mut dyn Authority, task: &str, session: &str) -> Result<serde_json::Value> {
     Ok(store
         .ledger(task)?
         .into_iter()
         .rev()
         .find(|e| e.kind == "launched" && e.actor.as_deref() == Some(session))
-        .and_then(|e| e.detail["sandbox"].as_str().map(String::from)))
+        .map(|e| e.detail)
+        .unwrap_or_default())
 }
 
+/// Builds the document. `configured`: the lanes of the repository's lane files (the
+/// CLI), each shown whether or not it ever ran; `None` (the console): every lane the
+/// store has a row for. `here`: this host's name, whose supervisor is `supervisor_pid`.
 pub fn status(
     store: &mut dyn Authority,
     configured: Option<&[LaneConfig]>,
@@ -298,20 +295,25 @@ pub fn status(
         // A running session's own record; for a stopped lane, what the lane file
         // gives the next session, where the file is read.
         let configured = e.config.map(|c| super::confine::describe(c, offer));
-        let sandbox = match (&row.session, &task) {
-            _ if state == "stopped" && configured.is_some() => configured,
-            (Some(session), Some(t)) => launched_sandbox(store, &t.id, session)?.or(configured),
-            _ => configured,
+        let record = match (&row.session, &task) {
+            (Some(session), Some(t)) => launched(store, &t.id, session)?,
+            _ => serde_json::Value::Null,
+        };
+        let recorded = |key: &str| record[key].as_str().map(String::from);
+        let sandbox = match configured {
+            Some(c) if state == "stopped" => Some(c),
+            c => recorded("sandbox").or(c),
         };
         lanes.push(LaneStatus {
             sandbox,
-            reads: e.config.map(|c| {
-                c.profile
-                    .transcript
-                    .as_ref()
-                    .map_or("none", |t| t.format.name())
-            }),
-            delivers: e.config.map(|c| c.profile.deliver.describe(c.profile.mode)),
+            reads: e
+                .config
+                .map(|c| reads(&c.profile).to_string())
+                .or_else(|| recorded("reads")),
+            delivers: e
+                .config
+                .map(|c| c.profile.deliver.describe(c.profile.mode).to_string())
+                .or_else(|| recorded("delivers")),
             lane: e.name.clone(),
             profile: e
                 .config
@@ -369,4 +371,12 @@ pub fn status(
         claims: claims.iter().map(|c| ClaimStatus::new(c, now)).collect(),
         pending_steering: pending.len(),
     })
+}
+
+/// What a lane running `profile` reads its agent's replies from (see `LaneStatus::reads`).
+pub fn reads(profile: &crate::config::profile::Profile) -> &'static str {
+    profile
+        .transcript
+        .as_ref()
+        .map_or("none", |t| t.format.name())
 }

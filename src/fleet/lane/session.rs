@@ -170,6 +170,8 @@ impl Lane<'_> {
                 "lane": cfg.name, "phase": task.phase, "pid": agent.pid(), "resume": resume, "turn": work.turns + 1,
                 "base": self.base, "push": cfg.lane.push, "worktree": work.worktree,
                 "sandbox": confined.status,
+                "reads": crate::fleet::status::reads(&cfg.profile),
+                "delivers": cfg.profile.deliver.describe(cfg.profile.mode),
                 "conversation": conversation, "recording": recording,
                 "steering_in_brief": pending.iter().map(|i| &i.key).collect::<Vec<_>>(),
                 "interrupted": interrupted, "interrupted_from": interrupted_from,

@@ -31,6 +31,14 @@ fn any_cli_closes_the_loop_from_its_terminal() {
     let lane = f.wait_lane("the agent to start", 60, |l| l["session"].is_string());
     assert_eq!(lane["reads"], "terminal", "{lane}");
     assert_eq!(lane["delivers"], "command output", "{lane}");
+    // The session's own record says it too (what the console, reading no lane file,
+    // shows).
+    let launched = f.env.ledger_of(&task, "launched");
+    assert_eq!(launched[0]["detail"]["reads"], "terminal", "{launched:?}");
+    assert_eq!(
+        launched[0]["detail"]["delivers"], "command output",
+        "{launched:?}"
+    );
 
     // Steering on the output of its command reaches the model; the ACK the agent
     // prints is read from its terminal and retires the item.
