@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mb=${1:-100}; runs=${2:-5}
-spice=$PWD/target/release/spice
+spice=$(realpath -m "${CARGO_TARGET_DIR:-target}/release/spice")
 [ -x "$spice" ] || { echo "build first: cargo build --release" >&2; exit 2; }
 command -v jq >/dev/null || { echo "jq is needed: apt-get install jq" >&2; exit 2; }
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT

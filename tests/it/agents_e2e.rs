@@ -12,7 +12,7 @@
 //! (`model`, `[env]`: base URL, key) and the agents' own config in the HOME the fleet
 //! gives them (Claude's onboarding and folder trust, Codex's model provider) are set.
 //!
-//! Without the agents installed (`npm ci --prefix tests/agents`) the tests say so and
+//! Without the agents installed (`npm install --no-save --prefix tests/agents`) the tests say so and
 //! pass, unless `CI` is set, where they fail.
 
 use crate::common;
@@ -342,37 +342,37 @@ fn assert_typed_message(agent: Agent, l: &Logged, key: &str) {
 }
 
 #[test]
-#[ignore = "needs the real agent CLIs (npm ci --prefix tests/agents)"]
+#[ignore = "needs the real agent CLIs (npm install --no-save --prefix tests/agents)"]
 fn claude_pty_full_loop() {
     full_loop(Agent::Claude, Mode::Pty);
 }
 
 #[test]
-#[ignore = "needs the real agent CLIs (npm ci --prefix tests/agents)"]
+#[ignore = "needs the real agent CLIs (npm install --no-save --prefix tests/agents)"]
 fn claude_headless_full_loop() {
     full_loop(Agent::Claude, Mode::Headless);
 }
 
 #[test]
-#[ignore = "needs the real agent CLIs (npm ci --prefix tests/agents)"]
+#[ignore = "needs the real agent CLIs (npm install --no-save --prefix tests/agents)"]
 fn claude_pty_idle_agent_is_typed_to() {
     idle_typed(Agent::Claude);
 }
 
 #[test]
-#[ignore = "needs the real agent CLIs (npm ci --prefix tests/agents)"]
+#[ignore = "needs the real agent CLIs (npm install --no-save --prefix tests/agents)"]
 fn codex_pty_full_loop() {
     full_loop(Agent::Codex, Mode::Pty);
 }
 
 #[test]
-#[ignore = "needs the real agent CLIs (npm ci --prefix tests/agents)"]
+#[ignore = "needs the real agent CLIs (npm install --no-save --prefix tests/agents)"]
 fn codex_headless_full_loop() {
     full_loop(Agent::Codex, Mode::Headless);
 }
 
 #[test]
-#[ignore = "needs the real agent CLIs (npm ci --prefix tests/agents)"]
+#[ignore = "needs the real agent CLIs (npm install --no-save --prefix tests/agents)"]
 fn codex_pty_idle_agent_is_typed_to() {
     idle_typed(Agent::Codex);
 }
@@ -381,7 +381,7 @@ fn codex_pty_idle_agent_is_typed_to() {
 /// writes no transcript; the lane reports it after `start_timeout`, quoting the
 /// dialog, rather than showing "starting".
 #[test]
-#[ignore = "needs the real agent CLIs (npm ci --prefix tests/agents)"]
+#[ignore = "needs the real agent CLIs (npm install --no-save --prefix tests/agents)"]
 fn claude_pty_untrusted_worktree_is_reported() {
     let mut f = Fleet::new(Agent::Claude, Mode::Pty, vec![]);
     let home = f.agent_home();
@@ -412,25 +412,25 @@ fn claude_pty_untrusted_worktree_is_reported() {
 }
 
 #[test]
-#[ignore = "needs the real agent CLIs (npm ci --prefix tests/agents)"]
+#[ignore = "needs the real agent CLIs (npm install --no-save --prefix tests/agents)"]
 fn gemini_pty_full_loop() {
     full_loop(Agent::Gemini, Mode::Pty);
 }
 
 #[test]
-#[ignore = "needs the real agent CLIs (npm ci --prefix tests/agents)"]
+#[ignore = "needs the real agent CLIs (npm install --no-save --prefix tests/agents)"]
 fn gemini_headless_full_loop() {
     full_loop(Agent::Gemini, Mode::Headless);
 }
 
 #[test]
-#[ignore = "needs the real agent CLIs (npm ci --prefix tests/agents)"]
+#[ignore = "needs the real agent CLIs (npm install --no-save --prefix tests/agents)"]
 fn qwen_pty_full_loop() {
     full_loop(Agent::Qwen, Mode::Pty);
 }
 
 #[test]
-#[ignore = "needs the real agent CLIs (npm ci --prefix tests/agents)"]
+#[ignore = "needs the real agent CLIs (npm install --no-save --prefix tests/agents)"]
 fn qwen_headless_full_loop() {
     full_loop(Agent::Qwen, Mode::Headless);
 }

@@ -25,7 +25,7 @@ fn claude() -> PathBuf {
                 .find(|p| p.is_file())
         })
         .unwrap_or_else(|| {
-            panic!("claude is not installed (npm ci --prefix tests/agents puts it in tests/agents/node_modules/.bin)")
+            panic!("claude is not installed (npm install --no-save --prefix tests/agents puts it in tests/agents/node_modules/.bin)")
         })
 }
 
@@ -46,7 +46,7 @@ fn loopback_only() {
 }
 
 #[test]
-#[ignore = "needs the real claude CLI (npm ci --prefix tests/agents)"]
+#[ignore = "needs the real claude CLI (npm install --no-save --prefix tests/agents)"]
 fn the_real_claude_p_judges_a_statement() {
     let claude = claude();
     loopback_only();

@@ -14,7 +14,7 @@ const SLOW: &str = "echo start; sleep 4; echo done";
 const QUESTION: &str = "Which file should I edit next?";
 
 #[test]
-#[ignore = "needs the real agent CLIs (npm ci --prefix tests/agents)"]
+#[ignore = "needs the real agent CLIs (npm install --no-save --prefix tests/agents)"]
 fn any_cli_closes_the_loop_from_its_terminal() {
     let script = vec![
         Step::Shell(SLOW.into()),

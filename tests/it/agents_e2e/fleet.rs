@@ -75,7 +75,7 @@ pub fn find_agent(agent: Agent) -> Option<PathBuf> {
 pub fn require(agent: Agent) -> PathBuf {
     find_agent(agent).unwrap_or_else(|| {
         panic!(
-            "{} is not installed (npm ci --prefix tests/agents puts it in tests/agents/node_modules/.bin)",
+            "{} is not installed (npm install --no-save --prefix tests/agents puts it in tests/agents/node_modules/.bin)",
             agent.bin()
         )
     })

@@ -66,13 +66,13 @@ fn a_refusal_leaves_the_item_pending_and_shown_again(agent: Agent) {
 }
 
 #[test]
-#[ignore = "needs the real agent CLIs (npm ci --prefix tests/agents)"]
+#[ignore = "needs the real agent CLIs (npm install --no-save --prefix tests/agents)"]
 fn claude_pty_a_refusal_leaves_the_item_pending_and_shown_again() {
     a_refusal_leaves_the_item_pending_and_shown_again(Agent::Claude);
 }
 
 #[test]
-#[ignore = "needs the real agent CLIs (npm ci --prefix tests/agents)"]
+#[ignore = "needs the real agent CLIs (npm install --no-save --prefix tests/agents)"]
 fn codex_pty_a_refusal_leaves_the_item_pending_and_shown_again() {
     a_refusal_leaves_the_item_pending_and_shown_again(Agent::Codex);
 }

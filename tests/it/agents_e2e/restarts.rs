@@ -399,7 +399,7 @@ fn hold_terminal(supervisor: u32) -> std::os::fd::OwnedFd {
 /// time the lane row recorded, before the successor starts; the successor still
 /// resumes the conversation and completes the phase.
 #[test]
-#[ignore = "needs the real agent CLIs (npm ci --prefix tests/agents)"]
+#[ignore = "needs the real agent CLIs (npm install --no-save --prefix tests/agents)"]
 fn codex_pty_agent_left_by_a_killed_supervisor_is_ended_by_the_next() {
     let scripts = vec![
         vec![Step::Shell(FIRST.into())],
@@ -480,49 +480,49 @@ fn codex_pty_agent_left_by_a_killed_supervisor_is_ended_by_the_next() {
 }
 
 #[test]
-#[ignore = "needs the real agent CLIs (npm ci --prefix tests/agents)"]
+#[ignore = "needs the real agent CLIs (npm install --no-save --prefix tests/agents)"]
 fn claude_pty_resumes_its_conversation_across_supervisor_kills() {
     across_restarts(Agent::Claude, Mode::Pty, Restart::Kill);
 }
 
 #[test]
-#[ignore = "needs the real agent CLIs (npm ci --prefix tests/agents)"]
+#[ignore = "needs the real agent CLIs (npm install --no-save --prefix tests/agents)"]
 fn claude_headless_resumes_its_conversation_across_supervisor_kills() {
     across_restarts(Agent::Claude, Mode::Headless, Restart::Kill);
 }
 
 #[test]
-#[ignore = "needs the real agent CLIs (npm ci --prefix tests/agents)"]
+#[ignore = "needs the real agent CLIs (npm install --no-save --prefix tests/agents)"]
 fn codex_pty_resumes_its_conversation_across_supervisor_kills() {
     across_restarts(Agent::Codex, Mode::Pty, Restart::Kill);
 }
 
 #[test]
-#[ignore = "needs the real agent CLIs (npm ci --prefix tests/agents)"]
+#[ignore = "needs the real agent CLIs (npm install --no-save --prefix tests/agents)"]
 fn codex_headless_resumes_its_conversation_across_supervisor_kills() {
     across_restarts(Agent::Codex, Mode::Headless, Restart::Kill);
 }
 
 #[test]
-#[ignore = "needs the real agent CLIs (npm ci --prefix tests/agents)"]
+#[ignore = "needs the real agent CLIs (npm install --no-save --prefix tests/agents)"]
 fn claude_pty_resumes_its_conversation_across_fleet_down_and_up() {
     across_restarts(Agent::Claude, Mode::Pty, Restart::Down);
 }
 
 #[test]
-#[ignore = "needs the real agent CLIs (npm ci --prefix tests/agents)"]
+#[ignore = "needs the real agent CLIs (npm install --no-save --prefix tests/agents)"]
 fn codex_pty_resumes_its_conversation_across_fleet_down_and_up() {
     across_restarts(Agent::Codex, Mode::Pty, Restart::Down);
 }
 
 #[test]
-#[ignore = "needs the real agent CLIs (npm ci --prefix tests/agents)"]
+#[ignore = "needs the real agent CLIs (npm install --no-save --prefix tests/agents)"]
 fn gemini_pty_resumes_its_conversation_across_supervisor_kills() {
     across_restarts(Agent::Gemini, Mode::Pty, Restart::Kill);
 }
 
 #[test]
-#[ignore = "needs the real agent CLIs (npm ci --prefix tests/agents)"]
+#[ignore = "needs the real agent CLIs (npm install --no-save --prefix tests/agents)"]
 fn qwen_pty_resumes_its_conversation_across_supervisor_kills() {
     across_restarts(Agent::Qwen, Mode::Pty, Restart::Kill);
 }

@@ -22,13 +22,13 @@ fn asks_at_the_end_of_its_turn(agent: Agent) {
 }
 
 #[test]
-#[ignore = "needs the real agent CLIs (npm ci --prefix tests/agents)"]
+#[ignore = "needs the real agent CLIs (npm install --no-save --prefix tests/agents)"]
 fn claude_pty_a_question_at_the_end_of_a_turn_asks_the_operator() {
     asks_at_the_end_of_its_turn(Agent::Claude);
 }
 
 #[test]
-#[ignore = "needs the real agent CLIs (npm ci --prefix tests/agents)"]
+#[ignore = "needs the real agent CLIs (npm install --no-save --prefix tests/agents)"]
 fn codex_pty_a_question_at_the_end_of_a_turn_asks_the_operator() {
     asks_at_the_end_of_its_turn(Agent::Codex);
 }
@@ -36,7 +36,7 @@ fn codex_pty_a_question_at_the_end_of_a_turn_asks_the_operator() {
 /// Claude Code with its permissions not bypassed: the built-in profile overridden by
 /// one without `--dangerously-skip-permissions`.
 #[test]
-#[ignore = "needs the real agent CLIs (npm ci --prefix tests/agents)"]
+#[ignore = "needs the real agent CLIs (npm install --no-save --prefix tests/agents)"]
 fn claude_pty_a_permission_prompt_asks_the_operator() {
     let mut f = Fleet::new(
         Agent::Claude,
@@ -88,7 +88,7 @@ fn asks_for_its_permission(f: &mut Fleet, note_starts: &str) {
 /// outside the sandbox (`sandbox_permissions: "require_escalated"`), so Codex shows its
 /// approval prompt and waits; the lane is `asking` for it.
 #[test]
-#[ignore = "needs the real agent CLIs (npm ci --prefix tests/agents)"]
+#[ignore = "needs the real agent CLIs (npm install --no-save --prefix tests/agents)"]
 fn codex_pty_an_approval_prompt_asks_the_operator() {
     let mut f = Fleet::new(
         Agent::Codex,
