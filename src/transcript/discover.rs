@@ -123,7 +123,7 @@ pub fn claude_subagent_files(main: &Path, since: SystemTime) -> Vec<PathBuf> {
 
 /// The files under `dir` matching `pattern`: components separated by `/`, where `*`
 /// matches any run of characters within one component and `?` one character. At most
-/// [`GLOB_MAX`] files, and never a symbolic link followed to a directory.
+/// [`GLOB_MAX`] files, and never a symbolic link followed (to a directory or a file).
 pub fn glob_files(dir: &Path, pattern: &str) -> Vec<PathBuf> {
     let parts: Vec<&str> = pattern.split('/').filter(|c| !c.is_empty()).collect();
     let mut out = Vec::new();
@@ -141,7 +141,9 @@ fn walk_glob(dir: &Path, parts: &[&str], out: &mut Vec<PathBuf>) {
     if !first.contains(['*', '?']) {
         let p = dir.join(first);
         if rest.is_empty() {
-            if p.is_file() && out.len() < GLOB_MAX {
+            // Never through a symbolic link: the files are the agent's to plant.
+            let file = std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_file());
+            if file && out.len() < GLOB_MAX {
                 out.push(p);
             }
         } else if std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_dir()) {

@@ -201,7 +201,7 @@ impl GeminiDecoder {
                 request_id: None,
                 model,
                 input_tokens: n("input").saturating_sub(n("cached")),
-                output_tokens: n("output") + n("thoughts"),
+                output_tokens: n("output").saturating_add(n("thoughts")),
                 cache_read_tokens: n("cached"),
                 cache_creation_tokens: 0,
                 cumulative: false,

@@ -196,7 +196,7 @@ impl QwenDecoder {
                 request_id: None,
                 model: str_of(rec, "model").map(str::to_string),
                 input_tokens: n("promptTokenCount").saturating_sub(cached),
-                output_tokens: n("candidatesTokenCount") + n("thoughtsTokenCount"),
+                output_tokens: n("candidatesTokenCount").saturating_add(n("thoughtsTokenCount")),
                 cache_read_tokens: cached,
                 cache_creation_tokens: 0,
                 cumulative: false,

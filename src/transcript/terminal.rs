@@ -16,11 +16,17 @@
 //!   question is the agent asking (`transcript::turn`); the rest of that line, when
 //!   it ends, is what was typed there: a [`EventKind::UserPrompt`].
 //!
+//! A prompt is read from where the output stops, so a pause in the middle of a line
+//! that reads as one (`Summary:`) ends a turn early; when that line goes on with an
+//! `ACK`, it is the agent's text after all, and the ACK counts.
+//!
 //! Invariants: lines of spice's own steering readout (`┌──`, `│`, `└──`: shown to
 //! the agent, typed into it, echoed back) are never the agent's text, so echoing an
 //! item can never acknowledge it; a line is at most [`MAX_LINE`] bytes (a longer
-//! one is emitted in pieces), so memory is bounded whatever the program prints; an
-//! escape sequence split across two events is carried to the next. Full-screen TUIs
+//! one is emitted in pieces) and cursor moves reach at most [`MAX_EDIT`], so memory is
+//! bounded whatever the program prints, and no write costs more than copying
+//! [`MAX_EDIT`] bytes; an escape sequence split across two events is carried to the
+//! next, and no byte sequence (an escape followed by any character) can split one. Full-screen TUIs
 //! that place text by cursor moves read as runs of words, not lines: their profiles
 //! should name a transcript format instead.
 
@@ -28,6 +34,10 @@ use super::event::{Agent, Decoder, Event, EventKind, SessionMeta};
 
 /// The longest line kept whole, in bytes; longer output is emitted in pieces.
 pub const MAX_LINE: usize = 64 * 1024;
+/// The longest line written over in place (after a carriage return or a cursor move),
+/// in bytes: a longer one is emitted before the writing goes on, so no write costs
+/// more than a copy of this many bytes.
+pub const MAX_EDIT: usize = 4096;
 
 /// Rebuilds printed lines from terminal output (see the module docs).
 #[derive(Debug, Default)]
@@ -81,6 +91,12 @@ impl Lines {
                 }
             }
             let c = bytes[i];
+            // A character after ESC (or a character-set designator) ends the sequence
+            // and is printed: never consumed byte by byte, so no slice starts inside it.
+            if c >= 0x80 && matches!(self.esc, Esc::Escape | Esc::Charset) {
+                self.esc = Esc::Ground;
+                continue;
+            }
             i += 1;
             self.control(c, &mut done);
         }
@@ -101,6 +117,12 @@ impl Lines {
     }
 
     fn print(&mut self, run: &str, done: &mut impl FnMut(String)) {
+        // Writing over a long line would copy it per write: a line that long is
+        // handed on first, and the writing starts a new one.
+        if self.col.is_some() && self.line.len() > MAX_EDIT {
+            self.col = None;
+            done(std::mem::take(&mut self.line));
+        }
         match self.col {
             None => self.line.push_str(run),
             Some(col) => {
@@ -170,12 +192,14 @@ impl Lines {
     /// A CSI sequence's effect on the line: erasures and horizontal cursor moves;
     /// styles and everything else change nothing here.
     fn csi(&mut self, fin: u8, done: &mut impl FnMut(String)) {
+        // A count is at most a line long, whatever the program asks for.
         let n = self
             .params
             .trim_start_matches('?')
             .split(';')
             .next()
-            .and_then(|p| p.parse::<usize>().ok());
+            .and_then(|p| p.parse::<usize>().ok())
+            .map(|n| n.min(MAX_EDIT));
         let len = self.line.chars().count();
         let col = self.col.unwrap_or(len);
         match fin {
@@ -200,7 +224,7 @@ impl Lines {
                 self.line.clear();
                 self.col = None;
             }
-            b'C' => self.move_to(col + n.unwrap_or(1).max(1), len),
+            b'C' => self.move_to(col.saturating_add(n.unwrap_or(1).max(1)), len),
             b'D' => self.move_to(col.saturating_sub(n.unwrap_or(1).max(1)), len),
             b'G' => self.move_to(n.unwrap_or(1).max(1) - 1, len),
             // A move to another row ends the line being written.
@@ -213,6 +237,7 @@ impl Lines {
     }
 
     fn move_to(&mut self, col: usize, len: usize) {
+        let col = col.min(MAX_EDIT);
         if col >= len {
             self.line.extend(std::iter::repeat_n(' ', col - len));
             self.col = None;
@@ -306,6 +331,15 @@ impl Decoder for TerminalDecoder {
         self.lines.push(&data, |l| {
             if let Some(p) = prompt.take() {
                 let answer = l.strip_prefix(p.as_str()).unwrap_or(&l).trim();
+                // Output that only paused on what read as a prompt goes on with the
+                // agent's own prose: an ACK there is the agent's, never typed input.
+                if answer.contains("ACK") && !is_frame(answer) {
+                    if !said.is_empty() {
+                        said.push('\n');
+                    }
+                    said.push_str(l.trim_end());
+                    return;
+                }
                 if !answer.is_empty() && !is_frame(answer) {
                     typed = Some(answer.to_string());
                 }

@@ -12,8 +12,8 @@
 //!   read or write is tried again on a later tick (`Lane::through_outage`).
 //! - Each steering item is typed into the agent at most once per session (`pasted`),
 //!   but for one typed while the agent worked (`deliver = "message"`) that is still
-//!   pending [`RETYPE_AFTER`] later with the agent's turn over: its CLI did not take
-//!   it (a dialog had the keyboard), and it is typed once more.
+//!   pending [`RETYPE_AFTER`] after the agent's turn is over: its CLI did not take it
+//!   (a dialog had the keyboard), and it is typed once more.
 
 use super::drive::SessionIo;
 use super::machine::{Action, Budget, Event, Sense, Session};
@@ -46,6 +46,8 @@ pub(super) struct Live {
     pub pasted: HashSet<String>,
     /// Keys typed while the agent worked, and when (see the module's invariants).
     pub typed_busy: Vec<(String, crate::clock::Micros)>,
+    /// Since when the agent's turn has been over, while it is.
+    pub idle_since: Option<crate::clock::Micros>,
     /// The conversation and transcript last written to the ledger for this session
     /// (what a successor after a restart resumes, see `lineage`).
     pub noted: (Option<String>, Option<String>),
@@ -295,11 +297,18 @@ impl Running<'_, '_> {
             lane.row.state,
             LaneState::Waiting | LaneState::Asking | LaneState::Errored
         );
-        if idle {
+        live.idle_since = if idle {
+            live.idle_since.or(Some(now))
+        } else {
+            None
+        };
+        if let Some(since) = live.idle_since {
+            // Counted from the later of the typing and the turn's end: a queued item
+            // goes out as the turn ends.
             let retype = RETYPE_AFTER.as_micros() as i64;
             let pasted = &mut live.pasted;
             live.typed_busy.retain(|(key, at)| {
-                let lost = now - *at >= retype;
+                let lost = now - (*at).max(since) >= retype;
                 if lost {
                     pasted.remove(key);
                 }

@@ -232,6 +232,7 @@ impl Lane<'_> {
             holder: work.holder(),
             pasted: pending.iter().map(|i| i.key.clone()).collect(),
             typed_busy: Vec::new(),
+            idle_since: None,
             noted: (Some(conversation.clone()), None),
             task,
             session,

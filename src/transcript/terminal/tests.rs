@@ -133,3 +133,36 @@ fn malformed_lines_are_counted_and_other_codes_skipped() {
     assert!(out.is_empty());
     assert_eq!(d.malformed(), 1);
 }
+
+/// Regression (review of #42): a character right after ESC or a character-set
+/// designator panicked the reader (a slice starting inside the character), and a
+/// cursor move's count was taken as given (an overflow, or gigabytes of spaces).
+#[test]
+fn hostile_output_neither_panics_nor_grows_the_line() {
+    let (out, _) = lines(&["a\x1bé\n", "b\x1b(é\n", "c\x1b", "éd\n"]);
+    assert_eq!(out, ["aé", "bé", "céd"]);
+    let (_, pending) = lines(&["x\x1b[18446744073709551615Cy"]);
+    assert!(pending.len() <= MAX_EDIT + 2, "{}", pending.len());
+    let (_, pending) = lines(&["x\x1b[99999999999Gy\x1b[99999999D"]);
+    assert!(pending.len() <= MAX_EDIT + 2, "{}", pending.len());
+    // Writing over a long line hands it on first instead of copying it per write.
+    let long = "z".repeat(MAX_EDIT + 10);
+    let (out, pending) = lines(&[&long, "\rab"]);
+    assert_eq!((out.len(), pending.as_str()), (1, "ab"));
+}
+
+/// Regression (review of #42): prose that paused on what read as a prompt and went on
+/// with an ACK had the ACK taken for typed input, and the item stayed pending.
+#[test]
+fn an_ack_after_a_pause_that_read_as_a_prompt_is_the_agents() {
+    let events = cast(&["Summary:", " ACK bcdfghjkl: fixed\r\n"]);
+    let said: Vec<String> = kinds(&events)
+        .into_iter()
+        .filter(|k| k.starts_with("said"))
+        .collect();
+    assert_eq!(
+        said,
+        ["said Summary:", "said Summary: ACK bcdfghjkl: fixed"]
+    );
+    assert!(!kinds(&events).iter().any(|k| k.starts_with("typed")));
+}
