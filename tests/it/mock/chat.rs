@@ -196,12 +196,7 @@ pub(crate) fn respond(body: &Value, reply: &Reply, n: u64) -> warp::http::Respon
         out.push_str(&format!("data: {c}\n\n"));
     }
     out.push_str("data: [DONE]\n\n");
-    warp::http::Response::builder()
-        .status(200)
-        .header("content-type", "text/event-stream")
-        .header("cache-control", "no-cache")
-        .body(out)
-        .unwrap()
+    super::event_stream(out)
 }
 
 #[cfg(test)]

@@ -137,12 +137,7 @@ fn sse(chunks: &[Value]) -> warp::http::Response<String> {
     for c in chunks {
         out.push_str(&format!("data: {c}\n\n"));
     }
-    warp::http::Response::builder()
-        .status(200)
-        .header("content-type", "text/event-stream")
-        .header("cache-control", "no-cache")
-        .body(out)
-        .unwrap()
+    super::event_stream(out)
 }
 
 /// The answer to a non-streamed side request (`:generateContent`, no tools): a JSON

@@ -495,11 +495,16 @@ fn sse(events: &[(&str, Value)]) -> warp::http::Response<String> {
     for (name, data) in events {
         out.push_str(&format!("event: {name}\ndata: {data}\n\n"));
     }
+    event_stream(out)
+}
+
+/// A `text/event-stream` response of a complete body (every API here streams so).
+pub(crate) fn event_stream(body: String) -> warp::http::Response<String> {
     warp::http::Response::builder()
         .status(200)
         .header("content-type", "text/event-stream")
         .header("cache-control", "no-cache")
-        .body(out)
+        .body(body)
         .unwrap()
 }
 
