@@ -17,8 +17,8 @@ mod follow;
 
 #[derive(Debug, Args)]
 pub struct WatchArgs {
-    /// Transcript files or directories; none = the newest Claude and Codex sessions
-    /// for the current directory.
+    /// Transcript files or directories; none = the newest session of each agent
+    /// (Claude Code, Codex, Gemini CLI, Qwen Code) for the current directory.
     paths: Vec<PathBuf>,
     /// Print what is there and exit.
     #[arg(long)]
@@ -77,9 +77,19 @@ pub(super) fn roots() -> Roots {
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .unwrap_or_else(|| home.join(".codex"));
+    let gemini = std::env::var_os("GEMINI_CLI_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| home.clone());
+    let qwen = std::env::var_os("QWEN_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| home.join(".qwen"));
     Roots {
         claude_projects: claude.join("projects"),
         codex_sessions: codex.join("sessions"),
+        gemini_tmp: gemini.join(".gemini").join("tmp"),
+        qwen_projects: qwen.join("projects"),
     }
 }
 
@@ -93,7 +103,7 @@ pub fn watch(args: WatchArgs) -> Result<()> {
     if args.paths.is_empty() {
         let here = cwd();
         let found = discover::sessions_for(&roots(), &here);
-        for agent in [Agent::Claude, Agent::Codex] {
+        for agent in [Agent::Claude, Agent::Codex, Agent::Gemini, Agent::Qwen] {
             if let Some(f) = found.iter().rev().find(|f| f.agent == agent) {
                 files.push(f.path.clone());
             }
@@ -101,12 +111,14 @@ pub fn watch(args: WatchArgs) -> Result<()> {
         if files.is_empty() {
             let r = roots();
             return Err(Error::input(format!(
-                "no Claude or Codex session found for {} (looked in {} and {})",
+                "no Claude Code, Codex, Gemini CLI or Qwen Code session found for {} (looked in {}, {}, {} and {})",
                 here.display(),
                 r.claude_projects
                     .join(discover::claude_slug(&here))
                     .display(),
-                r.codex_sessions.display()
+                r.codex_sessions.display(),
+                r.gemini_tmp.display(),
+                r.qwen_projects.display()
             )));
         }
     }

@@ -54,7 +54,7 @@ mod tests;
 
 use std::collections::{HashMap, HashSet};
 
-use super::event::{Agent, Decoder, Event, EventKind, SessionMeta};
+use super::event::{Agent, Decoder, Event, EventKind, SessionMeta, Unread};
 use crate::clock::Micros;
 use record::{Field, Flex, Record};
 
@@ -93,6 +93,22 @@ struct Call {
     chain: Option<String>,
 }
 
+/// Record types Claude Code writes that hold nothing the agent said or did (the
+/// CLI's own bookkeeping), skipped without a note; any other unknown type is noted
+/// as not understood.
+const IGNORED: &[&str] = &[
+    "file-history-snapshot",
+    "queue-operation",
+    "summary",
+    "last-prompt",
+    "permission-mode",
+    "mode",
+    "custom-title",
+    "agent-name",
+    "tag",
+    "stream_event",
+];
+
 /// Decodes one Claude Code transcript file (or one stream-json capture): one
 /// instance per file, fed its lines in order.
 #[derive(Default)]
@@ -105,6 +121,7 @@ pub struct ClaudeDecoder {
     /// 1.0.x inline sidechains: line uuid → the chain's root uuid.
     chains: HashMap<String, String>,
     turn_ended: bool,
+    unread: Unread,
 }
 
 impl ClaudeDecoder {
@@ -124,7 +141,7 @@ impl Decoder for ClaudeDecoder {
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return;
         }
-        let Some(rec) = record::parse(bytes) else {
+        let Some(rec) = record::parse::<Record>(bytes) else {
             self.malformed += 1;
             return;
         };
@@ -133,11 +150,15 @@ impl Decoder for ClaudeDecoder {
             kind,
             "user" | "assistant" | "system" | "progress" | "attachment" | "result"
         ) {
+            if !IGNORED.contains(&kind) {
+                self.unread
+                    .note(rec.kind.str().unwrap_or("(no type)"), line);
+            }
             return;
         }
         let origin = Origin {
             line,
-            timestamp: rec.timestamp.str().and_then(parse_time),
+            timestamp: rec.timestamp.str().and_then(super::lenient::micros),
             subagent: self.subagent(&rec),
         };
         let message = rec.message.as_ref().and_then(Flex::obj);
@@ -170,6 +191,10 @@ impl Decoder for ClaudeDecoder {
 
     fn malformed(&self) -> u64 {
         self.malformed
+    }
+
+    fn unread(&self) -> &Unread {
+        &self.unread
     }
 }
 
@@ -318,11 +343,4 @@ impl ClaudeDecoder {
             .and_then(|c| c.description.clone());
         self.link(agent, description.as_deref(), call_id, origin, out);
     }
-}
-
-/// ISO-8601 to microseconds since the epoch.
-fn parse_time(s: &str) -> Option<Micros> {
-    chrono::DateTime::parse_from_rfc3339(s)
-        .ok()
-        .map(|t| t.timestamp_micros())
 }

@@ -41,7 +41,7 @@ mod speaker;
 mod tests;
 mod tools;
 
-use super::event::{Agent, Decoder, Event, EventKind, SessionMeta};
+use super::event::{Agent, Decoder, Event, EventKind, SessionMeta, Unread};
 use crate::clock::Micros;
 use record::Rec;
 use speaker::UserText;
@@ -88,6 +88,8 @@ pub struct CodexDecoder {
     last_tokens: Option<(u64, u64, u64)>,
     tools: tools::Tools,
     exec: exec_json::State,
+    /// Top-level record types not read (a newer CLI's).
+    unread: Unread,
 }
 
 impl CodexDecoder {
@@ -108,7 +110,9 @@ impl CodexDecoder {
                     }
                     "event_msg" => self.event_msg(p, sink),
                     "compacted" => self.compacted(p, sink),
-                    _ => {}
+                    // The CLI's own bookkeeping: nothing the agent said or did.
+                    "world_state" | "token_usage_record" => {}
+                    other => self.unread.note(other, sink.line),
                 }
             }
             _ if r.record_type.is_some() => {}
@@ -381,6 +385,10 @@ impl Decoder for CodexDecoder {
 
     fn malformed(&self) -> u64 {
         self.malformed
+    }
+
+    fn unread(&self) -> &Unread {
+        &self.unread
     }
 }
 

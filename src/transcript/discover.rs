@@ -1,8 +1,12 @@
 //! Finding sessions on disk: Claude Code under `<claude home>/projects/<slug>/`, Codex
-//! under `<codex home>/sessions/YYYY/MM/DD/rollout-*.jsonl`, matched to a directory.
+//! under `<codex home>/sessions/YYYY/MM/DD/rollout-*.jsonl`, Gemini CLI under
+//! `<gemini home>/tmp/<project>/chats/session-*.jsonl` (matched by the SHA-256 of the
+//! directory its header names as `projectHash`), Qwen Code under
+//! `<qwen home>/projects/<slug>/chats/*.jsonl` (by the `cwd` its records carry),
+//! matched to a directory.
 //!
-//! The caller passes the roots (the CLI reads `HOME`, `CLAUDE_CONFIG_DIR`, `CODEX_HOME`);
-//! nothing here reads the environment. Subagent files (`agent-*.jsonl`, `subagents/`)
+//! The caller passes the roots (the CLI reads `HOME`, `CLAUDE_CONFIG_DIR`, `CODEX_HOME`,
+//! `GEMINI_CLI_HOME`, `QWEN_HOME`); nothing here reads the environment. Subagent files (`agent-*.jsonl`, `subagents/`)
 //! are not sessions of their own.
 
 use super::event::Agent;
@@ -14,6 +18,10 @@ pub struct Roots {
     pub claude_projects: PathBuf,
     /// `~/.codex/sessions`
     pub codex_sessions: PathBuf,
+    /// `~/.gemini/tmp`
+    pub gemini_tmp: PathBuf,
+    /// `~/.qwen/projects`
+    pub qwen_projects: PathBuf,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -61,8 +69,46 @@ pub fn sessions_for(roots: &Roots, cwd: &Path) -> Vec<SessionFile> {
             }
         }
     }
+    let hash = project_hash(cwd);
+    for p in glob_files(&roots.gemini_tmp, "*/chats/session-*.jsonl") {
+        if gemini_project(&p).as_deref() == Some(hash.as_str()) {
+            if let Some(f) = describe(&p, Agent::Gemini) {
+                out.push(SessionFile {
+                    cwd: Some(want.clone()),
+                    ..f
+                });
+            }
+        }
+    }
+    for p in glob_files(&roots.qwen_projects, "*/chats/*.jsonl") {
+        if let Some(f) = describe(&p, Agent::Qwen) {
+            if f.cwd.as_deref() == Some(want.as_str()) {
+                out.push(f);
+            }
+        }
+    }
     out.sort_by_key(|f| f.modified);
     out
+}
+
+/// Gemini CLI's `projectHash` for a project directory: the SHA-256 of its path, in
+/// lowercase hex.
+pub fn project_hash(dir: &Path) -> String {
+    let d = ring::digest::digest(&ring::digest::SHA256, dir.as_os_str().as_encoded_bytes());
+    d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The `projectHash` a Gemini CLI session file's header names.
+fn gemini_project(path: &Path) -> Option<String> {
+    let f = std::fs::File::open(path).ok()?;
+    let mut hash = None;
+    let mut seen = 0;
+    super::head::records(f, |r| {
+        hash = r.project_hash.clone();
+        seen += 1;
+        hash.is_none() && seen < 5
+    });
+    hash
 }
 
 /// Every `rollout-*.jsonl` under the Codex sessions tree.

@@ -263,6 +263,67 @@ pub trait Decoder {
     fn feed(&mut self, bytes: &[u8], line: u64, out: &mut Vec<Event>);
     /// How many lines could not be read as JSON objects.
     fn malformed(&self) -> u64;
+    /// The records skipped because their kind is not one the decoder knows (a newer
+    /// CLI's): what `spice watch` says was not understood.
+    fn unread(&self) -> &Unread {
+        static NONE: Unread = Unread::NONE;
+        &NONE
+    }
+}
+
+/// Records a decoder skipped for a kind it does not know, by kind, with the first
+/// line of each. Bounded: past [`Unread::KINDS`] kinds, the rest are only counted.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Unread {
+    kinds: Vec<UnreadKind>,
+    others: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnreadKind {
+    /// The record's kind as the file names it (`type`, or `type/subtype`).
+    pub kind: String,
+    pub first_line: u64,
+    pub count: u64,
+}
+
+impl Unread {
+    pub const NONE: Unread = Unread {
+        kinds: Vec::new(),
+        others: 0,
+    };
+    pub const KINDS: usize = 16;
+    /// The longest kind kept, in bytes: the name is the file's, so bounded.
+    const NAME: usize = 64;
+
+    /// Notes a skipped record of `kind` at `line`.
+    pub fn note(&mut self, kind: &str, line: u64) {
+        let kind = excerpt(kind, Self::NAME);
+        if let Some(k) = self.kinds.iter_mut().find(|k| k.kind == kind) {
+            k.count += 1;
+        } else if self.kinds.len() < Self::KINDS {
+            self.kinds.push(UnreadKind {
+                kind,
+                first_line: line,
+                count: 1,
+            });
+        } else {
+            self.others += 1;
+        }
+    }
+
+    pub fn kinds(&self) -> &[UnreadKind] {
+        &self.kinds
+    }
+
+    /// Records counted past the named kinds.
+    pub fn others(&self) -> u64 {
+        self.others
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.kinds.is_empty() && self.others == 0
+    }
 }
 
 /// A commit the agent made, read from a shell command and its output: the command
@@ -331,6 +392,22 @@ fn message_flag(command: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unread_kinds_are_bounded_in_number_and_length() {
+        let mut u = Unread::default();
+        for i in 0..40 {
+            u.note(&format!("kind{}", i % 20), i + 1);
+        }
+        u.note(&"x".repeat(10_000), 99);
+        assert_eq!(u.kinds().len(), Unread::KINDS);
+        assert_eq!(u.kinds()[3].kind, "kind3");
+        assert_eq!((u.kinds()[3].first_line, u.kinds()[3].count), (4, 2));
+        assert_eq!(u.others(), 4 * 2 + 1);
+        let mut long = Unread::default();
+        long.note(&"é".repeat(10_000), 1);
+        assert!(long.kinds()[0].kind.len() <= Unread::NAME + 3);
+    }
 
     #[test]
     fn commits_from_command_and_output() {

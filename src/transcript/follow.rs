@@ -164,6 +164,11 @@ impl Follower {
         self.decoder.malformed()
     }
 
+    /// The records skipped so far for a kind the decoder does not know.
+    pub fn unread(&self) -> &super::event::Unread {
+        self.decoder.unread()
+    }
+
     /// True when the last [`poll`](Self::poll) read to the end of the file; a caller
     /// that wants everything now polls until this holds.
     pub fn caught_up(&self) -> bool {

@@ -25,10 +25,13 @@
 //! counted as malformed.
 
 use super::event::{commit_from, excerpt, Agent, ChangeKind, Decoder, Event, EventKind};
-use super::event::{SessionMeta, EXCERPT};
-use crate::clock::Micros;
+use super::event::{SessionMeta, Unread, EXCERPT};
+use super::lenient::{items, micros, parse, Field, Flex};
+use record::{Call, Record, Response};
 use serde_json::Value;
 use std::collections::HashSet;
+
+mod record;
 
 /// Decodes one Gemini CLI session file (see the module docs).
 #[derive(Debug, Default)]
@@ -38,6 +41,7 @@ pub struct GeminiDecoder {
     seen: HashSet<u64>,
     session_id: Option<String>,
     model: Option<String>,
+    unread: Unread,
 }
 
 impl GeminiDecoder {
@@ -55,17 +59,6 @@ impl GeminiDecoder {
     }
 }
 
-fn parse_time(v: &Value) -> Option<Micros> {
-    let s = v.as_str()?;
-    chrono::DateTime::parse_from_rfc3339(s)
-        .ok()
-        .map(|t| t.timestamp_micros())
-}
-
-fn str_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
-    v.get(key).and_then(Value::as_str)
-}
-
 impl Decoder for GeminiDecoder {
     fn feed(&mut self, bytes: &[u8], line: u64, out: &mut Vec<Event>) {
         let trimmed = bytes.trim_ascii_start();
@@ -76,18 +69,18 @@ impl Decoder for GeminiDecoder {
         if trimmed.starts_with(b"{\"$set\"") || trimmed.starts_with(b"{\"$rewindTo\"") {
             return;
         }
-        let Ok(Value::Object(rec)) = serde_json::from_slice::<Value>(bytes) else {
+        let Some(rec) = parse::<Record>(bytes) else {
             self.malformed += 1;
             return;
         };
-        let rec = Value::Object(rec);
-        if rec.get("$set").is_some() || rec.get("$rewindTo").is_some() {
+        if rec.set.is_some() || rec.rewind_to.is_some() {
             return;
         }
         let timestamp = rec
-            .get("timestamp")
-            .or_else(|| rec.get("startTime"))
-            .and_then(parse_time);
+            .timestamp
+            .str()
+            .or(rec.start_time.str())
+            .and_then(micros);
         let mut emit = |kind| {
             out.push(Event {
                 line,
@@ -96,8 +89,8 @@ impl Decoder for GeminiDecoder {
                 kind,
             })
         };
-        if rec.get("projectHash").is_some() {
-            let id = str_of(&rec, "sessionId").map(str::to_string);
+        if rec.project_hash.is_some() {
+            let id = rec.session_id.str().map(str::to_string);
             if id.is_some() && id != self.session_id {
                 self.session_id.clone_from(&id);
                 emit(EventKind::SessionMeta(SessionMeta {
@@ -109,35 +102,40 @@ impl Decoder for GeminiDecoder {
             }
             return;
         }
-        let id = str_of(&rec, "id").unwrap_or_default().to_string();
-        match str_of(&rec, "type") {
-            Some("user") => self.user(&rec, &id, &mut emit),
-            Some("gemini") => self.model_message(&rec, &id, &mut emit),
+        let id = rec.id.str().unwrap_or_default();
+        match rec.kind.str() {
+            Some("user") => self.user(&rec, id, &mut emit),
+            Some("gemini") => self.model_message(&rec, id, &mut emit),
             Some("info") => {
-                let text = str_of(&rec, "content").unwrap_or_default();
-                if text.starts_with("Context compressed") && self.first("info", &id) {
+                let text = match &rec.content {
+                    Some(Flex::Str(s)) => s.as_str(),
+                    _ => "",
+                };
+                if text.starts_with("Context compressed") && self.first("info", id) {
                     emit(EventKind::Compaction {
                         trigger: None,
                         pre_tokens: None,
                     });
                 }
             }
-            _ => {}
+            // The CLI's own notices, shown in its TUI.
+            Some("error" | "warning") => {}
+            other => self.unread.note(other.unwrap_or("(no type)"), line),
         }
     }
 
     fn malformed(&self) -> u64 {
         self.malformed
     }
+
+    fn unread(&self) -> &Unread {
+        &self.unread
+    }
 }
 
 impl GeminiDecoder {
-    fn user(&mut self, rec: &Value, id: &str, emit: &mut impl FnMut(EventKind)) {
-        let parts: Vec<&Value> = match rec.get("content") {
-            Some(Value::Array(a)) => a.iter().collect(),
-            _ => Vec::new(),
-        };
-        let text: Vec<&str> = parts.iter().filter_map(|p| str_of(p, "text")).collect();
+    fn user(&mut self, rec: &Record, id: &str, emit: &mut impl FnMut(EventKind)) {
+        let text: Vec<&str> = items(&rec.content).filter_map(|p| p.text.str()).collect();
         if !text.is_empty() && self.first("user", id) {
             let text = text.join("\n");
             if text.starts_with("<session_context>") {
@@ -146,13 +144,15 @@ impl GeminiDecoder {
                 emit(EventKind::UserPrompt { text });
             }
         }
-        for r in parts.iter().filter_map(|p| p.get("functionResponse")) {
-            self.result(r, None, emit);
+        for p in items(&rec.content) {
+            if let Some(r) = p.function_response.as_ref().and_then(Flex::obj) {
+                self.result(r, None, emit);
+            }
         }
     }
 
-    fn model_message(&mut self, rec: &Value, id: &str, emit: &mut impl FnMut(EventKind)) {
-        let model = str_of(rec, "model").map(str::to_string);
+    fn model_message(&mut self, rec: &Record, id: &str, emit: &mut impl FnMut(EventKind)) {
+        let model = rec.model.str().map(str::to_string);
         if model.is_some() && model != self.model {
             self.model.clone_from(&model);
             emit(EventKind::SessionMeta(SessionMeta {
@@ -162,15 +162,13 @@ impl GeminiDecoder {
                 ..SessionMeta::default()
             }));
         }
-        let thoughts: Vec<String> = rec
-            .get("thoughts")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
+        let thoughts: Vec<String> = items(&rec.thoughts)
             .filter_map(|t| {
-                let d = str_of(t, "description").unwrap_or_default();
-                let s = str_of(t, "subject").unwrap_or_default();
-                let joined: Vec<&str> = [s, d].into_iter().filter(|x| !x.is_empty()).collect();
+                let joined: Vec<&str> = [t.subject.str(), t.description.str()]
+                    .into_iter()
+                    .flatten()
+                    .filter(|x| !x.is_empty())
+                    .collect();
                 (!joined.is_empty()).then(|| joined.join(": "))
             })
             .collect();
@@ -179,14 +177,12 @@ impl GeminiDecoder {
                 text: thoughts.join("\n"),
             });
         }
-        let text = match rec.get("content") {
-            Some(Value::String(s)) => s.clone(),
-            Some(Value::Array(parts)) => parts
-                .iter()
-                .filter_map(|p| str_of(p, "text"))
+        let text = match &rec.content {
+            Some(Flex::Str(s)) => s.clone(),
+            _ => items(&rec.content)
+                .filter_map(|p| p.text.str())
                 .collect::<Vec<_>>()
                 .join(""),
-            _ => String::new(),
         };
         if !text.trim().is_empty() && self.first("text", id) {
             emit(EventKind::AssistantText {
@@ -194,45 +190,49 @@ impl GeminiDecoder {
                 message_id: Some(id.to_string()),
             });
         }
-        if let Some(t) = rec.get("tokens") {
-            let n = |k: &str| t.get(k).and_then(Value::as_u64).unwrap_or(0);
+        if let Some(t) = rec.tokens.as_ref().and_then(Flex::obj) {
+            let n = |f: &Option<_>| Field::count(f);
             emit(EventKind::TokenUsage {
                 message_id: Some(id.to_string()),
                 request_id: None,
                 model,
-                input_tokens: n("input").saturating_sub(n("cached")),
-                output_tokens: n("output").saturating_add(n("thoughts")),
-                cache_read_tokens: n("cached"),
+                input_tokens: n(&t.input).saturating_sub(n(&t.cached)),
+                output_tokens: n(&t.output).saturating_add(n(&t.thoughts)),
+                cache_read_tokens: n(&t.cached),
                 cache_creation_tokens: 0,
                 cumulative: false,
             });
         }
-        for call in rec
-            .get("toolCalls")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
+        for call in items(&rec.tool_calls) {
             self.call(call, emit);
         }
     }
 
-    fn call(&mut self, call: &Value, emit: &mut impl FnMut(EventKind)) {
-        let Some(id) = str_of(call, "id") else { return };
-        let name = str_of(call, "name").unwrap_or_default();
-        let args = call.get("args").cloned().unwrap_or(Value::Null);
+    fn call(&mut self, call: &Call, emit: &mut impl FnMut(EventKind)) {
+        let Some(id) = call.id.str() else { return };
+        let name = call.name.str().unwrap_or_default();
+        let arg = |k: &str| {
+            call.args
+                .as_ref()
+                .and_then(|a| a.get(k))
+                .and_then(Value::as_str)
+        };
         let command = (name == "run_shell_command")
-            .then(|| str_of(&args, "command").map(str::to_string))
+            .then(|| arg("command").map(str::to_string))
             .flatten();
         if self.first("call", id) {
+            let input = call
+                .args
+                .as_ref()
+                .map_or_else(|| "null".into(), Value::to_string);
             emit(EventKind::ToolCall {
                 id: id.to_string(),
                 name: name.to_string(),
                 command: command.clone(),
-                cwd: str_of(&args, "dir_path").map(str::to_string),
-                input: excerpt(&args.to_string(), EXCERPT),
+                cwd: arg("dir_path").map(str::to_string),
+                input: excerpt(&input, EXCERPT),
             });
-            if let Some(path) = edited_path(name, &args) {
+            if let Some(path) = edited_path(name, arg("file_path")) {
                 emit(EventKind::FileChange {
                     path,
                     change: ChangeKind::Update,
@@ -240,19 +240,19 @@ impl GeminiDecoder {
                 });
             }
         }
-        let failed = str_of(call, "status").is_some_and(|s| s != "success");
-        let results = call.get("result").and_then(Value::as_array);
-        for r in results.into_iter().flatten() {
-            if let Some(r) = r.get("functionResponse") {
-                let shown = self.result(r, Some(failed), emit);
-                if let (Some(cmd), Some((out, failed))) = (&command, shown) {
-                    if let Some((sha, message)) = commit_from(cmd, &out, failed) {
-                        emit(EventKind::Commit {
-                            sha,
-                            message,
-                            call_id: Some(id.to_string()),
-                        });
-                    }
+        let failed = call.status.str().is_some_and(|s| s != "success");
+        for p in items(&call.result) {
+            let Some(r) = p.function_response.as_ref().and_then(Flex::obj) else {
+                continue;
+            };
+            let shown = self.result(r, Some(failed), emit);
+            if let (Some(cmd), Some((out, failed))) = (&command, shown) {
+                if let Some((sha, message)) = commit_from(cmd, &out, failed) {
+                    emit(EventKind::Commit {
+                        sha,
+                        message,
+                        call_id: Some(id.to_string()),
+                    });
                 }
             }
         }
@@ -262,15 +262,15 @@ impl GeminiDecoder {
     /// failed when it was emitted now.
     fn result(
         &mut self,
-        r: &Value,
+        r: &Response,
         failed: Option<bool>,
         emit: &mut impl FnMut(EventKind),
     ) -> Option<(String, bool)> {
-        let id = str_of(r, "id")?;
+        let id = r.id.str()?;
         if !self.first("result", id) {
             return None;
         }
-        let response = r.get("response");
+        let response = r.response.as_ref();
         let raw = match response.and_then(|v| v.get("output").or_else(|| v.get("error"))) {
             Some(Value::String(s)) => s.clone(),
             Some(other) => other.to_string(),
@@ -291,9 +291,9 @@ impl GeminiDecoder {
 }
 
 /// The file an edit tool call writes, where it names one.
-fn edited_path(name: &str, args: &Value) -> Option<String> {
+fn edited_path(name: &str, file_path: Option<&str>) -> Option<String> {
     matches!(name, "write_file" | "replace" | "edit")
-        .then(|| str_of(args, "file_path").map(str::to_string))
+        .then(|| file_path.map(str::to_string))
         .flatten()
 }
 

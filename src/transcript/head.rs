@@ -32,8 +32,10 @@ pub struct Record {
     /// `version` and `width`: an asciicast recording's header.
     pub has_version: bool,
     pub has_width: bool,
-    /// `projectHash`: Gemini CLI's session header.
+    /// `projectHash`: Gemini CLI's session header (the SHA-256 of the project's
+    /// directory, in hex).
     pub has_project_hash: bool,
+    pub project_hash: Option<String>,
     /// `provenance`: on every Qwen Code record (Claude Code writes none).
     pub has_provenance: bool,
     pub cwd: Option<String>,
@@ -145,6 +147,10 @@ impl<'de> Visitor<'de> for RecordVisitor {
                     r.session_id = map.next_value_seed(MaybeStr)?;
                 }
                 "cwd" => r.cwd = map.next_value_seed(MaybeStr)?,
+                "projectHash" => {
+                    r.has_project_hash = true;
+                    r.project_hash = map.next_value_seed(MaybeStr)?;
+                }
                 other => {
                     match other {
                         "instructions" => r.has_instructions = true,
@@ -152,7 +158,6 @@ impl<'de> Visitor<'de> for RecordVisitor {
                         "parentUuid" => r.has_parent_uuid = true,
                         "version" => r.has_version = true,
                         "width" => r.has_width = true,
-                        "projectHash" => r.has_project_hash = true,
                         "provenance" => r.has_provenance = true,
                         _ => {}
                     }

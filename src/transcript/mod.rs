@@ -15,6 +15,7 @@ pub mod follow;
 pub mod gemini;
 pub mod head;
 pub mod jsonl;
+pub mod lenient;
 pub mod qwen;
 pub mod render;
 pub use crate::sanitize;

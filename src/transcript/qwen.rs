@@ -20,9 +20,12 @@
 //! not a JSON object is counted as malformed.
 
 use super::event::{commit_from, excerpt, Agent, ChangeKind, Decoder, Event, EventKind};
-use super::event::{SessionMeta, EXCERPT};
-use crate::clock::Micros;
+use super::event::{SessionMeta, Unread, EXCERPT};
+use super::lenient::{items, micros, parse, Field, Flex};
+use record::{Part, Record};
 use serde_json::Value;
+
+mod record;
 
 /// Decodes one Qwen Code session file (see the module docs).
 #[derive(Debug, Default)]
@@ -32,6 +35,7 @@ pub struct QwenDecoder {
     /// Shell commands of calls still open, by call id: a result's commit is read
     /// from its command.
     commands: Vec<(String, String)>,
+    unread: Unread,
 }
 
 impl QwenDecoder {
@@ -46,27 +50,16 @@ impl QwenDecoder {
     }
 }
 
-fn str_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
-    v.get(key).and_then(Value::as_str)
-}
-
-fn parse_time(v: Option<&Value>) -> Option<Micros> {
-    let s = v?.as_str()?;
-    chrono::DateTime::parse_from_rfc3339(s)
-        .ok()
-        .map(|t| t.timestamp_micros())
-}
-
 impl Decoder for QwenDecoder {
     fn feed(&mut self, bytes: &[u8], line: u64, out: &mut Vec<Event>) {
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return;
         }
-        let Ok(rec @ Value::Object(_)) = serde_json::from_slice::<Value>(bytes) else {
+        let Some(rec) = parse::<Record>(bytes) else {
             self.malformed += 1;
             return;
         };
-        let timestamp = parse_time(rec.get("timestamp"));
+        let timestamp = rec.timestamp.str().and_then(micros);
         let mut emit = |kind| {
             out.push(Event {
                 line,
@@ -75,26 +68,31 @@ impl Decoder for QwenDecoder {
                 kind,
             })
         };
-        let ty = str_of(&rec, "type").unwrap_or_default();
-        let subtype = str_of(&rec, "subtype");
-        if ty == "system" && subtype != Some("chat_compression") {
+        let ty = rec.kind.str().unwrap_or_default();
+        if !matches!(ty, "user" | "assistant" | "tool_result" | "system") {
+            self.unread
+                .note(rec.kind.str().unwrap_or("(no type)"), line);
+            return;
+        }
+        if ty == "system" && rec.subtype.str() != Some("chat_compression") {
             return;
         }
         self.observe_meta(&rec, &mut emit);
-        let parts: &[Value] = rec
-            .get("message")
-            .and_then(|m| m.get("parts"))
-            .and_then(Value::as_array)
-            .map_or(&[], Vec::as_slice);
+        let parts: Vec<&Part> = rec
+            .message
+            .as_ref()
+            .and_then(Flex::obj)
+            .map(|m| items(&m.parts).collect())
+            .unwrap_or_default();
         match ty {
             "user" => {
-                let text = texts(parts, false);
+                let text = texts(&parts, false);
                 if !text.is_empty() {
                     emit(EventKind::UserPrompt { text });
                 }
             }
-            "assistant" => self.assistant(&rec, parts, &mut emit),
-            "tool_result" => self.tool_result(&rec, parts, &mut emit),
+            "assistant" => self.assistant(&rec, &parts, &mut emit),
+            "tool_result" => self.tool_result(&rec, &parts, &mut emit),
             "system" => emit(EventKind::Compaction {
                 trigger: None,
                 pre_tokens: None,
@@ -106,35 +104,39 @@ impl Decoder for QwenDecoder {
     fn malformed(&self) -> u64 {
         self.malformed
     }
+
+    fn unread(&self) -> &Unread {
+        &self.unread
+    }
 }
 
 /// The text parts (`thought` parts, or the others), joined.
-fn texts(parts: &[Value], thought: bool) -> String {
+fn texts(parts: &[&Part], thought: bool) -> String {
     parts
         .iter()
-        .filter(|p| p.get("thought").and_then(Value::as_bool).unwrap_or(false) == thought)
-        .filter_map(|p| str_of(p, "text"))
+        .filter(|p| p.thought.truthy() == thought)
+        .filter_map(|p| p.text.str())
         .collect::<Vec<_>>()
         .join("")
 }
 
 impl QwenDecoder {
     /// A `SessionMeta` when the session's identity first shows or changes.
-    fn observe_meta(&mut self, rec: &Value, emit: &mut impl FnMut(EventKind)) {
+    fn observe_meta(&mut self, rec: &Record, emit: &mut impl FnMut(EventKind)) {
         let mut next = self.meta.clone();
-        let set = |field: &mut Option<String>, key: &str| {
-            if let Some(v) = str_of(rec, key) {
+        let set = |field: &mut Option<String>, v: Option<&str>| {
+            if let Some(v) = v {
                 if field.as_deref() != Some(v) {
                     *field = Some(v.to_string());
                 }
             }
         };
-        set(&mut next.session_id, "sessionId");
-        set(&mut next.cwd, "cwd");
-        set(&mut next.version, "version");
-        set(&mut next.git_branch, "gitBranch");
-        if str_of(rec, "type") == Some("assistant") {
-            set(&mut next.model, "model");
+        set(&mut next.session_id, rec.session_id.str());
+        set(&mut next.cwd, rec.cwd.str());
+        set(&mut next.version, rec.version.str());
+        set(&mut next.git_branch, rec.git_branch.str());
+        if rec.kind.str() == Some("assistant") {
+            set(&mut next.model, rec.model.str());
         }
         if next != self.meta {
             self.meta = next;
@@ -142,8 +144,8 @@ impl QwenDecoder {
         }
     }
 
-    fn assistant(&mut self, rec: &Value, parts: &[Value], emit: &mut impl FnMut(EventKind)) {
-        let id = str_of(rec, "uuid").map(str::to_string);
+    fn assistant(&mut self, rec: &Record, parts: &[&Part], emit: &mut impl FnMut(EventKind)) {
+        let id = rec.uuid.str().map(str::to_string);
         let thought = texts(parts, true);
         if !thought.trim().is_empty() {
             emit(EventKind::Reasoning { text: thought });
@@ -156,13 +158,18 @@ impl QwenDecoder {
             });
         }
         let mut called = false;
-        for call in parts.iter().filter_map(|p| p.get("functionCall")) {
+        for call in parts.iter().filter_map(|p| p.function_call.as_ref()?.obj()) {
             called = true;
-            let call_id = str_of(call, "id").unwrap_or_default().to_string();
-            let name = str_of(call, "name").unwrap_or_default();
-            let args = call.get("args").cloned().unwrap_or(Value::Null);
+            let call_id = call.id.str().unwrap_or_default().to_string();
+            let name = call.name.str().unwrap_or_default();
+            let arg = |k: &str| {
+                call.args
+                    .as_ref()
+                    .and_then(|a| a.get(k))
+                    .and_then(Value::as_str)
+            };
             let command = (name == "run_shell_command")
-                .then(|| str_of(&args, "command").map(str::to_string))
+                .then(|| arg("command").map(str::to_string))
                 .flatten();
             if let Some(c) = &command {
                 self.commands.push((call_id.clone(), c.clone()));
@@ -170,15 +177,19 @@ impl QwenDecoder {
                     self.commands.remove(0);
                 }
             }
+            let input = call
+                .args
+                .as_ref()
+                .map_or_else(|| "null".into(), Value::to_string);
             emit(EventKind::ToolCall {
                 id: call_id.clone(),
                 name: name.to_string(),
                 command,
-                cwd: str_of(&args, "directory").map(str::to_string),
-                input: excerpt(&args.to_string(), EXCERPT),
+                cwd: arg("directory").map(str::to_string),
+                input: excerpt(&input, EXCERPT),
             });
             if let Some(path) = matches!(name, "write_file" | "edit" | "replace")
-                .then(|| str_of(&args, "file_path").map(str::to_string))
+                .then(|| arg("file_path").map(str::to_string))
                 .flatten()
             {
                 emit(EventKind::FileChange {
@@ -188,15 +199,14 @@ impl QwenDecoder {
                 });
             }
         }
-        if let Some(u) = rec.get("usageMetadata") {
-            let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
-            let cached = n("cachedContentTokenCount");
+        if let Some(u) = rec.usage.as_ref().and_then(Flex::obj) {
+            let cached = u.cached.count();
             emit(EventKind::TokenUsage {
                 message_id: id,
                 request_id: None,
-                model: str_of(rec, "model").map(str::to_string),
-                input_tokens: n("promptTokenCount").saturating_sub(cached),
-                output_tokens: n("candidatesTokenCount").saturating_add(n("thoughtsTokenCount")),
+                model: rec.model.str().map(str::to_string),
+                input_tokens: u.prompt.count().saturating_sub(cached),
+                output_tokens: u.candidates.count().saturating_add(u.thoughts.count()),
                 cache_read_tokens: cached,
                 cache_creation_tokens: 0,
                 cumulative: false,
@@ -207,28 +217,31 @@ impl QwenDecoder {
         }
     }
 
-    fn tool_result(&mut self, rec: &Value, parts: &[Value], emit: &mut impl FnMut(EventKind)) {
-        let summary = rec.get("toolCallResult");
-        let display = summary.and_then(|s| s.get("resultDisplay"));
-        for r in parts.iter().filter_map(|p| p.get("functionResponse")) {
-            let id = str_of(r, "id").unwrap_or_default().to_string();
-            let raw = match r.get("response").and_then(|v| v.get("output")) {
+    fn tool_result(&mut self, rec: &Record, parts: &[&Part], emit: &mut impl FnMut(EventKind)) {
+        let summary = rec.tool_call_result.as_ref().and_then(Flex::obj);
+        let display = summary.and_then(|s| s.display.as_ref()?.obj());
+        for r in parts
+            .iter()
+            .filter_map(|p| p.function_response.as_ref()?.obj())
+        {
+            let id = r.id.str().unwrap_or_default().to_string();
+            let response = r.response.as_ref();
+            let raw = match response.and_then(|v| v.get("output")) {
                 Some(Value::String(s)) => s.clone(),
                 Some(other) => other.to_string(),
-                None => r.get("response").map(Value::to_string).unwrap_or_default(),
+                None => response.map(Value::to_string).unwrap_or_default(),
             };
             let (parsed, stated) = shell_output(&raw);
             let exit_code = display
-                .and_then(|d| d.get("exitCode"))
-                .and_then(Value::as_i64)
-                .map(|c| c as i32)
+                .and_then(|d| d.exit_code.int())
+                .and_then(|c| i32::try_from(c).ok())
                 .or(stated);
             let output = display
-                .and_then(|d| str_of(d, "output"))
+                .and_then(|d| d.output.str())
                 .map(str::to_string)
                 .unwrap_or(parsed);
             let failed = summary
-                .and_then(|s| str_of(s, "status"))
+                .and_then(|s| s.status.str())
                 .is_some_and(|s| s != "success")
                 || exit_code.is_some_and(|c| c != 0);
             emit(EventKind::ToolResult {

@@ -85,4 +85,5 @@ mod taskwarrior;
 mod transcripts;
 mod trust_boundary;
 mod usage;
+mod watch_agents;
 mod watch_follow;

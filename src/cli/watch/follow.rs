@@ -13,6 +13,9 @@
 //! - Only the files an event names are read; every file is still looked at every
 //!   [`SWEEP`] (a missed or overflowed event queue, a file system without inotify), and
 //!   when no watcher can be had at all, every [`POLL`] as before.
+//! - What a decoder skipped is said as it is met: each kind of record it does not
+//!   know, once, with its first line (`"kind":"unread"`), and lines that are not
+//!   records (`"kind":"malformed"`, with the count so far).
 
 use crate::error::Result;
 use crate::transcript::event::Event;
@@ -56,6 +59,32 @@ struct Followed {
     missing: bool,
     /// The last read error said, so that it is said once.
     problem: Option<String>,
+    /// How many unknown record kinds and malformed lines were said already.
+    said: (usize, u64),
+}
+
+impl Followed {
+    /// What the decoder skipped since the last call, to be said.
+    fn skipped(&mut self) -> Vec<Record<'static>> {
+        let unread = self.follower.unread();
+        let mut news: Vec<Record> = unread.kinds()[self.said.0..]
+            .iter()
+            .map(|k| Record::Unread {
+                kind: k.kind.clone(),
+                line: k.first_line,
+            })
+            .collect();
+        self.said.0 = unread.kinds().len();
+        let malformed = self.follower.malformed();
+        if malformed > self.said.1 {
+            news.push(Record::Malformed {
+                new: malformed - self.said.1,
+                total: malformed,
+            });
+            self.said.1 = malformed;
+        }
+        news
+    }
 }
 
 fn absolute(p: &Path) -> PathBuf {
@@ -76,6 +105,7 @@ fn open(shown: &Path, in_dir: bool) -> Result<Followed> {
         in_dir,
         missing: false,
         problem: None,
+        said: (0, 0),
     })
 }
 
@@ -470,6 +500,10 @@ impl Watch {
                 Restart::Rotated => self.record(key, Record::Rotated)?,
             }
             self.print_events(key, many)?;
+            let skipped = self.followed.get_mut(key).map(Followed::skipped);
+            for r in skipped.into_iter().flatten() {
+                self.record(key, r)?;
+            }
             if caught_up {
                 return Ok(false);
             }
@@ -529,6 +563,12 @@ impl Watch {
                 Record::Removed { waiting } => {
                     serde_json::json!({"file": file, "kind": "removed", "waiting": waiting})
                 }
+                Record::Unread { kind, line } => serde_json::json!({
+                    "file": file, "kind": "unread", "record": kind, "line": line,
+                }),
+                Record::Malformed { new, total } => serde_json::json!({
+                    "file": file, "kind": "malformed", "lines": new, "total": total,
+                }),
             };
             writeln!(self.out, "{}", sanitize::json_line(&v))
         } else {
@@ -549,6 +589,13 @@ impl Watch {
                     format!("{name} is gone: waiting for it to come back")
                 }
                 Record::Removed { waiting: false } => format!("{name} was removed"),
+                Record::Unread { kind, line } => format!(
+                    "{name} line {line}: a record of type {:?} is not one spice reads (skipped, and any more like it)",
+                    sanitize::one_line(&kind)
+                ),
+                Record::Malformed { new, total } => format!(
+                    "{name}: {new} line(s) that are not JSON records skipped ({total} in all)"
+                ),
             };
             writeln!(self.out, "── {text} ──")
         };
@@ -567,6 +614,15 @@ enum Record<'a> {
     },
     Removed {
         waiting: bool,
+    },
+    /// The first record of a kind the decoder does not know.
+    Unread {
+        kind: String,
+        line: u64,
+    },
+    Malformed {
+        new: u64,
+        total: u64,
     },
 }
 

@@ -16,8 +16,8 @@ use super::lenient::{
     TextItem, Texts,
 };
 use super::shell::{self, Style};
-use crate::clock::Micros;
 use crate::transcript::event::{excerpt, EXCERPT};
+pub(super) use crate::transcript::lenient::micros;
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use std::cell::Cell;
@@ -311,91 +311,5 @@ impl<'de, T: Default> Visitor<'de> for TextVisitor<T> {
             Some(Value::String(s)) => Ok((self.0)(s)),
             _ => Ok((self.0)(&v.to_string())),
         }
-    }
-}
-
-/// A record's RFC 3339 timestamp in microseconds. Codex writes UTC as
-/// `YYYY-MM-DDTHH:MM:SS[.fff]Z`, read here without chrono's general parser (it runs on
-/// every line); anything else goes to chrono.
-pub(super) fn micros(s: &str) -> Option<Micros> {
-    fast_micros(s.as_bytes()).or_else(|| {
-        chrono::DateTime::parse_from_rfc3339(s)
-            .ok()
-            .map(|t| t.timestamp_micros())
-    })
-}
-
-fn fast_micros(b: &[u8]) -> Option<Micros> {
-    let [y0, y1, y2, y3, b'-', m0, m1, b'-', d0, d1, b'T', h0, h1, b':', n0, n1, b':', s0, s1, rest @ ..] =
-        b
-    else {
-        return None;
-    };
-    let num = |ds: &[u8]| -> Option<i64> {
-        ds.iter().try_fold(0i64, |acc, d| {
-            d.is_ascii_digit().then(|| acc * 10 + i64::from(d - b'0'))
-        })
-    };
-    let (year, month, day) = (
-        num(&[*y0, *y1, *y2, *y3])?,
-        num(&[*m0, *m1])?,
-        num(&[*d0, *d1])?,
-    );
-    let (hour, minute, second) = (num(&[*h0, *h1])?, num(&[*n0, *n1])?, num(&[*s0, *s1])?);
-    let (frac, tail) = match rest {
-        [b'.', more @ ..] => {
-            let digits = more.iter().take_while(|d| d.is_ascii_digit()).count();
-            let micros = more[..digits.min(6)]
-                .iter()
-                .fold(0i64, |a, d| a * 10 + i64::from(d - b'0'));
-            (
-                micros * 10i64.pow(6 - digits.min(6) as u32),
-                &more[digits..],
-            )
-        }
-        _ => (0, rest),
-    };
-    if tail != b"Z"
-        || !(1..=12).contains(&month)
-        || !(1..=31).contains(&day)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
-        return None;
-    }
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(((days * 24 + hour) * 60 + minute) * 60_000_000 + second * 1_000_000 + frac)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn timestamps_match_chrono() {
-        for s in [
-            "2026-11-29T21:03:00.836Z",
-            "2025-09-10T18:58:38.331Z",
-            "2026-01-01T00:00:00Z",
-            "2024-02-29T23:59:59.123456789Z",
-            "1999-12-31T12:00:00.5Z",
-        ] {
-            let chrono = chrono::DateTime::parse_from_rfc3339(s)
-                .unwrap()
-                .timestamp_micros();
-            assert_eq!(fast_micros(s.as_bytes()), Some(chrono), "{s}");
-        }
-        assert_eq!(
-            micros("2026-01-01T01:00:00+01:00"),
-            Some(1_767_225_600_000_000)
-        );
-        assert_eq!(micros("yesterday"), None);
     }
 }

@@ -150,3 +150,26 @@ fn shell_output_without_an_envelope_is_kept_as_is() {
         ("a\nb".to_string(), Some(2))
     );
 }
+
+#[test]
+fn an_unknown_record_type_is_noted_and_the_clis_notices_are_not() {
+    let mut d = GeminiDecoder::new();
+    let mut out = Vec::new();
+    let lines = [
+        header(),
+        json!({"id": "e1", "type": "error", "content": "quota"}),
+        json!({"id": "w1", "type": "warning", "content": "slow"}),
+        json!({"id": "x1", "type": "hologram", "content": "ACK bcdfghjk: no"}),
+        json!({"id": "x2", "content": "no type at all"}),
+    ];
+    for (i, l) in lines.iter().enumerate() {
+        d.feed(l.to_string().as_bytes(), i as u64 + 1, &mut out);
+    }
+    let kinds: Vec<(&str, u64)> = d
+        .unread()
+        .kinds()
+        .iter()
+        .map(|k| (k.kind.as_str(), k.first_line))
+        .collect();
+    assert_eq!(kinds, [("hologram", 4), ("(no type)", 5)]);
+}

@@ -165,3 +165,34 @@ fn a_killed_call_stays_open_and_a_failure_is_read_from_the_text() {
     d.feed(b"[1,2]", 1, &mut Vec::new());
     assert_eq!(d.malformed(), 1);
 }
+
+#[test]
+fn an_unknown_record_type_is_noted_once_with_its_first_line() {
+    let mut d = QwenDecoder::new();
+    let mut out = Vec::new();
+    let lines = [
+        rec(
+            "user",
+            json!({"message": {"role": "user", "parts": [{"text": "go"}]}}),
+        ),
+        rec(
+            "hologram",
+            json!({"payload": {"text": "ACK bcdfghjk: not an ACK"}}),
+        ),
+        rec("system", json!({"subtype": "ui_telemetry"})),
+        rec("hologram", json!({})),
+    ];
+    for (i, l) in lines.iter().enumerate() {
+        d.feed(l.to_string().as_bytes(), i as u64 + 1, &mut out);
+    }
+    let unread = d.unread();
+    assert_eq!(unread.kinds().len(), 1, "{unread:?}");
+    assert_eq!(unread.kinds()[0].kind, "hologram");
+    assert_eq!(
+        (unread.kinds()[0].first_line, unread.kinds()[0].count),
+        (2, 2)
+    );
+    assert!(!out
+        .iter()
+        .any(|e| matches!(&e.kind, EventKind::AssistantText { .. })));
+}
