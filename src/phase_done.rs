@@ -67,6 +67,11 @@ pub struct PhaseDone<'a> {
     pub lanes_dir: Option<&'a Path>,
     /// The state directory, which a stage hook's `spice` commands use (`SPICE_HOME`).
     pub home: Option<&'a Path>,
+    /// The repository the claim's worktree belongs to, when the caller knows it (the
+    /// supervisor, completing a phase for its agent): then the worktree must be one
+    /// of its worktrees, on the task's own branch, or nothing is completed. Without
+    /// it (the operator's own command) the repository is found from the worktree.
+    pub repo: Option<&'a Path>,
 }
 
 /// What [`complete_phase`] did.
@@ -152,10 +157,14 @@ pub fn complete_phase(store: &mut dyn Authority, req: &PhaseDone<'_>) -> Result<
     let Some(wt) = claim.worktree.as_deref().map(Path::new) else {
         return only_phase(store);
     };
-    if claim.claimant != holder.claimant || !wt.join(".git").exists() {
+    if claim.claimant != holder.claimant {
         return only_phase(store);
     }
-    let main = main_work_tree(wt, req.runner)?;
+    let main = match req.repo {
+        Some(repo) => trusted_work_tree(repo, wt, &claim, req.runner)?,
+        None if !wt.join(".git").exists() => return only_phase(store),
+        None => main_work_tree(wt, req.runner)?,
+    };
     let lock = main.lock_merges()?;
     let proof = store.hold(req.task, holder, MERGE_LEASE, "complete the phase of")?;
     if proof.worktree != claim.worktree {
@@ -235,6 +244,41 @@ fn event<'a>(
     }
 }
 
+/// The repository `repo` the supervisor runs the lane in, opened at its main work
+/// tree, once `wt` is known to be one of its worktrees (its git directory under the
+/// repository names it) checked out on the claim's own task branch. The agent can
+/// write everything in its worktree, `.git` included, so git there is pointed at the
+/// git directory the repository knows (`Git`'s pinning), whatever `.git` says; a
+/// worktree that is gone, or is on another branch, refuses the completion, where the
+/// phase would otherwise complete with nothing merged, no gate and no hook, or merge
+/// a branch that is not the task's.
+fn trusted_work_tree(repo: &Path, wt: &Path, claim: &Claim, runner: &Runner) -> Result<Git> {
+    let git = Git::open(repo, runner.clone())?;
+    let refuse = |why: String| {
+        Error::conflict(format!(
+            "task {}'s worktree {} {why}: nothing was merged and the phase is not complete",
+            claim.handle,
+            wt.display()
+        ))
+    };
+    if crate::git::admin_dir(git.common_dir(), wt).is_none() {
+        return Err(refuse(format!(
+            "is gone, or no longer a worktree of {}",
+            git.repo().display()
+        )));
+    }
+    let on = git.launch_check(wt)?.branch;
+    let want = crate::git::task_branch(&claim.handle);
+    if on.as_deref() != Some(want.as_str()) {
+        return Err(refuse(format!(
+            "is on {}, not the task's branch {want}",
+            on.as_deref().unwrap_or("a detached HEAD")
+        )));
+    }
+    let common = git.common_dir().to_path_buf();
+    Git::open(common.parent().unwrap_or(&common), runner.clone())
+}
+
 /// The repository of the task worktree `wt`, opened at its main work tree (where the
 /// operator's lanes and checkout are).
 fn main_work_tree(wt: &Path, runner: &Runner) -> Result<Git> {
@@ -272,7 +316,7 @@ fn merge(
             .branch
             .unwrap_or_else(|| "main".into()),
     };
-    gate(store, claim, wt, &base, &branch, phase)?;
+    gate(store, claim, wt, git.common_dir(), &base, &branch, phase)?;
     let hooks = crate::stage::config::at_rev(git.repo(), &base).map_err(|errs| {
         let all: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
         all.join("; ")
@@ -316,6 +360,7 @@ fn gate(
     store: &mut dyn Authority,
     claim: &Claim,
     wt: &Path,
+    common: &Path,
     base: &str,
     branch: &str,
     phase: &str,
@@ -326,7 +371,7 @@ fn gate(
         record: false,
         now: claim.renewed_at,
     };
-    let checked = crate::gate::phase::check(wt, base, branch, &opts).map_err(|e| {
+    let checked = crate::gate::phase::check(wt, common, base, branch, &opts).map_err(|e| {
         Error::Other(format!(
             "the gate could not check {branch} against {base}: {e}; nothing was merged"
         ))

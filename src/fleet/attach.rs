@@ -17,7 +17,11 @@
 //!
 //! Invariants: the socket serves only the lane's current session (a successor's
 //! terminal replaces it for new clients; attached clients see the old session end);
-//! bad frames end that client's connection, nothing else.
+//! bad frames end that client's connection, nothing else; a lane's agent (any process
+//! descending from a seated shim, `fleet::desk::Seats`, known by the kernel's peer
+//! credentials) is refused: a confined agent can connect to a unix socket, and one
+//! lane's agent must not type into another's terminal (or its own: ^C, a forged
+//! reply).
 
 use crate::agent::Terminal;
 use crate::error::{Error, Result};
@@ -46,6 +50,9 @@ const LISTEN_WAIT_MS: u16 = 5_000;
 /// tries again later.
 pub const NO_AGENT: &[u8] = b"spice: the lane has no agent running right now\r\n";
 
+/// What a lane's agent is told when it connects.
+pub const AGENTS_REFUSED: &[u8] = b"spice: a lane's agent may not attach to a lane's terminal\r\n";
+
 /// Where the lane's attach socket is.
 pub fn socket_path(state_dir: &Path, lane: &str) -> PathBuf {
     state_dir.join("attach").join(format!("{lane}.sock"))
@@ -70,6 +77,7 @@ pub fn serve(
     lane: &str,
     port: Port,
     stop: Arc<AtomicBool>,
+    seats: super::desk::Seats,
 ) -> Result<std::thread::JoinHandle<()>> {
     let path = socket_path(state_dir, lane);
     let dir = path.parent().expect("a socket path has a directory");
@@ -101,6 +109,12 @@ pub fn serve(
                 match listener.accept() {
                     // The supervisor's wake-up at its stop ([`wake`]).
                     Ok(_) if stop.load(Ordering::SeqCst) => break,
+                    Ok((mut conn, _))
+                        if super::desk::peer_pid(&conn)
+                            .map_or(true, |pid| seats.of(pid).is_some()) =>
+                    {
+                        let _ = conn.write_all(AGENTS_REFUSED);
+                    }
                     Ok((conn, _)) => {
                         let port = port.clone();
                         let stop = stop.clone();
@@ -222,4 +236,47 @@ pub fn frame(kind: u8, body: &[u8]) -> Vec<u8> {
     f.extend_from_slice(&(body.len() as u32).to_be_bytes());
     f.extend_from_slice(body);
     f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fleet::desk::{Seat, Seats};
+
+    fn said(state: &Path, lane: &str) -> Vec<u8> {
+        let mut conn = UnixStream::connect(socket_path(state, lane)).unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut got = Vec::new();
+        let _ = conn.read_to_end(&mut got);
+        got
+    }
+
+    /// Regression (#39): a confined agent could connect to any lane's attach socket
+    /// and type into that lane's terminal.
+    #[test]
+    fn a_lanes_agent_is_refused_and_anyone_else_served() {
+        let d = tempfile::tempdir().unwrap();
+        let seats = Seats::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let listener = serve(d.path(), "b", Port::default(), stop.clone(), seats.clone()).unwrap();
+        assert_eq!(said(d.path(), "b"), NO_AGENT, "the operator is served");
+        let seated = seats.sit(
+            std::process::id(),
+            Seat {
+                lane: "a".into(),
+                session: "s".into(),
+                task: "t".into(),
+                fence: 1,
+                worktree: "/w".into(),
+                repo: "/r".into(),
+            },
+        );
+        assert_eq!(said(d.path(), "b"), AGENTS_REFUSED, "an agent is refused");
+        drop(seated);
+        assert_eq!(said(d.path(), "b"), NO_AGENT);
+        stop.store(true, Ordering::SeqCst);
+        wake(d.path(), "b");
+        listener.join().unwrap();
+    }
 }

@@ -167,23 +167,7 @@ fn git_paths(opts: &FleetOptions, repo: &Path, worktree: &Path) -> Vec<PathBuf> 
     out
 }
 
-/// The directory under `<common>/worktrees/` whose `gitdir` names `worktree`'s `.git`
-/// file: exactly one, else none (nothing is granted on a guess).
-pub fn admin_dir(common: &Path, worktree: &Path) -> Option<PathBuf> {
-    let want = std::fs::canonicalize(worktree).ok()?.join(".git");
-    let mut found = Vec::new();
-    for e in std::fs::read_dir(common.join("worktrees")).ok()?.flatten() {
-        let Ok(text) = std::fs::read_to_string(e.path().join("gitdir")) else {
-            continue;
-        };
-        let named = PathBuf::from(text.trim());
-        let named = std::fs::canonicalize(&named).unwrap_or(named);
-        if named == want {
-            found.push(e.path());
-        }
-    }
-    (found.len() == 1).then(|| found.remove(0))
-}
+pub use crate::git::admin_dir;
 
 #[cfg(test)]
 mod tests {

@@ -257,7 +257,13 @@ pub fn up(
         let port = attach::Port::default();
         listeners.push((
             l.name.clone(),
-            attach::serve(&opts.state_dir, &l.name, port.clone(), stop.clone())?,
+            attach::serve(
+                &opts.state_dir,
+                &l.name,
+                port.clone(),
+                stop.clone(),
+                opts.seats.clone(),
+            )?,
         ));
         let opts = opts.clone();
         let stop = stop.clone();

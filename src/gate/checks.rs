@@ -78,6 +78,7 @@ mod tests {
         let r = Repo {
             root: d.path().to_path_buf(),
             common_dir: d.path().to_path_buf(),
+            pin: None,
         };
         (d, r)
     }

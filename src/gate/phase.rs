@@ -62,7 +62,7 @@ pub fn record_verified(repo: &Repo) -> Result<(), String> {
 
 /// `rev:spice.toml`'s text, `None` when it has none.
 fn config_at(repo: &Repo, rev: &str) -> Option<String> {
-    git(&repo.root, &["show", &format!("{rev}:{}", config::FILE)])
+    repo.git(&["show", &format!("{rev}:{}", config::FILE)])
         .ok()
         .map(|b| String::from_utf8_lossy(&b).into_owned())
 }
@@ -72,9 +72,38 @@ fn gate_section(text: Option<&str>) -> Option<toml::Value> {
     v.get("gate").cloned()
 }
 
-/// The gate over `branch`'s changes since it left `base`, in the worktree `wt`.
-pub fn check(wt: &Path, base: &str, branch: &str, opts: &Options) -> Result<PhaseGate, String> {
-    let repo = Repo::find(wt)?;
+/// The gate over `branch`'s changes since it left `base`, in the worktree `wt` of the
+/// repository whose common git directory is `common`: git there is pointed at the
+/// worktree's git directory as the repository knows it, never at what `wt/.git`
+/// names (the agent's to write).
+pub fn check(
+    wt: &Path,
+    common: &Path,
+    base: &str,
+    branch: &str,
+    opts: &Options,
+) -> Result<PhaseGate, String> {
+    // A linked worktree's own git directory; else the main work tree's, the common
+    // one itself.
+    let found = crate::git::admin_dir(common, wt).or_else(|| {
+        let main = std::fs::canonicalize(wt).ok()
+            == std::fs::canonicalize(common)
+                .ok()
+                .and_then(|c| c.parent().map(Path::to_path_buf));
+        main.then(|| common.to_path_buf())
+    });
+    let pin = found.ok_or_else(|| {
+        format!(
+            "{} is gone, or no longer a worktree of {}",
+            wt.display(),
+            common.display()
+        )
+    })?;
+    let repo = Repo {
+        root: wt.to_path_buf(),
+        common_dir: common.to_path_buf(),
+        pin: Some(pin),
+    };
     let base_text = config_at(&repo, base);
     let shown = format!("{} (at {base})", config::FILE);
     let cfg = match &base_text {
@@ -126,15 +155,12 @@ pub fn check(wt: &Path, base: &str, branch: &str, opts: &Options) -> Result<Phas
                 .collect::<Vec<_>>()
         })
         .collect();
-        let log = git(
-            &repo.root,
-            &[
-                "log",
-                "--no-merges",
-                "--format=%H %T",
-                &format!("{base}..{branch}"),
-            ],
-        )?;
+        let log = repo.git(&[
+            "log",
+            "--no-merges",
+            "--format=%H %T",
+            &format!("{base}..{branch}"),
+        ])?;
         for line in String::from_utf8_lossy(&log).lines() {
             let Some((commit, tree)) = line.split_once(' ') else {
                 continue;

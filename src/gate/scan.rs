@@ -39,6 +39,11 @@ pub struct Repo {
     pub root: PathBuf,
     /// The common git directory (shared by every worktree).
     pub common_dir: PathBuf,
+    /// The worktree's git directory as the repository knows it, when git must not
+    /// find it through the worktree's `.git` (the supervisor's phase gate: that file
+    /// is the agent's to write): git then runs with `GIT_DIR`, `GIT_COMMON_DIR` and
+    /// `GIT_WORK_TREE` set.
+    pub pin: Option<PathBuf>,
 }
 
 pub use crate::config::repo::git;
@@ -64,7 +69,46 @@ impl Repo {
         Ok(Repo {
             root: PathBuf::from(root),
             common_dir: PathBuf::from(common),
+            pin: None,
         })
+    }
+
+    /// Runs git in the work tree (pinned when [`Repo::pin`] says) and returns its
+    /// stdout.
+    pub fn git(&self, args: &[&str]) -> Result<Vec<u8>, String> {
+        match &self.pin {
+            None => git(&self.root, args),
+            Some(_) => {
+                let out = self
+                    .command(args)
+                    .stdin(Stdio::null())
+                    .output()
+                    .map_err(|e| format!("git: {e}"))?;
+                if out.status.success() {
+                    return Ok(out.stdout);
+                }
+                let err = String::from_utf8_lossy(&out.stderr);
+                let line = err
+                    .lines()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("failed");
+                Err(format!("git {}: {}", args.join(" "), line.trim()))
+            }
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new("git");
+        cmd.args(args)
+            .current_dir(&self.root)
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .env("LC_ALL", "C");
+        if let Some(dir) = &self.pin {
+            cmd.env("GIT_DIR", dir)
+                .env("GIT_COMMON_DIR", &self.common_dir)
+                .env("GIT_WORK_TREE", &self.root);
+        }
+        cmd
     }
 
     /// The paths in `scope` and their contents.
@@ -75,7 +119,7 @@ impl Repo {
             // What the branch changed since it left base: blobs `tip:path`.
             Scope::Branch { base, tip } => self.changed(&[&format!("{base}...{tip}")], tip),
             Scope::All => {
-                let listed = git(&self.root, &["ls-files", "-z"])?;
+                let listed = self.git(&["ls-files", "-z"])?;
                 let paths: Vec<String> = listed
                     .split(|b| *b == 0)
                     .filter(|p| !p.is_empty())
@@ -92,7 +136,7 @@ impl Repo {
     fn changed(&self, args: &[&str], rev: &str) -> Result<Vec<Item>, String> {
         let mut a = vec!["diff", "--name-status", "-z", "-M", "--diff-filter=ACMR"];
         a.extend_from_slice(args);
-        let changes = name_status(&git(&self.root, &a)?);
+        let changes = name_status(&self.git(&a)?);
         let specs: Vec<String> = changes.iter().map(|(p, _)| format!("{rev}:{p}")).collect();
         let blobs = self.cat(&specs)?;
         Ok(changes
@@ -152,7 +196,7 @@ impl Repo {
                 }
                 let mut a = vec!["--literal-pathspecs", "ls-files", "-z", "--"];
                 a.extend(paths.iter().map(String::as_str));
-                let listed = git(&self.root, &a)?;
+                let listed = self.git(&a)?;
                 let tracked: std::collections::HashSet<&[u8]> = listed
                     .split(|b| *b == 0)
                     .filter(|p| !p.is_empty())
@@ -186,7 +230,7 @@ impl Repo {
             .iter()
             .map(|s| {
                 if s.contains('\n') {
-                    git(&self.root, &["cat-file", "blob", s]).ok()
+                    self.git(&["cat-file", "blob", s]).ok()
                 } else {
                     got.next().flatten()
                 }
@@ -199,39 +243,39 @@ impl Repo {
             .iter()
             .flat_map(|s| s.bytes().chain(std::iter::once(b'\n')))
             .collect();
-        let out = git_with_input(&self.root, &["cat-file", "--batch"], input)?;
+        let out = self.git_with_input(&["cat-file", "--batch"], input)?;
         parse_batch(&out, specs.len())
     }
 }
 
-/// Runs git with `input` on its stdin (written from a thread, so a large input cannot
-/// deadlock against git's output) and returns its stdout.
-fn git_with_input(dir: &Path, args: &[&str], input: Vec<u8>) -> Result<Vec<u8>, String> {
-    let name = format!("git {}", args.join(" "));
-    let mut child = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("LC_ALL", "C")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("{name}: {e}"))?;
-    let mut stdin = child.stdin.take().expect("piped");
-    let writer = std::thread::spawn(move || stdin.write_all(&input));
-    let mut out = Vec::new();
-    child
-        .stdout
-        .take()
-        .expect("piped")
-        .read_to_end(&mut out)
-        .map_err(|e| format!("{name}: {e}"))?;
-    let _ = writer.join();
-    let status = child.wait().map_err(|e| format!("{name}: {e}"))?;
-    if !status.success() {
-        return Err(format!("{name}: exit {status}"));
+impl Repo {
+    /// Runs git with `input` on its stdin (written from a thread, so a large input cannot
+    /// deadlock against git's output) and returns its stdout.
+    fn git_with_input(&self, args: &[&str], input: Vec<u8>) -> Result<Vec<u8>, String> {
+        let name = format!("git {}", args.join(" "));
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("{name}: {e}"))?;
+        let mut stdin = child.stdin.take().expect("piped");
+        let writer = std::thread::spawn(move || stdin.write_all(&input));
+        let mut out = Vec::new();
+        child
+            .stdout
+            .take()
+            .expect("piped")
+            .read_to_end(&mut out)
+            .map_err(|e| format!("{name}: {e}"))?;
+        let _ = writer.join();
+        let status = child.wait().map_err(|e| format!("{name}: {e}"))?;
+        if !status.success() {
+            return Err(format!("{name}: exit {status}"));
+        }
+        Ok(out)
     }
-    Ok(out)
 }
 
 /// `git diff --name-status -z` output: (path, renamed from).
@@ -300,7 +344,7 @@ pub fn attributed(repo: &Repo, paths: &[String], cached: bool) -> Result<Vec<boo
         .iter()
         .flat_map(|s| s.bytes().chain(std::iter::once(0)))
         .collect();
-    let out = git_with_input(&repo.root, &args, input)?;
+    let out = repo.git_with_input(&args, input)?;
     let mut skip = std::collections::HashMap::new();
     let fields: Vec<String> = out
         .split(|b| *b == 0)

@@ -19,6 +19,12 @@
 //! name, and [`Git::recycle_worktree`], which empties a finished task's worktree only
 //! once everything it held beyond its commits and its test bed is saved under a ref.
 //!
+//! **A task worktree is the agent's to write, its `.git` file included**: git run in
+//! one is pointed at the worktree's git directory and the common directory found from
+//! the repository ([`Git::pinned`]), never at what the worktree's `.git` names, so a
+//! forged `.git` (a git directory whose config runs a program, `core.fsmonitor`) never
+//! runs anything with the supervisor's rights, nor shows spice another branch's state.
+//!
 //! All git runs through [`Runner`] (the `git` CLI in a cleared environment); errors
 //! are one line naming the repository, the branch and git's first line of complaint.
 //! A state that forbids the move (dirty tree, conflict, something in the way) is
@@ -57,6 +63,26 @@ pub use worktree::{Prepared, Worktree};
 use crate::error::{Error, Result};
 use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
+
+/// The directory under `<common>/worktrees/` whose `gitdir` names `worktree`'s `.git`
+/// file: exactly one, else none (nothing is trusted on a guess). The agent of that
+/// worktree can write its own `gitdir`, so naming another worktree there only makes
+/// both ambiguous: none is found for either.
+pub fn admin_dir(common: &Path, worktree: &Path) -> Option<PathBuf> {
+    let want = std::fs::canonicalize(worktree).ok()?.join(".git");
+    let mut found = Vec::new();
+    for e in std::fs::read_dir(common.join("worktrees")).ok()?.flatten() {
+        let Ok(text) = std::fs::read_to_string(e.path().join("gitdir")) else {
+            continue;
+        };
+        let named = PathBuf::from(text.trim());
+        let named = std::fs::canonicalize(&named).unwrap_or(named);
+        if named == want {
+            found.push(e.path());
+        }
+    }
+    (found.len() == 1).then(|| found.remove(0))
+}
 
 /// `[&OsStr; N]` from strings and paths alike, for argument lists.
 macro_rules! args {
@@ -163,15 +189,39 @@ impl Git {
         } else {
             None
         };
-        self.runner.run(dir, args).map_err(|e| spawn_error(dir, e))
+        let pinned = self.pinned(dir);
+        let extra: Vec<(&str, &OsStr)> = pinned.iter().map(|(k, v)| (*k, v.as_os_str())).collect();
+        self.runner
+            .run_with(dir, args, &extra)
+            .map_err(|e| spawn_error(dir, e))
     }
 
     /// Runs git in `dir` so that it cannot be stopped half-way, short of SIGKILL
     /// (see [`Runner::run_shielded`]).
     fn run_shielded(&self, dir: &Path, args: &[&OsStr]) -> Result<Output> {
+        let pinned = self.pinned(dir);
+        let extra: Vec<(&str, &OsStr)> = pinned.iter().map(|(k, v)| (*k, v.as_os_str())).collect();
         self.runner
-            .run_shielded(dir, args)
+            .run_shielded_with(dir, args, &extra)
             .map_err(|e| spawn_error(dir, e))
+    }
+
+    /// Where git run in `dir` finds its repository, when `dir` is not the repository
+    /// as opened: the common directory always (its config, hooks, refs and objects
+    /// are the repository's, never those a worktree's `.git` file points at), and the
+    /// worktree's own git directory and work tree when [`admin_dir`] finds exactly one
+    /// that names `dir`. A `dir` that is no worktree of the repository then fails in
+    /// git instead of acting on another one.
+    fn pinned(&self, dir: &Path) -> Vec<(&'static str, std::ffi::OsString)> {
+        if dir == self.repo || dir == self.common_dir {
+            return Vec::new();
+        }
+        let mut env = vec![("GIT_COMMON_DIR", self.common_dir.clone().into_os_string())];
+        if let Some(admin) = admin_dir(&self.common_dir, dir) {
+            env.push(("GIT_DIR", admin.into_os_string()));
+            env.push(("GIT_WORK_TREE", dir.as_os_str().to_owned()));
+        }
+        env
     }
 
     /// Runs git in `dir` and requires success; `what` says what was being done

@@ -123,9 +123,19 @@ impl Runner {
     /// off, and every stopper in spice sends TERM seconds before KILL, far longer than
     /// a fast-forward takes.
     pub fn run_shielded<S: AsRef<OsStr>>(&self, dir: &Path, args: &[S]) -> std::io::Result<Output> {
+        self.run_shielded_with(dir, args, &[])
+    }
+
+    /// [`Runner::run_shielded`] with `extra` variables set.
+    pub fn run_shielded_with<S: AsRef<OsStr>>(
+        &self,
+        dir: &Path,
+        args: &[S],
+        extra: &[(&str, &OsStr)],
+    ) -> std::io::Result<Output> {
         use nix::sys::signal::{SigSet, Signal};
         use std::os::unix::process::CommandExt;
-        let mut cmd = self.command(dir, args, &[]);
+        let mut cmd = self.command(dir, args, extra);
         cmd.process_group(0);
         let mut stops = SigSet::empty();
         for s in [

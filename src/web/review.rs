@@ -37,7 +37,15 @@ pub fn doc(s: &mut dyn Authority, runner: &Runner, id: &str) -> Result<Value> {
             task.handle()
         )));
     }
-    let git = Git::open(wt, runner.clone())?;
+    // The repository as the supervisor recorded it: a worktree's `.git` is its
+    // agent's to write, so git is never pointed at what that file names.
+    let Some(repo) = l.detail["repo"].as_str() else {
+        return Err(Error::input(format!(
+            "the launch of {} recorded no repository (a supervisor older than the review)",
+            task.handle()
+        )));
+    };
+    let git = Git::open(Path::new(repo), runner.clone())?;
     let review = git.review(wt, base, "HEAD")?;
     let lane = l.detail["lane"].as_str();
     let targets = agent_targets(l.actor.as_deref(), lane, Some(wt));

@@ -65,7 +65,7 @@ fn reviewed() -> (TestEnv, String, PathBuf) {
             &task,
             "launched",
             "s1",
-            json!({"lane": "a", "base": "main", "worktree": wt, "pid": 1, "turn": 1}),
+            json!({"lane": "a", "base": "main", "worktree": wt, "repo": env.repo, "pid": 1, "turn": 1}),
         )
         .unwrap();
     (env, task, wt)

@@ -44,7 +44,7 @@ git commit -q -m "the agent's work"
 
 /// A committed profile `NAME` whose agent is `script` (run by bash with the spice
 /// binary and the brief as arguments), headless.
-fn scripted_profile(env: &TestEnv, name: &str, script: &str) {
+pub(crate) fn scripted_profile(env: &TestEnv, name: &str, script: &str) {
     let agent = env.dir.path().join(format!("{name}.sh"));
     std::fs::write(&agent, script).unwrap();
     std::fs::create_dir_all(env.repo.join("profiles")).unwrap();

@@ -52,6 +52,7 @@ fn phase_done(
             runner: &runner,
             lanes_dir: lanes_dir.as_deref(),
             home: Some(&env.state_dir),
+            repo: None,
         },
     )
 }

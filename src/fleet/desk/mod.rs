@@ -47,6 +47,9 @@ pub struct Seat {
     pub task: String,
     pub fence: i64,
     pub worktree: PathBuf,
+    /// The repository the lane runs in, as the supervisor knows it: where the task
+    /// worktree's branch merges, never found through the worktree's own `.git`.
+    pub repo: PathBuf,
 }
 
 /// The sessions running now, by the pid of their agent shim.
@@ -170,6 +173,16 @@ fn answer(mut conn: UnixStream, opts: &FleetOptions, seats: &Seats, pool: &ops::
 
 /// Who is calling: the seat of the connecting process's nearest seated ancestor.
 fn caller(conn: &UnixStream, seats: &Seats) -> Result<Seat> {
+    let pid = peer_pid(conn)
+        .map_err(|e| Error::Other(format!("the desk could not tell who called: {e}")))?;
+    seats.of(pid).ok_or_else(|| {
+        Error::input("the desk answers only a running lane's agent (this process is none)")
+    })
+}
+
+/// The process at the other end of a connected unix socket, as the kernel says
+/// (`SO_PEERCRED`): not something the peer can claim.
+pub fn peer_pid(conn: &UnixStream) -> std::io::Result<u32> {
     use nix::libc;
     use std::os::fd::AsRawFd;
     let mut cred = libc::ucred {
@@ -189,15 +202,13 @@ fn caller(conn: &UnixStream, seats: &Seats) -> Result<Seat> {
             &mut len,
         )
     };
-    if rc != 0 || cred.pid <= 0 {
-        return Err(Error::Other(format!(
-            "the desk could not tell who called: {}",
-            std::io::Error::last_os_error()
-        )));
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
     }
-    seats.of(cred.pid as u32).ok_or_else(|| {
-        Error::input("the desk answers only a running lane's agent (this process is none)")
-    })
+    u32::try_from(cred.pid)
+        .ok()
+        .filter(|p| *p > 0)
+        .ok_or_else(|| std::io::Error::other("the kernel named no peer process"))
 }
 
 #[cfg(test)]
@@ -214,6 +225,7 @@ mod tests {
             task: "t".into(),
             fence: 1,
             worktree: "/w".into(),
+            repo: "/r".into(),
         };
         let mut child = std::process::Command::new("sleep")
             .arg("5")

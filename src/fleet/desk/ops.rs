@@ -141,6 +141,7 @@ fn phase_done(task: &str, json: bool, seat: &Seat, opts: &FleetOptions) -> Resul
             runner: &runner,
             lanes_dir: Some(&lanes),
             home: Some(&opts.state_dir),
+            repo: Some(&seat.repo),
         },
     )?;
     let (out, err) = landed.report(json);

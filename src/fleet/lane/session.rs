@@ -159,6 +159,7 @@ impl Lane<'_> {
                 task: task.id.clone(),
                 fence: work.fence,
                 worktree: work.worktree.clone(),
+                repo: self.repo.clone(),
             },
         );
         self.port.set(Some(agent.terminal()));
@@ -169,6 +170,7 @@ impl Lane<'_> {
             json!({
                 "lane": cfg.name, "phase": task.phase, "pid": agent.pid(), "resume": resume, "turn": work.turns + 1,
                 "base": self.base, "push": cfg.lane.push, "worktree": work.worktree,
+                "repo": self.repo,
                 "sandbox": confined.status,
                 "reads": crate::fleet::status::reads(&cfg.profile),
                 "delivers": cfg.profile.deliver.describe(cfg.profile.mode),
