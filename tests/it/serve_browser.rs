@@ -194,7 +194,7 @@ fn the_console_in_headless_chromium() {
         &reviewed,
         "launched",
         "sess-r",
-        json!({"lane": "r", "base": "main", "worktree": wt, "pid": 1, "turn": 1}),
+        json!({"lane": "r", "base": "main", "worktree": wt, "repo": env.repo, "pid": 1, "turn": 1}),
     )
     .unwrap();
     s.put_lane(&LaneRow {
