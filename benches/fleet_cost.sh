@@ -24,13 +24,15 @@
 #
 # usage: benches/fleet_cost.sh [SECONDS] [LANES]     (default 60 s, 8 lanes)
 #        PERF=20 benches/fleet_cost.sh  also profiles the supervisor with `perf record`
-#        for 20 s after the window and prints its top symbols (not part of the figures)
+#        for 20 s after the window and prints its top symbols (not part of the figures;
+#        it needs the build with symbols: cargo build --profile profiling)
 # needs: cargo build --release, git, util-linux script, jq, bc
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-60}; lanes=${2:-8}
 spice=$PWD/target/release/spice
-[ -x "$spice" ] || { echo "build first: cargo build --release" >&2; exit 2; }
+[ -n "${PERF:-}" ] && spice=$PWD/target/profiling/spice
+[ -x "$spice" ] || { echo "build first: cargo build --release (with PERF: --profile profiling)" >&2; exit 2; }
 for c in git script jq bc; do command -v $c >/dev/null || { echo "$c is needed" >&2; exit 2; }; done
 work=$(mktemp -d /tmp/spice-fleet-cost.XXXXXX)
 . benches/fleet_common.sh

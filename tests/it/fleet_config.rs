@@ -44,6 +44,12 @@ fn copy_tree(from: &Path, to: &Path) {
 /// A repository holding the case's `lanes/` and `profiles/`, renamed as `setup.txt` says.
 fn repo_with(case: &Path) -> TestEnv {
     let env = TestEnv::new();
+    // A first commit, on `main` as well as the branch checked out: a lane's base must
+    // name a commit for `fleet check` to call it ready.
+    common::git(&env.repo, &["commit", "-q", "--allow-empty", "-m", "root"]);
+    if !common::git(&env.repo, &["branch", "--list", "main"]).contains("main") {
+        common::git(&env.repo, &["branch", "main"]);
+    }
     for sub in ["lanes", "profiles"] {
         if case.join(sub).is_dir() {
             std::fs::create_dir_all(env.repo.join(sub)).unwrap();
@@ -322,4 +328,49 @@ fn regression_fleet_up_without_a_lane_says_where_it_looked_and_fails() {
         2,
         "no lane to run: every lane sets enabled = false (lanes/a.toml)",
     );
+}
+
+/// Regression (issue 40): a repository with no commit passed `fleet check` ("1 lane:
+/// 1 ready") and `fleet up` then claimed, released and retried "base branch master
+/// does not exist" forever. Both now name the lane and what to do, and refuse; a
+/// lane whose `base` names a branch that does not exist is refused the same way.
+#[test]
+fn regression_a_repository_with_no_commit_is_refused_before_anything_runs() {
+    let env = TestEnv::new();
+    std::fs::create_dir_all(env.repo.join("lanes")).unwrap();
+    std::fs::write(env.repo.join("lanes/a.toml"), "profile = \"demo\"\n").unwrap();
+    let task = env.add(&["Never claimed"]);
+    let run = env.run(&["fleet", "check"]);
+    let err = run.fails(2, "lane a: ");
+    assert!(err.contains("has no commit yet"), "{err}");
+    assert!(err.contains("git commit --allow-empty -m init"), "{err}");
+    assert!(run.stdout.contains("no base"), "{}", run.stdout);
+    assert!(run.stdout.contains("0 ready"), "{}", run.stdout);
+    let json = env.run(&["fleet", "check", "--json"]);
+    let doc: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    assert!(
+        doc["lanes"][0]["no_base"]
+            .as_str()
+            .unwrap()
+            .contains("no commit yet"),
+        "{doc}"
+    );
+    let up = env.run(&["fleet", "up", "--until-idle"]);
+    up.fails(2, "has no commit yet");
+    assert!(
+        env.ledger_of(&task, "claimed").is_empty(),
+        "nothing was claimed"
+    );
+
+    // A first commit, and the lane is ready; a base that does not exist is refused.
+    common::git(&env.repo, &["commit", "-q", "--allow-empty", "-m", "init"]);
+    env.run(&["fleet", "check"]).ok();
+    std::fs::write(
+        env.repo.join("lanes/a.toml"),
+        "profile = \"demo\"\nbase = \"nope\"\n",
+    )
+    .unwrap();
+    let err = env.run(&["fleet", "check"]).fails(2, "lane a: ");
+    assert!(err.contains("base branch nope does not exist"), "{err}");
+    assert!(err.contains("lanes/a.toml"), "{err}");
 }

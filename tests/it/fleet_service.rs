@@ -68,6 +68,7 @@ fn install_writes_a_unit_that_restarts_the_supervisor_and_says_how_to_enable_it(
         format!("WorkingDirectory={}", repo.display()),
         format!("Environment=\"SPICE_HOME={}\"", env.home.display()),
         "Restart=on-failure".to_string(),
+        "RestartPreventExitStatus=2 3".to_string(),
         "KillMode=mixed".to_string(),
         "WantedBy=default.target".to_string(),
     ] {

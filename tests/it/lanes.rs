@@ -474,19 +474,16 @@ fn regression_a_takeover_during_a_crash_loop_hold_ends_the_hold_not_the_lane() {
 fn regression_until_idle_fails_when_a_lane_stopped_on_an_error() {
     // Before: `fleet up --until-idle` exited 0 though every lane had errored.
     let env = repo();
-    // A bare repository passes `fleet check`, but with no `base` the lane reads the
-    // branch from a work tree it does not have, and stops on that error.
-    let not_a_repo = env.dir.path().join("bare.git");
-    git(
-        env.dir.path(),
-        &["init", "-q", "--bare", not_a_repo.to_str().unwrap()],
-    );
+    // Worktrees under a regular file: `fleet check` passes, the lane cannot make its
+    // task's worktree, releases the task and (with --until-idle) stops on that error.
+    let not_a_dir = env.dir.path().join("a-file");
+    std::fs::write(&not_a_dir, "").unwrap();
     write_lane(
         &env,
         "a",
         &format!(
-            "profile = \"demo\"\nphases = [\"todo\"]\nrepo = \"{}\"\n",
-            not_a_repo.display()
+            "profile = \"demo\"\nphases = [\"todo\"]\nworktrees = \"{}\"\n",
+            not_a_dir.display()
         ),
     );
     env.add(&["Anything", "--project", "demo"]);
@@ -503,4 +500,29 @@ fn regression_until_idle_fails_when_a_lane_stopped_on_an_error() {
         "{}",
         run.stderr
     );
+}
+
+/// A lane whose repository is bare has no branch to start from: before, `fleet check`
+/// passed it and the lane stopped on the error once running; now the run is refused
+/// before anything starts, naming the lane.
+#[test]
+fn a_lane_on_a_bare_repository_is_refused_before_the_run() {
+    let env = repo();
+    let bare = env.dir.path().join("bare.git");
+    git(
+        env.dir.path(),
+        &["init", "-q", "--bare", bare.to_str().unwrap()],
+    );
+    write_lane(
+        &env,
+        "a",
+        &format!(
+            "profile = \"demo\"\nphases = [\"todo\"]\nrepo = \"{}\"\n",
+            bare.display()
+        ),
+    );
+    let task = env.add(&["Anything", "--project", "demo"]);
+    let run = env.run(&["fleet", "up", "--until-idle"]);
+    run.fails(2, "1 lane(s) cannot start: lane a: ");
+    assert!(env.ledger_of(&task, "claimed").is_empty());
 }

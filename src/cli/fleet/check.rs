@@ -29,14 +29,15 @@ pub(super) fn run(env: &Env, json: bool) -> Result<()> {
         problems.extend(e);
     }
     problems.extend(crate::fleet::check_housekeeping(&fleet, &opts));
+    let unborn = crate::fleet::lane::unborn_bases(&fleet, &opts);
     if json {
-        let mut doc = check_json(&fleet);
+        let mut doc = check_json(&fleet, &unborn);
         doc["password_file"] = json!(password_file(env));
         doc["repository_errors"] =
             json!(problems.iter().map(|e| e.to_string()).collect::<Vec<_>>());
         render::print_json(&doc);
     } else {
-        print_table(&opts.repo, &fleet);
+        print_table(&opts.repo, &fleet, &unborn);
         if let Some(file) = password_file(env) {
             println!(
                 "store: the password in {} is readable by every agent (reads are not confined); \
@@ -46,6 +47,7 @@ pub(super) fn run(env: &Env, json: bool) -> Result<()> {
         }
     }
     match problems.pop() {
+        None if !unborn.is_empty() => Err(Error::input(no_base(&unborn))),
         None => Ok(()),
         Some(last) => {
             if !json {
@@ -81,7 +83,17 @@ fn mode(m: Mode) -> &'static str {
     }
 }
 
-fn print_table(repo: &Path, fleet: &FleetConfig) {
+/// The lanes whose base names no commit, in one line (the last of `fleet check`, and
+/// why `fleet up` refuses to start).
+pub(super) fn no_base(unborn: &[(String, String)]) -> String {
+    let each: Vec<String> = unborn
+        .iter()
+        .map(|(lane, why)| format!("lane {lane}: {why}"))
+        .collect();
+    format!("{} lane(s) cannot start: {}", unborn.len(), each.join("; "))
+}
+
+fn print_table(repo: &Path, fleet: &FleetConfig, unborn: &[(String, String)]) {
     if fleet.lanes.is_empty() {
         println!("{}", super::super::lanes::none_defined(&repo.join("lanes")));
         return;
@@ -93,6 +105,7 @@ fn print_table(repo: &Path, fleet: &FleetConfig) {
         .map(|l| {
             let state = match (&l.program, l.lane.enabled) {
                 (_, false) => "disabled",
+                (_, true) if unborn.iter().any(|(n, _)| *n == l.name) => "no base",
                 (Ok(_), true) => "ready",
                 (Err(_), true) => "unavailable",
             };
@@ -125,12 +138,15 @@ fn print_table(repo: &Path, fleet: &FleetConfig) {
             println!("unavailable: {e}");
         }
     }
-    let (ready, missing, disabled) = counts(fleet);
+    let (ready, missing, disabled) = counts(fleet, unborn);
     let mut summary = format!(
         "{} lane{}: {ready} ready",
         fleet.lanes.len(),
         if fleet.lanes.len() == 1 { "" } else { "s" }
     );
+    if !unborn.is_empty() {
+        summary.push_str(&format!(", {} with no base commit", unborn.len()));
+    }
     if disabled > 0 {
         summary.push_str(&format!(", {disabled} disabled"));
     }
@@ -147,16 +163,22 @@ fn print_table(repo: &Path, fleet: &FleetConfig) {
     println!("{summary}");
 }
 
-/// (ready, unavailable, disabled); a disabled lane counts only as disabled.
-fn counts(fleet: &FleetConfig) -> (usize, usize, usize) {
+/// (ready, unavailable, disabled); a disabled lane counts only as disabled, and a
+/// lane whose base names no commit is not ready.
+fn counts(fleet: &FleetConfig, unborn: &[(String, String)]) -> (usize, usize, usize) {
     let enabled = || fleet.lanes.iter().filter(|l| l.lane.enabled);
-    let ready = enabled().filter(|l| l.program.is_ok()).count();
+    let based = |l: &&LaneConfig| !unborn.iter().any(|(n, _)| *n == l.name);
+    let ready = enabled()
+        .filter(|l| l.program.is_ok())
+        .filter(based)
+        .count();
     let missing = enabled().filter(|l| l.program.is_err()).count();
-    (ready, missing, fleet.lanes.len() - ready - missing)
+    let disabled = fleet.lanes.len() - enabled().count();
+    (ready, missing, disabled)
 }
 
-fn check_json(fleet: &FleetConfig) -> serde_json::Value {
-    let (ready, missing, disabled) = counts(fleet);
+fn check_json(fleet: &FleetConfig, unborn: &[(String, String)]) -> serde_json::Value {
+    let (ready, missing, disabled) = counts(fleet, unborn);
     let offer = crate::sandbox::probe();
     json!({
         "sandbox": offer.describe(),
@@ -174,6 +196,7 @@ fn check_json(fleet: &FleetConfig) -> serde_json::Value {
             "program": l.program.as_ref().ok(),
             "unavailable": l.program.as_ref().err().map(|e| e.to_string()),
             "confinement": crate::fleet::confine::describe(l, offer),
+            "no_base": unborn.iter().find(|(n, _)| *n == l.name).map(|(_, why)| why),
         })).collect::<Vec<_>>(),
         "ready": ready,
         "unavailable": missing,

@@ -247,6 +247,9 @@ WorkingDirectory={repo_s}
 ExecStart={exec}
 {env}Restart=on-failure
 RestartSec=10s
+# Bad configuration (2) and another supervisor already running (3) do not mend by
+# restarting: the unit stops and `systemctl --user status` shows why.
+RestartPreventExitStatus=2 3
 # SIGTERM to the supervisor alone: it stops its agents (a grace period, then SIGKILL).
 KillMode=mixed
 TimeoutStopSec=2min

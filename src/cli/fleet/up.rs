@@ -39,6 +39,10 @@ pub(super) fn run(env: &Env, until_idle: bool, json: bool, log_only: bool) -> Re
         .map(std::path::PathBuf::from)
         .unwrap_or_default();
     let opts = super::options(env, repo, home, until_idle)?;
+    let unborn = crate::fleet::lane::unborn_bases(&fleet, &opts);
+    if !unborn.is_empty() {
+        return Err(Error::input(super::check::no_base(&unborn)));
+    }
     // The stage hooks each lane's base carries: a bad [hooks] stops the fleet here.
     let mut hooks = crate::fleet::lane::check_hooks(&fleet, &opts);
     hooks.extend(crate::fleet::check_housekeeping(&fleet, &opts));

@@ -53,7 +53,7 @@ mod stages;
 
 use machine::{Backoff, BetweenNext, End, Holding, Next, Renewer};
 use prepare::Prepared;
-pub use stages::{bases, check_beds, check_hooks, release_claims, Released};
+pub use stages::{bases, check_beds, check_hooks, release_claims, unborn_bases, Released};
 
 use super::activity::Activity;
 use super::crash_loop::CrashLoop;

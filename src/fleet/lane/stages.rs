@@ -223,6 +223,54 @@ pub fn bases(
     out
 }
 
+/// Each enabled lane whose base names no commit, with why in one line: a repository
+/// with no commit yet (or a base branch that does not exist) cannot give a lane a
+/// worktree, so `fleet check` says so and `fleet up` refuses to start rather than
+/// claim, release and retry forever.
+pub fn unborn_bases(
+    fleet: &crate::config::fleet::FleetConfig,
+    opts: &FleetOptions,
+) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for cfg in fleet.lanes.iter().filter(|l| l.lane.enabled) {
+        let repo = match &cfg.lane.repo {
+            Some(r) => opts.repo.join(r),
+            None => opts.repo.clone(),
+        };
+        let git = match crate::git::Git::open(&repo, crate::git::Runner::new(opts.vars.clone())) {
+            Ok(g) => g,
+            Err(e) => {
+                out.push((cfg.name.clone(), e.to_string()));
+                continue;
+            }
+        };
+        let base = match base_of(cfg, opts, &git, &repo) {
+            Ok(b) => b,
+            Err(e) => {
+                out.push((cfg.name.clone(), e.to_string()));
+                continue;
+            }
+        };
+        if git.resolve_commit(&base).is_err() {
+            let why = if git.resolve_commit("HEAD").is_err() {
+                format!(
+                    "{} has no commit yet, so base {base} has nothing to branch from: \
+                     make a first commit (git commit --allow-empty -m init)",
+                    repo.display()
+                )
+            } else {
+                format!(
+                    "base branch {base} does not exist in {}: create it or set `base` in {}",
+                    repo.display(),
+                    cfg.file.display()
+                )
+            };
+            out.push((cfg.name.clone(), why));
+        }
+    }
+    out
+}
+
 /// Every problem in the `[hooks]` and the maxims each enabled lane's `base` carries (each repository
 /// and base read once): the fleet does not start with one (exit 2), rather than have
 /// every claim refused.
