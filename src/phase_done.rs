@@ -182,6 +182,23 @@ pub fn complete_phase(store: &mut dyn Authority, req: &PhaseDone<'_>) -> Result<
     let phase = store
         .complete_phase(req.task, Some(&pinned))
         .map_err(|e| after_merge(e, &merge))?;
+    // For the review of a merged phase; the phase stands without it.
+    let noted = store.note(
+        req.task,
+        "merged",
+        &holder.claimant,
+        serde_json::json!({
+            "phase": phase.from, "base": merge.base, "branch": merge.branch,
+            "previous": merge.previous, "commit": merge.commit,
+            "fast_forward": merge.fast_forward(),
+        }),
+    );
+    if let Err(e) = noted {
+        tracing::warn!(
+            task = req.task,
+            "cannot record the merge in the ledger: {e}"
+        );
+    }
     let push = push.map(|remote| Pushed {
         error: main.push(&remote, &base).err().map(|e| e.to_string()),
         remote,

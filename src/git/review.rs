@@ -80,14 +80,26 @@ pub struct Line {
 
 impl Git {
     /// The review of `head` (a commit-ish, usually `HEAD` of the task's worktree) against
-    /// `base`, read in `worktree`.
+    /// `base`, read in `worktree`: what `head` changed since it left `base`.
     pub fn review(&self, worktree: &Path, base: &str, head: &str) -> Result<Review> {
         let what = || format!("reviewing {head} against {base} in {}", worktree.display());
         let mb = self.check(worktree, &args!["merge-base", base, head], what)?;
-        let merge_base = mb.stdout.trim().to_string();
+        self.review_range(worktree, base, mb.stdout.trim(), head)
+    }
+
+    /// The review of what `head` changed since `from` (a phase already merged: base
+    /// before the merge, and the merged commit), labelled against `base`.
+    pub fn review_range(
+        &self,
+        worktree: &Path,
+        base: &str,
+        from: &str,
+        head: &str,
+    ) -> Result<Review> {
+        let what = || format!("reviewing {from}..{head} in {}", worktree.display());
         let tip = self.check(worktree, &args!["rev-parse", "--verify", head], what)?;
         let head_sha = tip.stdout.trim().to_string();
-        let range = format!("{merge_base}..{head_sha}");
+        let range = format!("{from}..{head_sha}");
         let log = self.check(
             worktree,
             &args![
@@ -100,42 +112,10 @@ impl Git {
             what,
         )?;
         let commits = log.stdout.lines().filter_map(commit).collect();
-        let numstat = self.check(
-            worktree,
-            &args![
-                "diff",
-                "--no-color",
-                "--no-ext-diff",
-                "--no-textconv",
-                "-M",
-                "--numstat",
-                "-z",
-                &merge_base,
-                &head_sha
-            ],
-            what,
-        )?;
-        let mut files = numstat_files(&numstat.stdout);
-        let patch = self.check(
-            worktree,
-            &args![
-                "-c",
-                "core.quotePath=false",
-                "diff",
-                "--no-color",
-                "--no-ext-diff",
-                "--no-textconv",
-                "-M",
-                "-U3",
-                &merge_base,
-                &head_sha
-            ],
-            what,
-        )?;
-        let truncated = attach_hunks(&mut files, &patch.stdout)?;
+        let (files, truncated) = self.diff_files(worktree, &[from, &head_sha], what)?;
         Ok(Review {
             base: base.to_string(),
-            merge_base,
+            merge_base: from.to_string(),
             head: head_sha,
             commits,
             added: files.iter().map(|f| f.added).sum(),
@@ -143,6 +123,44 @@ impl Git {
             files,
             truncated,
         })
+    }
+
+    /// What the worktree holds that `HEAD` does not: tracked files edited (staged or
+    /// not) and not committed yet. Untracked files are not read. True when the patch
+    /// was cut at [`MAX_PATCH_BYTES`].
+    pub fn uncommitted(&self, worktree: &Path) -> Result<(Vec<FileDiff>, bool)> {
+        let what = || format!("reading what {} has not committed", worktree.display());
+        self.diff_files(worktree, &["HEAD"], what)
+    }
+
+    /// The files `git diff REVS...` names, with their hunks: counts from `--numstat -z`,
+    /// hunks from the patch of the same diff.
+    fn diff_files(
+        &self,
+        worktree: &Path,
+        revs: &[&str],
+        what: impl Fn() -> String,
+    ) -> Result<(Vec<FileDiff>, bool)> {
+        let diff = |shape: &[&str]| {
+            let mut argv: Vec<&std::ffi::OsStr> = args![
+                "-c",
+                "core.quotePath=false",
+                "diff",
+                "--no-color",
+                "--no-ext-diff",
+                "--no-textconv",
+                "-M"
+            ]
+            .to_vec();
+            argv.extend(shape.iter().map(std::ffi::OsStr::new));
+            argv.extend(revs.iter().map(std::ffi::OsStr::new));
+            self.check(worktree, &argv, &what)
+        };
+        let numstat = diff(&["--numstat", "-z"])?;
+        let mut files = numstat_files(&numstat.stdout);
+        let patch = diff(&["-U3"])?;
+        let truncated = attach_hunks(&mut files, &patch.stdout)?;
+        Ok((files, truncated))
     }
 }
 

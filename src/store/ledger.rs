@@ -57,8 +57,10 @@ pub(super) fn append(
 /// successor that starts afresh because it cannot be (`resume_unavailable`), or a
 /// directive in the agent's prose that named no key (`keyless_ack`: nothing retired),
 /// or the console's operator taking a lane's keyboard in its terminal view and giving
-/// it back (`keyboard_taken`, `keyboard_released`: `web::terminal`).
-pub const SUPERVISOR_KINDS: [&str; 22] = [
+/// it back (`keyboard_taken`, `keyboard_released`: `web::terminal`), or a phase's
+/// branch merged into its base (`merged`: base before and after, so the review of a
+/// merged phase still shows what it changed).
+pub const SUPERVISOR_KINDS: [&str; 23] = [
     "launched",
     "conversation",
     "exited",
@@ -81,6 +83,7 @@ pub const SUPERVISOR_KINDS: [&str; 22] = [
     "keyless_ack",
     "keyboard_taken",
     "keyboard_released",
+    "merged",
 ];
 
 /// Refuses a note of a kind the supervisor does not report (both backends).

@@ -4,7 +4,10 @@
 //! `base` and `worktree`, never anything the agent wrote), read in that worktree by
 //! [`crate::git::Git::review`]; with the review comments already made on it (steering
 //! items anchored to its lines, `steer::anchor`): their state, the agent's answer, and
-//! whether the lines they quote still read the same.
+//! whether the lines they quote still read the same. Once the phase has merged (nothing
+//! left between base and the branch), the review is of what the merge brought in, from
+//! the `merged` ledger entry `phase_done` writes; edits not committed yet come apart
+//! (`uncommitted`).
 
 use crate::error::{Error, Result};
 use crate::git::{Git, Runner};
@@ -46,7 +49,28 @@ pub fn doc(s: &mut dyn Authority, runner: &Runner, id: &str) -> Result<Value> {
         )));
     };
     let git = Git::open(Path::new(repo), runner.clone())?;
-    let review = git.review(wt, base, "HEAD")?;
+    let mut review = git.review(wt, base, "HEAD")?;
+    // Nothing left to merge: the phase merged, so show what its merge brought in (base
+    // before the merge up to the merged commit, both as the supervisor recorded them).
+    let mut merged = Value::Null;
+    if review.commits.is_empty() && review.files.is_empty() {
+        if let Some(m) = s.ledger_of_kinds(&task.id, &["merged"], 1)?.pop() {
+            let (Some(from), Some(to)) =
+                (m.detail["previous"].as_str(), m.detail["commit"].as_str())
+            else {
+                return Err(Error::Other(format!(
+                    "{}'s merge entry has no commits",
+                    task.handle()
+                )));
+            };
+            review = git.review_range(wt, base, from, to)?;
+            merged = json!({
+                "phase": m.detail["phase"], "base": m.detail["base"], "commit": to,
+                "at": when::rfc3339(m.at),
+            });
+        }
+    }
+    let (uncommitted, uncommitted_cut) = git.uncommitted(wt)?;
     let lane = l.detail["lane"].as_str();
     let targets = agent_targets(l.actor.as_deref(), lane, Some(wt));
     let now = s.now()?;
@@ -90,6 +114,9 @@ pub fn doc(s: &mut dyn Authority, runner: &Runner, id: &str) -> Result<Value> {
     v["lane"] = json!(lane);
     v["worktree"] = json!(worktree);
     v["comments"] = json!(comments);
+    v["merged"] = merged;
+    v["uncommitted"] = json!(uncommitted);
+    v["uncommitted_truncated"] = json!(uncommitted_cut);
     v["now"] = json!(when::rfc3339(now));
     Ok(v)
 }

@@ -174,6 +174,9 @@ try {
   assert.match(await page.textContent('#review-task'), /Reviewed work/);
   assert.match(await page.textContent('#review-files'), /x\.rs modified \+2 -1/);
   assert.match(await page.textContent('#review-commits'), /b, and markup/);
+  assert.match(await page.textContent('#review-base'), /1 file\(s\) edited, not committed/);
+  await page.waitForSelector('#review-diff .file.uncommitted[data-path="notes.txt"] tr.kadd');
+  assert.match(await page.textContent('#review-diff h3.uncommitted'), /Not committed yet \(1 file\(s\)\)/);
   assert.equal(await page.locator('#review-diff img').count(), 0, 'changed lines stay text');
   await page.click('#review-diff td.pick[data-line="2"]');
   await page.click('#review-diff td.pick[data-line="3"]', { modifiers: ['Shift'] });

@@ -138,3 +138,45 @@ fn a_stale_claim_entering_the_queue_is_notified_once() {
         }
     });
 }
+
+/// Regression (issue 38): a lane's error stood in the queue for good: a worktree that
+/// could not be made (released, next try in Ns) still "needed" the operator hours
+/// after the lane had recovered and worked on. It leaves the queue when the lane
+/// next launches an agent; the ledger and the log keep it.
+#[test]
+fn regression_an_error_leaves_the_queue_once_the_lane_recovers() {
+    let env = TestEnv::new();
+    common::git(&env.repo, &["commit", "-q", "--allow-empty", "-m", "root"]);
+    let wts = env.dir.path().join("wts");
+    std::fs::create_dir_all(env.repo.join("lanes")).unwrap();
+    std::fs::write(
+        env.repo.join("lanes/a.toml"),
+        format!(
+            "profile = \"demo\"\nphases = [\"todo\"]\nworktrees = \"{}\"\n",
+            wts.display()
+        ),
+    )
+    .unwrap();
+    let task = env.add(&["Blocked place", "--project", "demo"]);
+    let place = wts.join(format!("demo-{task}"));
+    std::fs::create_dir_all(&place).unwrap();
+    std::fs::write(place.join("precious.txt"), "mine").unwrap();
+    let _fleet = env.fleet_up(&[]);
+    let error = wait_for("the error in the queue", 30, || {
+        needs(&env).into_iter().find(|n| n["kind"] == "error")
+    });
+    assert!(
+        error["what"].as_str().unwrap().contains("next try in"),
+        "{error}"
+    );
+    // The operator moves the obstacle away; the lane's next try launches the agent.
+    std::fs::rename(&place, env.dir.path().join("moved")).unwrap();
+    wait_for("the lane to launch its agent", 60, || {
+        (!env.ledger_of(&task, "launched").is_empty()).then_some(())
+    });
+    wait_for("the error to leave the queue", 10, || {
+        let q = needs(&env);
+        (!q.iter().any(|n| n["kind"] == "error")).then_some(())
+    });
+    assert!(env.lane("a")["last_error"].is_null(), "{}", env.lane("a"));
+}

@@ -187,3 +187,59 @@ fn a_review_comment_is_steering_anchored_to_its_lines() {
     srv.get(&format!("/api/tasks/{other}/review"))
         .refused(400, "nothing to review yet");
 }
+
+/// Regression (issue 38): once a task's phase had merged, its branch and base met at
+/// the same commit and the review showed nothing at all, just when the review lane
+/// reads it. It shows what the merge brought in, named so; and edits the agent has
+/// not committed come apart from the committed ones.
+#[test]
+fn regression_a_merged_phase_still_shows_what_it_changed_and_loose_edits_apart() {
+    let (env, task, wt) = reviewed();
+    let done = env.run(&["task", "phase", &task, "--done", "--claimant", "s1"]);
+    let out = done.ok();
+    assert!(out.contains("merged spice/demo-x into main"), "{out}");
+    let merged = &env.ledger_of(&task, "merged")[0]["detail"];
+    assert_eq!(merged["base"], "main", "{merged}");
+    assert_eq!(merged["phase"], "todo", "{merged}");
+
+    let srv = Server::start(&env, &[]);
+    let doc = srv.get(&format!("/api/tasks/{task}/review")).expect(200);
+    assert_eq!(doc["merged"]["base"], "main", "{doc}");
+    assert_eq!(doc["merged"]["commit"], merged["commit"], "{doc}");
+    assert_eq!(doc["commits"][0]["subject"], "b and d", "{doc}");
+    let file = &doc["files"][0];
+    assert_eq!(file["path"], "src/x.rs", "{doc}");
+    assert_eq!(
+        (file["added"].as_u64(), file["removed"].as_u64()),
+        (Some(2), Some(1)),
+        "{doc}"
+    );
+    assert_eq!(doc["uncommitted"], json!([]), "{doc}");
+
+    // An edit not committed yet: listed apart, with its lines.
+    std::fs::write(
+        wt.join("src/x.rs"),
+        "fn a() {}\nfn b() { todo!() }\nfn c() { 1 }\nfn d() {}\n",
+    )
+    .unwrap();
+    let doc = srv.get(&format!("/api/tasks/{task}/review")).expect(200);
+    assert_eq!(
+        doc["files"][0]["added"], 2,
+        "the committed view is unchanged: {doc}"
+    );
+    let loose = &doc["uncommitted"][0];
+    assert_eq!(loose["path"], "src/x.rs", "{doc}");
+    assert_eq!(
+        (loose["added"].as_u64(), loose["removed"].as_u64()),
+        (Some(1), Some(1)),
+        "{doc}"
+    );
+    let added: Vec<&str> = loose["hunks"][0]["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["kind"] == "+")
+        .map(|l| l["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(added, ["fn c() { 1 }"]);
+}

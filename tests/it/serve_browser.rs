@@ -154,7 +154,8 @@ fn the_console_in_headless_chromium() {
     }
     common::git(&env.repo, &["checkout", "-q", "-b", "main"]);
     std::fs::write(env.repo.join("x.rs"), "fn a() {}\nfn b() {}\nfn c() {}\n").unwrap();
-    common::git(&env.repo, &["add", "x.rs"]);
+    std::fs::write(env.repo.join("notes.txt"), "one\n").unwrap();
+    common::git(&env.repo, &["add", "x.rs", "notes.txt"]);
     common::git(&env.repo, &["commit", "-q", "-m", "x"]);
     let reviewed = env.add(&["Reviewed work", "--project", "app"]);
     let wt = env.dir.path().join("wt-r");
@@ -175,6 +176,8 @@ fn the_console_in_headless_chromium() {
     )
     .unwrap();
     common::git(&wt, &["commit", "-q", "-am", "b, and markup"]);
+    // An edit the agent has not committed: the review shows it apart.
+    std::fs::write(wt.join("notes.txt"), "one\ntwo\n").unwrap();
     env.run(&[
         "task",
         "claim",

@@ -186,6 +186,10 @@ impl Lane<'_> {
         }
         self.row.state = LaneState::Starting;
         self.row.state_note = None;
+        // An agent launched is the lane recovered: an earlier error (a release and
+        // retry, a lost claim) no longer needs the operator (it stays in the ledger
+        // and the log).
+        self.row.last_error = None;
         self.row.pid = Some(agent.pid());
         self.row.pid_start = Some(agent.start_time());
         self.row.recording = Some(recording.display().to_string());

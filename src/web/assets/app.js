@@ -64,11 +64,12 @@ async function post(path, body) {
 
 const now = () => Date.now() + state.offset;
 
+// Written as the CLI writes them (`when::span`): 45s, 1m8s, 2h5m, 3d4h.
 function span(ms) {
   const s = Math.round(Math.abs(ms) / 1000);
   if (s < 60) return `${s}s`;
-  if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
-  if (s < 86400) return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
+  if (s < 3600) return `${Math.floor(s / 60)}m${s % 60}s`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h${Math.floor((s % 3600) / 60)}m`;
   return `${Math.floor(s / 86400)}d${Math.floor((s % 86400) / 3600)}h`;
 }
 
@@ -595,13 +596,17 @@ async function refreshReview() {
 function renderReview() {
   const { doc, sel } = state.review;
   $('review-task').textContent = clean(`${doc.task.handle} ${doc.task.title}`);
-  $('review-base').textContent = clean(`${doc.files.length} file(s), +${doc.added} -${doc.removed} against ${doc.base}${doc.truncated ? ' (cut: too large)' : ''}`);
+  const against = doc.merged
+    ? `merged into ${doc.merged.base} at ${String(doc.merged.commit).slice(0, 10)} (phase ${doc.merged.phase}, ${span(new Date(doc.merged.at).getTime() - now())} ago)`
+    : `against ${doc.base}`;
+  const edited = (doc.uncommitted || []).length ? `; ${doc.uncommitted.length} file(s) edited, not committed` : '';
+  $('review-base').textContent = clean(`${doc.files.length} file(s), +${doc.added} -${doc.removed} ${against}${doc.truncated ? ' (cut: too large)' : ''}${edited}`);
   $('review-commits').replaceChildren(...doc.commits.map((c) => el('li', {}, el('code', {}, c.sha.slice(0, 10)), ' ', c.subject, ' ', el('span', { class: 'muted' }, c.author))));
   $('review-files').replaceChildren(...doc.files.map((f) => el('li', {},
     el('a', { href: `#diff-${encodeURIComponent(f.path)}` }, f.path), ` ${f.status} +${f.added} -${f.removed}${f.binary ? ' (binary)' : ''}`)));
   const byEnd = {};
   for (const c of doc.comments) (byEnd[`${c.path}\n${c.end}`] = byEnd[`${c.path}\n${c.end}`] || []).push(c);
-  const tables = doc.files.map((f) => {
+  const fileDiff = (f) => {
     const rows = [];
     for (const h of f.hunks) {
       rows.push(el('tr', { class: 'hunk' }, el('td', { colspan: 3, class: 'mono small muted' }, `@@ -${h.old_start},${h.old_lines} +${h.new_start},${h.new_lines} @@ ${h.section}`)));
@@ -622,7 +627,18 @@ function renderReview() {
     return el('div', { class: 'file', id: `diff-${encodeURIComponent(f.path)}`, 'data-path': f.path },
       el('h3', { class: 'mono' }, f.old_path ? `${f.old_path} → ${f.path}` : f.path),
       f.binary ? el('p', { class: 'muted small' }, 'binary file') : el('table', { class: 'diff' }, el('tbody', {}, ...rows)));
-  });
+  };
+  const tables = doc.files.map(fileDiff);
+  const loose = doc.uncommitted || [];
+  if (loose.length) {
+    tables.push(el('h3', { class: 'uncommitted' }, `Not committed yet (${loose.length} file(s))${doc.uncommitted_truncated ? ' (cut: too large)' : ''}`));
+    tables.push(...loose.map((f) => {
+      const d = fileDiff(f);
+      d.classList.add('uncommitted');
+      d.id = `loose-${encodeURIComponent(f.path)}`;
+      return d;
+    }));
+  }
   $('review-diff').replaceChildren(...tables);
 }
 
