@@ -333,6 +333,9 @@ fn merge(
             .branch
             .unwrap_or_else(|| "main".into()),
     };
+    // What merges must be in the repository's own store, not only in the agent's
+    // object directory (`git::objects`): before the gate reads it, and once merged.
+    git.adopt_objects(wt, &format!("refs/heads/{branch}"), &base)?;
     gate(store, claim, wt, git.common_dir(), &base, &branch, phase)?;
     let hooks = crate::stage::config::at_rev(git.repo(), &base).map_err(|errs| {
         let all: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
@@ -340,6 +343,8 @@ fn merge(
     });
     phase_hook(store, req.home, claim, wt, &base, phase, &hooks)?;
     let merge = lock.complete_phase(wt, &branch, &base)?;
+    git.adopt_objects(wt, &merge.commit, &merge.previous)
+        .map_err(|e| after_merge(e, &merge))?;
     Ok((merge, base, push, hooks))
 }
 

@@ -8,9 +8,12 @@
 //!   directory (`worktrees/<name>`: its `HEAD`, index, reflog), found by matching each
 //!   `worktrees/*/gitdir` (written by git when the supervisor added the worktree) to
 //!   the worktree path the claim records;
-//! - the object store (commits are content-addressed: a new object moves nothing),
-//!   and the directory of the task branches' loose refs and reflogs
-//!   (`refs/heads/spice/`, `logs/refs/heads/spice/`), so it commits its branch;
+//! - its worktree's private object directory (`git::private_dir`: its git writes
+//!   new objects there, `GIT_OBJECT_DIRECTORY`, and reads the repository's through
+//!   `GIT_ALTERNATE_OBJECT_DIRECTORIES`; never the repository's object store, so no
+//!   agent can delete or rewrite history), and the directory of the task branches'
+//!   loose refs and reflogs (`refs/heads/spice/`, `logs/refs/heads/spice/`), so it
+//!   commits its branch;
 //! - the gate's directory (`spice/gate/`: latches, verified trees), which its
 //!   pre-commit hook writes from inside its `git commit`;
 //! - its transcript's directory (the profile's `transcript.dir`), its agent's home
@@ -18,8 +21,8 @@
 //!   directory (`TMPDIR`), the record of its interrupted commands, the terminal
 //!   devices, and what the lane's `writable` adds.
 //!
-//! It may not write: the base branch or any ref outside `refs/heads/spice/`, the
-//! git configuration and hooks, other worktrees, the operator's checkout, beds and
+//! It may not write: the repository's objects, the base branch or any ref outside
+//! `refs/heads/spice/`, the git configuration and hooks, other worktrees, the operator's checkout, beds and
 //! templates, manifests, latches, recordings and logs in the state directory.
 //!
 //! Nor the store: the agent's own `spice` commands reach it through the supervisor's
@@ -54,6 +57,8 @@ const DEVICES: [&str; 6] = [
 pub struct Confined {
     pub write: Option<Vec<PathBuf>>,
     pub status: String,
+    /// Variables the agent's environment gets for it: where its git writes objects.
+    pub env: Vec<(String, String)>,
 }
 
 /// What a lane's agents get on this machine, in a few words (`fleet check`'s column;
@@ -91,6 +96,7 @@ pub fn session(
         return Confined {
             write: None,
             status: describe(cfg, crate::sandbox::probe()),
+            env: Vec::new(),
         };
     }
     let mut write: Vec<PathBuf> = vec![worktree.to_path_buf()];
@@ -100,7 +106,8 @@ pub fn session(
         let _ = std::fs::create_dir_all(d);
         write.push(d.clone());
     }
-    write.extend(git_paths(opts, repo, worktree));
+    let (paths, env) = git_paths(opts, repo, worktree);
+    write.extend(paths);
     write.extend(DEVICES.iter().map(PathBuf::from));
     let home = value(Placeholder::Home).map(PathBuf::from);
     // The scripted demo agent's HOME is its own, under the state directory.
@@ -139,20 +146,41 @@ pub fn session(
     Confined {
         write: Some(write),
         status,
+        env,
     }
 }
 
-/// The git paths a worktree's commits write: its administrative directory, the
-/// objects, and the task branches' refs and reflogs (created when missing, so a
-/// packed branch can still be updated as a loose ref).
-fn git_paths(opts: &FleetOptions, repo: &Path, worktree: &Path) -> Vec<PathBuf> {
+/// The git paths a worktree's commits write: its administrative directory, its
+/// private object directory, and the task branches' refs and reflogs (created when
+/// missing, so a packed branch can still be updated as a loose ref); with the
+/// variables that point the agent's git at its object directory.
+fn git_paths(
+    opts: &FleetOptions,
+    repo: &Path,
+    worktree: &Path,
+) -> (Vec<PathBuf>, Vec<(String, String)>) {
     let Ok(git) = crate::git::Git::open(repo, crate::git::Runner::new(opts.vars.clone())) else {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     };
     let common = git.common_dir().to_path_buf();
-    let mut out = vec![common.join("objects")];
+    let mut out = Vec::new();
+    let mut env = Vec::new();
     if let Some(admin) = admin_dir(&common, worktree) {
         out.push(admin);
+    }
+    match git.lend_objects(worktree) {
+        Ok(Some(dir)) => {
+            env.push(("GIT_OBJECT_DIRECTORY".into(), dir.display().to_string()));
+            env.push((
+                "GIT_ALTERNATE_OBJECT_DIRECTORIES".into(),
+                common.join("objects").display().to_string(),
+            ));
+            out.push(dir);
+        }
+        // No object directory of its own: its commits fail (said by git), history
+        // stays safe.
+        Ok(None) => {}
+        Err(e) => tracing::warn!("{e}; the agent cannot commit"),
     }
     let branches = crate::git::PREFIX.trim_end_matches('/');
     for d in [
@@ -164,7 +192,7 @@ fn git_paths(opts: &FleetOptions, repo: &Path, worktree: &Path) -> Vec<PathBuf> 
         let _ = std::fs::create_dir_all(&d);
         out.push(d);
     }
-    out
+    (out, env)
 }
 
 pub use crate::git::admin_dir;

@@ -66,7 +66,7 @@ impl Merging<'_> {
 
 /// An exclusive `flock` on `path` (created if missing, never truncated). With `wait`
 /// false, `Ok(None)` means someone else holds it.
-fn exclusive(path: &Path, wait: bool) -> std::io::Result<Option<Flock<File>>> {
+pub(super) fn exclusive(path: &Path, wait: bool) -> std::io::Result<Option<Flock<File>>> {
     let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)

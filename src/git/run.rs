@@ -114,6 +114,33 @@ impl Runner {
         output(self.command(dir, args, extra))
     }
 
+    /// Like [`Runner::run`] with `input` on git's standard input (a few lines: a
+    /// thread writes it while git's output is read, so neither waits on the other).
+    pub fn run_input<S: AsRef<OsStr>>(
+        &self,
+        dir: &Path,
+        args: &[S],
+        input: &[u8],
+    ) -> std::io::Result<Output> {
+        use std::io::Write;
+        let mut cmd = self.command(dir, args, &[]);
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn()?;
+        let mut stdin = child.stdin.take().expect("piped");
+        let input = input.to_vec();
+        let writer = std::thread::spawn(move || stdin.write_all(&input));
+        let out = child.wait_with_output()?;
+        // A git that exits without reading all of it has said why on stderr.
+        let _ = writer.join();
+        Ok(Output {
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        })
+    }
+
     /// [`Runner::run`] shielded from being stopped half-way, for a command that must
     /// finish once started (updating a checkout): it runs in a process group of its
     /// own, so a signal to the caller's group (an agent's lane stopped, ^C at a

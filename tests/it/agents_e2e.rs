@@ -189,7 +189,7 @@ fn full_loop(agent: Agent, mode: Mode) {
     // out of the resumed conversation, Codex keeps it. Qwen Code runs in two processes:
     // the one left when its agent is killed records the command's end (killed by the
     // shim, exit 143) in the transcript, so the call has its result and the resumed
-    // history says how it ended.
+    // history says how it ended (the brief may name it too).
     let told = last_user_text(&resumed);
     let quoted = format!("`{LONG}`");
     let launched = f.env.ledger_of(&task, "launched");
@@ -198,7 +198,10 @@ fn full_loop(agent: Agent, mode: Mode) {
         .unwrap_or_else(|| panic!("no launch after the kill: {launched:?}"))["detail"];
     if agent == Agent::Qwen && told.contains("Exit Code: 143") {
         assert!(told.contains(LONG), "{told}");
-        assert_eq!(last["interrupted"], serde_json::json!([]), "{last}");
+        // Whether the shim still found the command running when it ended the agent
+        // is a race with Qwen's second process ending it: either way it is named.
+        let named = [serde_json::json!([]), serde_json::json!([quoted])];
+        assert!(named.contains(&last["interrupted"]), "{last}");
     } else {
         assert!(
             told.contains("no result came back") && told.contains(&quoted),

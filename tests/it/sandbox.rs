@@ -31,6 +31,12 @@ try kill_outside kill -TERM "$ESCAPE_VICTIM_PID"
 try store sh -c ': >> "$SPICE_HOME/spice.db"'
 try store_wal sh -c ': >> "$SPICE_HOME/spice.db-wal"'
 try other_inbox "$1" inbox lane:b
+common=$(git rev-parse --path-format=absolute --git-common-dir)
+loose=$(find "$common/objects" -type f -path '*/objects/[0-9a-f][0-9a-f]/*' | head -1)
+try delete_history sh -c 'ls "$0"/objects/pack/*.pack && rm "$0"/objects/pack/*.pack' "$common"
+try rewrite_object sh -c 'test -n "$0" && chmod u+w "$0" && : >> "$0"' "$loose"
+try new_object sh -c 'mkdir -p "$0/objects/ff" && echo x > "$0/objects/ff/forged"' "$common"
+try alternates sh -c 'echo /tmp >> "$0/objects/info/alternates"' "$common"
 set -e
 echo "escapes tried" >> "$report"
 echo tmp > "$TMPDIR/scratch"
@@ -99,6 +105,9 @@ fn a_confined_agent_is_refused_every_escape_and_still_lands_its_work() {
         .ok()
         .trim()
         .to_string();
+    // History in a pack, and the next commit's objects loose: both the agent's to
+    // try to destroy.
+    git(&env.repo, &["repack", "-q", "-a", "-d"]);
     // The lane's env is the agent's: the test's targets go through the lane file.
     std::fs::write(
         env.repo.join("lanes/a.toml"),
@@ -131,7 +140,7 @@ fn a_confined_agent_is_refused_every_escape_and_still_lands_its_work() {
         run.stderr
     );
     assert!(!attempts.contains("ALLOWED"), "{attempts}");
-    assert_eq!(attempts.matches("refused").count(), 14, "{attempts}");
+    assert_eq!(attempts.matches("refused").count(), 18, "{attempts}");
     for p in [
         env.repo.join("escaped"),
         victim.join("escaped"),
@@ -181,6 +190,25 @@ fn a_confined_agent_is_refused_every_escape_and_still_lands_its_work() {
         "work",
         "{done}"
     );
+    // Its commit's objects were written where only it could, then copied into the
+    // repository's own store as they merged: its directory gone, history stands.
+    let lent = env.repo.join(".git/spice/objects");
+    assert!(
+        std::fs::read_dir(&lent).unwrap().count() >= 1,
+        "no private object directory"
+    );
+    std::fs::remove_dir_all(&lent).unwrap();
+    let fsck = std::process::Command::new("git")
+        .args(["fsck", "--connectivity-only", "--no-dangling"])
+        .current_dir(&env.repo)
+        .output()
+        .unwrap();
+    assert!(
+        fsck.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fsck.stderr)
+    );
+    assert_eq!(git(&env.repo, &["show", "main:work.txt"]).trim(), "work");
     let launched = env.ledger_of(&task, "launched");
     assert!(
         launched[0]["detail"]["sandbox"]

@@ -30,10 +30,15 @@ if [ ! -f "$TMPDIR/forged" ]; then
   printf '#!/bin/sh\necho "ran as uid $(id -u)" >> %s/PWNED\nexit 1\n' "$ESCAPE_OUTSIDE" > "$TMPDIR/evil.sh"
   chmod +x "$TMPDIR/evil.sh"
   fake="$TMPDIR/fake"
+  head=$(git rev-parse HEAD)
+  common=$(cd "$(git rev-parse --git-common-dir)" && pwd)
+  # The forged git directory borrows the repository's objects and the agent's own.
+  lent="$GIT_OBJECT_DIRECTORY"
+  unset GIT_OBJECT_DIRECTORY GIT_ALTERNATE_OBJECT_DIRECTORIES
   git init -q "$fake"
   git -C "$fake" config core.fsmonitor "$TMPDIR/evil.sh"
-  echo "$(cd "$(git rev-parse --git-common-dir)" && pwd)/objects" > "$fake/.git/objects/info/alternates"
-  git -C "$fake" update-ref "refs/heads/$(cat "$TMPDIR/branch")" "$(git rev-parse HEAD)"
+  printf '%s/objects\n%s\n' "$common" "$lent" > "$fake/.git/objects/info/alternates"
+  git -C "$fake" update-ref "refs/heads/$(cat "$TMPDIR/branch")" "$head"
   git -C "$fake" symbolic-ref HEAD "refs/heads/$(cat "$TMPDIR/branch")"
   cp "$(git rev-parse --git-dir)/index" "$fake/.git/index"
   echo "gitdir: $fake/.git" > .git

@@ -138,6 +138,7 @@ impl Lane<'_> {
         let confined =
             crate::fleet::confine::session(cfg, opts, &self.repo, &worktree, &session, &value);
         let argv = launch::argv(cfg, opts, program, resume, &value, &confined);
+        env.extend(confined.env.iter().cloned());
         let recordings = opts.state_dir.join("recordings");
         let _ = std::fs::create_dir_all(&recordings);
         let recording = recordings.join(format!("{session}.cast"));
