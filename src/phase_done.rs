@@ -72,6 +72,11 @@ pub struct PhaseDone<'a> {
     /// of its worktrees, on the task's own branch, or nothing is completed. Without
     /// it (the operator's own command) the repository is found from the worktree.
     pub repo: Option<&'a Path>,
+    /// The lane's sandbox, for the stage hooks run in the agent's worktree (the
+    /// supervisor, completing a phase for its confined agent), and the variables it
+    /// comes with; `None`: they run with the caller's rights.
+    pub confine: Option<crate::sandbox::Entry>,
+    pub sandbox_env: &'a [(String, String)],
 }
 
 /// What [`complete_phase`] did.
@@ -207,15 +212,7 @@ pub fn complete_phase(store: &mut dyn Authority, req: &PhaseDone<'_>) -> Result<
     drop(lock);
     let release_hook = match hooks {
         Ok(cfg) => {
-            let ev = event(
-                store,
-                req.home,
-                Stage::OnRelease,
-                &proof,
-                wt,
-                &base,
-                &phase_now,
-            );
+            let ev = event(store, req, Stage::OnRelease, &proof, wt, &base, &phase_now);
             hooks::run_and_record(store, &cfg, &ev)
                 .map_err(|e| after_merge(e, &merge))?
                 .map(Ok)
@@ -239,7 +236,7 @@ pub fn bed_of(store: &mut dyn Authority, wt: &Path) -> Option<serde_json::Value>
 /// What a stage hook of `claim`'s task is told, in the worktree `wt`.
 fn event<'a>(
     store: &mut dyn Authority,
-    home: Option<&Path>,
+    req: &PhaseDone<'_>,
     stage: Stage,
     claim: &'a Claim,
     wt: &'a Path,
@@ -255,9 +252,11 @@ fn event<'a>(
         session: &claim.claimant,
         worktree: wt,
         base,
-        home: home.map(Path::to_path_buf),
+        home: req.home.map(Path::to_path_buf),
         // The worktree's test bed: its slot, ports, template and method (null: none).
         bed: bed_of(store, wt),
+        confine: req.confine,
+        sandbox_env: req.sandbox_env.to_vec(),
     }
 }
 
@@ -341,7 +340,7 @@ fn merge(
         let all: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
         all.join("; ")
     });
-    phase_hook(store, req.home, claim, wt, &base, phase, &hooks)?;
+    phase_hook(store, req, claim, wt, &base, phase, &hooks)?;
     let merge = lock.complete_phase(wt, &branch, &base)?;
     git.adopt_objects(wt, &merge.commit, &merge.previous)
         .map_err(|e| after_merge(e, &merge))?;
@@ -352,7 +351,7 @@ fn merge(
 /// passes.
 fn phase_hook(
     store: &mut dyn Authority,
-    home: Option<&Path>,
+    req: &PhaseDone<'_>,
     claim: &Claim,
     wt: &Path,
     base: &str,
@@ -364,7 +363,7 @@ fn phase_hook(
             "cannot read the stage hooks: {why}; nothing was merged"
         ))
     })?;
-    let ev = event(store, home, Stage::OnPhaseDone, claim, wt, base, phase);
+    let ev = event(store, req, Stage::OnPhaseDone, claim, wt, base, phase);
     match hooks::run_and_record(store, cfg, &ev)? {
         Some(run) if !run.passed() => Err(Error::Refused(
             format!(

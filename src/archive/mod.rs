@@ -19,6 +19,7 @@
 //!   anonymous memory file ([`Opened`]) and decoded by the same code as the original.
 
 mod read;
+pub mod sessions;
 pub mod worker;
 
 pub use read::{open, resolve, Opened};

@@ -1,6 +1,7 @@
 //! The fleet's archiver: one thread beside the lanes that copies each ended session's
 //! transcript into the archive, records it in the task's ledger (`archived`: original
-//! path, archive path, bytes in and out), then prunes the archive to its bound.
+//! path, archive path, bytes in and out), then prunes the archive to its bound, and
+//! ended sessions' recordings and briefs to theirs ([`super::sessions`]).
 //!
 //! Invariants:
 //! - A lane only sends a job (a channel send): compressing a large transcript never
@@ -43,6 +44,13 @@ impl Queue {
     }
 }
 
+/// How large the archive, and ended sessions' recordings and briefs, may grow.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    pub archive: u64,
+    pub sessions: u64,
+}
+
 /// The archiver thread.
 pub struct Worker {
     tx: mpsc::Sender<Msg>,
@@ -50,20 +58,20 @@ pub struct Worker {
 }
 
 impl Worker {
-    /// Starts the archiver of `state_dir`, bounded by `max_bytes`, recording what it
+    /// Starts the archiver of `state_dir`, within `bounds`, recording what it
     /// archived in the store at `store`.
     pub fn spawn(
         state_dir: &Path,
         store: &Location,
         clock: Arc<dyn Clock>,
-        max_bytes: u64,
+        bounds: Bounds,
     ) -> Worker {
         let (tx, rx) = mpsc::channel();
         let state_dir = state_dir.to_path_buf();
         let store = store.clone();
         let handle = std::thread::spawn(move || {
             while let Ok(Msg::Job(job)) = rx.recv() {
-                archive_one(&state_dir, &store, &clock, max_bytes, &job);
+                archive_one(&state_dir, &store, &clock, bounds, &job);
             }
         });
         Worker { tx, handle }
@@ -85,9 +93,10 @@ pub fn archive_one(
     state_dir: &Path,
     store: &Location,
     clock: &Arc<dyn Clock>,
-    max_bytes: u64,
+    bounds: Bounds,
     job: &Job,
 ) {
+    let max_bytes = bounds.archive;
     let archive = Archive::at(state_dir);
     let detail = match archive.store(&job.transcript, Some(&job.session), clock.now()) {
         Ok(s) if !s.written => return,
@@ -103,6 +112,7 @@ pub fn archive_one(
             serde_json::json!({ "original": job.transcript, "error": e.to_string() })
         }
     };
+    let mut keep = None;
     if let Ok(mut store) = crate::store::connect(store, clock.clone()) {
         if let Err(e) = store.note(&job.task_id, "archived", &job.session, detail) {
             tracing::warn!(
@@ -110,6 +120,11 @@ pub fn archive_one(
                 job.transcript.display()
             );
         }
+        keep = live_sessions(&mut *store);
+    }
+    // Without the lanes' sessions nothing is known to be ended: nothing is pruned.
+    if let Some(keep) = keep {
+        prune_sessions(state_dir, &keep, bounds.sessions);
     }
     match archive.prune(max_bytes, false) {
         Ok(gone) if !gone.is_empty() => {
@@ -122,5 +137,36 @@ pub fn archive_one(
         }
         Ok(_) => {}
         Err(e) => tracing::warn!(target: "spice", "pruning the archive: {e}"),
+    }
+}
+
+/// The sessions of every lane's current claim, its predecessors included (and any
+/// session a claim names): their recordings and briefs stay.
+fn live_sessions(
+    store: &mut dyn crate::store::Authority,
+) -> Option<std::collections::HashSet<String>> {
+    let mut keep = std::collections::HashSet::new();
+    for row in store.lanes().ok()? {
+        keep.extend(row.session);
+        keep.extend(row.lineage);
+    }
+    for c in store.claims().ok()? {
+        keep.insert(c.claimant);
+    }
+    Some(keep)
+}
+
+/// Prunes ended sessions' recordings and briefs to `bound`, saying what went.
+fn prune_sessions(state_dir: &Path, keep: &std::collections::HashSet<String>, bound: u64) {
+    match super::sessions::prune(state_dir, keep, bound, false) {
+        Ok(gone) if !gone.is_empty() => {
+            let bytes: u64 = gone.iter().map(|p| p.bytes).sum();
+            tracing::info!(
+                target: "spice", "ended sessions' recordings and briefs over their bound ({bound} bytes): pruned {} oldest file(s) ({bytes} bytes)",
+                gone.len()
+            );
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(target: "spice", "pruning recordings and briefs: {e}"),
     }
 }

@@ -188,6 +188,7 @@ impl Beds {
                     stdin: Vec::new(),
                     timeout: cfg.warm_timeout,
                     on_line: Some(&mut *on_line),
+                    confine: None,
                 },
                 stop,
             );

@@ -88,7 +88,11 @@ pub fn run(cmd: ConscienceCmd, env: &Env) -> Result<()> {
             Ok(())
         }
         ConscienceCmd::Log { lane, limit, json } => {
-            let log = env.authority()?.conscience_log(lane.as_deref(), limit)?;
+            let mut store = env.authority()?;
+            if let Some(l) = &lane {
+                super::lanes::require_or_seen(env, store.as_mut(), l)?;
+            }
+            let log = store.conscience_log(lane.as_deref(), limit)?;
             if json {
                 render::print_json(&log);
             } else {

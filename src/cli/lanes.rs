@@ -3,7 +3,8 @@
 //! A lane exists when `lanes/NAME.toml` of the repository the command runs in defines
 //! it: the rule `spice steer lane:NAME` has always applied, and the one every command
 //! naming a lane (`budget raise|stop`, `fleet attach|lift`, `conscience scan --lane`,
-//! `task next --lane`) checks through [`require`], so an unknown name is refused in
+//! `task next --lane`; `inbox lane:NAME` and `conscience log --lane` through
+//! [`require_or_seen`]) checks through [`require`], so an unknown name is refused in
 //! the same words everywhere, with the lanes that do exist. `fleet up` and `fleet
 //! check` say what to do about a repository with none ([`none_defined`]).
 
@@ -36,6 +37,20 @@ pub(crate) fn require(env: &Env, name: &str) -> Result<()> {
         "unknown lane '{name}': no {} defines it ({known})",
         file.display()
     )))
+}
+
+/// [`require`], or a lane the store has a row for: the listings that read history
+/// (`inbox lane:NAME`, `conscience log --lane`) still reach a lane whose file is gone.
+pub(crate) fn require_or_seen(
+    env: &Env,
+    store: &mut dyn crate::store::Authority,
+    name: &str,
+) -> Result<()> {
+    match require(env, name) {
+        Ok(()) => Ok(()),
+        Err(_) if store.lanes()?.iter().any(|r| r.name == name) => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// The lanes `dir` (a repository's `lanes/`) defines, in name order: the stems of its

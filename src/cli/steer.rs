@@ -179,6 +179,9 @@ pub fn inbox(args: InboxArgs, env: impl FnOnce() -> Result<Env>) -> Result<()> {
         None => vec![],
     };
     let mut store = env.authority()?;
+    for t in targets.iter().filter(|t| t.kind == TargetKind::Lane) {
+        super::lanes::require_or_seen(&env, store.as_mut(), &t.name)?;
+    }
     let items = store.inbox(&targets, args.all)?;
     let now = store.now()?;
     if args.json {

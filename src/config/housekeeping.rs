@@ -7,6 +7,7 @@
 //! ```toml
 //! [archive]
 //! max_bytes = "2GiB"     # oldest copies pruned beyond it (default 2 GiB)
+//! sessions_max_bytes = "1GiB"  # terminal recordings and briefs of ended sessions (default 1 GiB)
 //! [gc]
 //! after = "7d"           # the fleet runs `fleet gc` for tasks finished this long ago
 //! every = "1h"           # how often it looks (default 1h)
@@ -26,6 +27,7 @@ pub const DEFAULT_EVERY: Duration = Duration::from_secs(3600);
 #[serde(deny_unknown_fields)]
 struct ArchiveToml {
     max_bytes: Option<Spanned<toml::Value>>,
+    sessions_max_bytes: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -46,6 +48,8 @@ pub struct GcPolicy {
 pub struct Housekeeping {
     /// `[archive] max_bytes` when set.
     pub archive_max_bytes: Option<u64>,
+    /// `[archive] sessions_max_bytes` when set.
+    pub sessions_max_bytes: Option<u64>,
     /// `None`: no `[gc] after`, the fleet never removes anything by itself.
     pub gc: Option<GcPolicy>,
 }
@@ -53,10 +57,21 @@ pub struct Housekeeping {
 /// The default bound on the archive's size (`[archive] max_bytes`): 2 GiB.
 pub const DEFAULT_ARCHIVE_MAX_BYTES: u64 = 2 << 30;
 
+/// The default bound on ended sessions' recordings and briefs
+/// (`[archive] sessions_max_bytes`): 1 GiB.
+pub const DEFAULT_SESSIONS_MAX_BYTES: u64 = 1 << 30;
+
 impl Housekeeping {
     /// The archive's bound: `max_bytes`, else the default.
     pub fn archive_bound(&self) -> u64 {
         self.archive_max_bytes.unwrap_or(DEFAULT_ARCHIVE_MAX_BYTES)
+    }
+
+    /// The bound on ended sessions' recordings and briefs: `sessions_max_bytes`,
+    /// else the default.
+    pub fn sessions_bound(&self) -> u64 {
+        self.sessions_max_bytes
+            .unwrap_or(DEFAULT_SESSIONS_MAX_BYTES)
     }
 }
 
@@ -69,19 +84,29 @@ pub fn parse(file: &Path, text: &str) -> Result<Housekeeping, Vec<ConfigError>> 
     let mut out = Housekeeping::default();
     let mut errs = Vec::new();
     let mut at = |offset: usize, why: String| errs.push(ConfigError::at(file, text, offset, why));
-    if let Some(m) = archive.and_then(|a| a.max_bytes) {
-        let parsed = match m.get_ref() {
-            toml::Value::Integer(n) if *n > 0 => Ok(*n as u64),
-            toml::Value::Integer(n) => Err(format!("{n} must be more than 0")),
-            toml::Value::String(s) => crate::config::size::parse_size(s),
-            other => Err(format!(
-                "expected a size such as \"2GiB\" or a number of bytes, found {}",
-                other.type_str()
-            )),
-        };
-        match parsed {
-            Ok(n) => out.archive_max_bytes = Some(n),
-            Err(e) => at(m.span().start, format!("archive.max_bytes: {e}")),
+    let size = |m: &Spanned<toml::Value>| match m.get_ref() {
+        toml::Value::Integer(n) if *n > 0 => Ok(*n as u64),
+        toml::Value::Integer(n) => Err(format!("{n} must be more than 0")),
+        toml::Value::String(s) => crate::config::size::parse_size(s),
+        other => Err(format!(
+            "expected a size such as \"2GiB\" or a number of bytes, found {}",
+            other.type_str()
+        )),
+    };
+    if let Some(a) = archive {
+        for (key, m, slot) in [
+            ("max_bytes", a.max_bytes, &mut out.archive_max_bytes),
+            (
+                "sessions_max_bytes",
+                a.sessions_max_bytes,
+                &mut out.sessions_max_bytes,
+            ),
+        ] {
+            let Some(m) = m else { continue };
+            match size(&m) {
+                Ok(n) => *slot = Some(n),
+                Err(e) => at(m.span().start, format!("archive.{key}: {e}")),
+            }
         }
     }
     if let Some(g) = gc {

@@ -137,6 +137,7 @@ fn ask(cfg: &JudgeConfig, cwd: &Path, judge: u8, q: &Question<'_>, prompt: &str)
             stdin: prompt.as_bytes().to_vec(),
             timeout: cfg.timeout,
             on_line: None,
+            confine: None,
         });
         let (raw, reading) = match &outcome {
             Outcome::Passed { output } => (

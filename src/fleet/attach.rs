@@ -270,6 +270,7 @@ mod tests {
                 fence: 1,
                 worktree: "/w".into(),
                 repo: "/r".into(),
+                hooks: Default::default(),
             },
         );
         assert_eq!(said(d.path(), "b"), AGENTS_REFUSED, "an agent is refused");

@@ -53,7 +53,7 @@ const DEVICES: [&str; 6] = [
 
 /// One session's confinement: the writable paths handed to the agent shim (`None`:
 /// the lane runs unconfined), and the one line the lane's row and `fleet check` show.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Confined {
     pub write: Option<Vec<PathBuf>>,
     pub status: String,
@@ -132,14 +132,7 @@ pub fn session(
             write.push(PathBuf::from(p));
         }
     }
-    for w in &cfg.lane.writable {
-        let w = w.get_ref();
-        match (w.strip_prefix("~/"), &home) {
-            (Some(rest), Some(h)) => write.push(h.join(rest)),
-            (None, _) => write.push(PathBuf::from(w)),
-            (Some(_), None) => {}
-        }
-    }
+    write.extend(lane_writable(cfg, home.as_deref()));
     write.retain(|p| crate::sandbox::nameable(p));
     write.dedup();
     let status = describe(cfg, crate::sandbox::probe());
@@ -148,6 +141,51 @@ pub fn session(
         status,
         env,
     }
+}
+
+/// What a repository command run in a lane's worktree may write (a stage hook, which
+/// runs in the agent's files: its build scripts, its tests): the worktree, the lane's
+/// temporary directory, the git paths of its commits and the lane's `writable`, as
+/// the agent has them, with the same variables; nothing of a session's own (its
+/// transcript, its agent's home). `write` is `None` for a lane not confined.
+pub fn commands(cfg: &LaneConfig, opts: &FleetOptions, repo: &Path, worktree: &Path) -> Confined {
+    let status = describe(cfg, crate::sandbox::probe());
+    if cfg.lane.sandbox == Confinement::Off {
+        return Confined {
+            write: None,
+            status,
+            env: Vec::new(),
+        };
+    }
+    let tmp = temp_dir(opts, &cfg.name);
+    let _ = std::fs::create_dir_all(&tmp);
+    let (paths, mut env) = git_paths(opts, repo, worktree);
+    env.push(("TMPDIR".into(), tmp.display().to_string()));
+    let mut write = vec![worktree.to_path_buf(), tmp];
+    write.extend(paths);
+    write.extend(DEVICES.iter().map(PathBuf::from));
+    write.extend(lane_writable(cfg, Some(&opts.home)));
+    write.retain(|p| crate::sandbox::nameable(p));
+    write.dedup();
+    Confined {
+        write: Some(write),
+        status,
+        env,
+    }
+}
+
+/// The lane file's `writable` paths, `~/` under `home`.
+fn lane_writable(cfg: &LaneConfig, home: Option<&Path>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for w in &cfg.lane.writable {
+        let w = w.get_ref();
+        match (w.strip_prefix("~/"), home) {
+            (Some(rest), Some(h)) => out.push(h.join(rest)),
+            (None, _) => out.push(PathBuf::from(w)),
+            (Some(_), None) => {}
+        }
+    }
+    out
 }
 
 /// The git paths a worktree's commits write: its administrative directory, its

@@ -238,7 +238,10 @@ pub fn up(
         &opts.state_dir,
         &opts.location,
         opts.clock.clone(),
-        housekeeping.archive_bound(),
+        crate::archive::worker::Bounds {
+            archive: housekeeping.archive_bound(),
+            sessions: housekeeping.sessions_bound(),
+        },
     );
     let collector = gc::spawn(cfg, opts, housekeeping.gc, stop.clone());
     let lane_opts = FleetOptions {
@@ -326,6 +329,10 @@ pub fn housekeeping(
         let shown = format!("spice.toml (at {base})");
         if let Ok(h) = crate::config::housekeeping::parse(std::path::Path::new(&shown), &text) {
             out.archive_max_bytes = match (out.archive_max_bytes, h.archive_max_bytes) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            out.sessions_max_bytes = match (out.sessions_max_bytes, h.sessions_max_bytes) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };

@@ -315,6 +315,7 @@ fn run_one(cfg: &NotifyConfig, cwd: &Path, event: &serde_json::Value) {
         stdin: format!("{event}\n").into_bytes(),
         timeout: cfg.timeout,
         on_line: None,
+        confine: None,
     });
     if !outcome.passed() {
         tracing::warn!(

@@ -48,6 +48,7 @@ pub fn run(repo: &Repo, check: &Check, paths: &[String], phase: Option<&str>) ->
         stdin: serde_json::to_vec(&relevant).expect("strings serialise"),
         timeout: check.timeout,
         on_line: None,
+        confine: None,
     });
     match o {
         runner::Outcome::Passed { .. } => Outcome::Passed,

@@ -40,6 +40,11 @@ pub struct Event<'a> {
     /// The test bed seeded into the worktree, as the bed module describes it
     /// (`null` when none).
     pub bed: Option<Value>,
+    /// The lane's sandbox, when the lane is confined: a hook runs in the agent's
+    /// files (its build scripts, its tests), so it gets no more than the agent.
+    pub confine: Option<crate::sandbox::Entry>,
+    /// Variables the sandbox comes with (where git writes objects: `git::objects`).
+    pub sandbox_env: Vec<(String, String)>,
 }
 
 impl Event<'_> {
@@ -78,6 +83,7 @@ impl Event<'_> {
         if let Some(h) = &self.home {
             env.push(("SPICE_HOME".into(), h.display().to_string()));
         }
+        env.extend(self.sandbox_env.iter().cloned());
         env
     }
 }
@@ -193,6 +199,7 @@ pub fn run_hook<'a>(
         stdin: format!("{}\n", ev.json()).into_bytes(),
         timeout: hook.timeout,
         on_line,
+        confine: ev.confine,
     });
     HookRun {
         stage: hook.stage,
@@ -242,6 +249,8 @@ mod tests {
             base: "main",
             home: None,
             bed: None,
+            confine: None,
+            sandbox_env: Vec::new(),
         }
     }
 

@@ -39,6 +39,9 @@ pub struct Job<'a> {
     pub timeout: Duration,
     /// Called with each line of output as it arrives.
     pub on_line: Option<&'a mut dyn FnMut(&str)>,
+    /// The sandbox it runs in (a lane's, for a command run in an agent's files);
+    /// `None`: unconfined. The ruleset it comes from must outlive the call.
+    pub confine: Option<crate::sandbox::Entry>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -128,6 +131,13 @@ pub fn run_until(job: Job<'_>, stop: &AtomicBool) -> Outcome {
         .env(ending::VAR, ending::marked(inherited.as_deref(), &token))
         .stdin(Stdio::piped())
         .process_group(0);
+    if let Some(entry) = job.confine {
+        // SAFETY: `Entry::enter` is two system calls, no allocation, between fork
+        // and exec.
+        unsafe {
+            cmd.pre_exec(move || entry.enter());
+        }
+    }
     match writer.try_clone() {
         Ok(w2) => {
             cmd.stdout(w2).stderr(writer);

@@ -10,6 +10,7 @@ fn job<'a>(argv: &'a [String], timeout: Duration) -> Job<'a> {
         stdin: b"in".to_vec(),
         timeout,
         on_line: None,
+        confine: None,
     }
 }
 

@@ -277,3 +277,69 @@ fn fleet_down_archives_the_stopped_sessions_before_exiting() {
     );
     common::finished(fleet);
 }
+
+/// Regression (issue 40): each session left a terminal recording and a brief in the
+/// state directory for good, so a fleet that ran for days filled its disk. Ended
+/// sessions' recordings and briefs are pruned to `[archive] sessions_max_bytes`,
+/// oldest first, after each archiving; the current claim's are kept.
+#[test]
+fn regression_ended_sessions_recordings_and_briefs_are_pruned_to_their_bound() {
+    let env = TestEnv::with_lanes(&[("a", LANE)]);
+    std::fs::write(
+        env.repo.join("spice.toml"),
+        "[archive]\nsessions_max_bytes = 1\n",
+    )
+    .unwrap();
+    git(&env.repo, &["add", "spice.toml"]);
+    git(&env.repo, &["commit", "-q", "-m", "a small bound"]);
+    // An ended session of long ago, and the files of an unrelated name.
+    let rec = env.home.join("recordings");
+    std::fs::create_dir_all(&rec).unwrap();
+    std::fs::write(rec.join("long-ago.cast"), "x".repeat(4096)).unwrap();
+    std::fs::write(rec.join("README"), "mine").unwrap();
+    for title in ["One", "Two"] {
+        env.add(&[title, "--project", "demo"]);
+    }
+    let out = env
+        .cmd(&["fleet", "up", "--until-idle"])
+        .env("HOME", env.agent_home())
+        .output()
+        .unwrap();
+    let run = common::to_run(out);
+    run.ok();
+    assert!(!rec.join("long-ago.cast").exists(), "{}", run.stderr);
+    assert!(rec.join("README").exists());
+    let log = std::fs::read_to_string(env.home.join("logs/fleet.log")).unwrap_or_default();
+    assert!(
+        log.contains("recordings and briefs over their bound")
+            || run
+                .stderr
+                .contains("recordings and briefs over their bound"),
+        "{log}\n{}",
+        run.stderr
+    );
+    // Two sessions ran; at most the last one's files can be left (the bound is 1 byte).
+    let casts = std::fs::read_dir(&rec)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "cast"))
+        })
+        .count();
+    assert!(casts <= 1, "{casts} recordings left");
+    // A bad bound is located like the others.
+    std::fs::write(
+        env.repo.join("spice.toml"),
+        "[archive]\nsessions_max_bytes = \"much\"\n",
+    )
+    .unwrap();
+    git(&env.repo, &["commit", "-q", "-am", "bad"]);
+    let r = env.run(&["fleet", "check"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("spice.toml (at main):2:22: archive.sessions_max_bytes:"),
+        "{}",
+        r.stderr
+    );
+}

@@ -34,7 +34,8 @@ fn status(env: &TestEnv) -> Value {
 #[test]
 fn a_fleet_seeds_every_lane_from_one_warm_template() {
     // Each claim's stage hook is told the bed (its event on stdin).
-    let hooks = "[hooks]\non_claim = [\"sh\", \"-c\", \"cat > \\\"$SPICE_HOME/event-$SPICE_TASK.json\\\"\"]\n";
+    let hooks =
+        "[hooks]\non_claim = [\"sh\", \"-c\", \"cat > \\\"$TMPDIR/event-$SPICE_TASK.json\\\"\"]\n";
     // No pool: each lane's worktree is seeded from the template (tests/it/bed_pool.rs).
     let env = bed_repo(&format!("{BED}pool = 0\n{hooks}"));
     let w = env.run(&["bed", "warm"]);
@@ -79,7 +80,19 @@ fn a_fleet_seeds_every_lane_from_one_warm_template() {
         assert_eq!(d["ports"].as_array().unwrap().len(), 2, "{d:#}");
         worktrees.push(std::path::PathBuf::from(d["worktree"].as_str().unwrap()));
         let ev: Value = serde_json::from_str(
-            &std::fs::read_to_string(env.home.join(format!("event-{task}.json"))).unwrap(),
+            // The hook runs in its lane's sandbox: it writes the lane's TMPDIR.
+            &["a", "b"]
+                .iter()
+                .find_map(|l| {
+                    std::fs::read_to_string(
+                        env.home
+                            .join("tmp")
+                            .join(l)
+                            .join(format!("event-{task}.json")),
+                    )
+                    .ok()
+                })
+                .unwrap(),
         )
         .unwrap();
         assert_eq!(ev["bed"]["ports"], d["ports"], "{ev:#}");

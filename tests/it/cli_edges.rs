@@ -137,6 +137,8 @@ fn regression_commands_naming_a_lane_refuse_one_no_lane_file_defines() {
         &["conscience", "scan", &transcript, "--lane", "zzz"],
         &["task", "next", "--lane", "zzz"],
         &["steer", "lane:zzz", "x"],
+        &["inbox", "lane:zzz"],
+        &["conscience", "log", "--lane", "zzz"],
     ] {
         let err = env.run(args).fails(2, "unknown lane 'zzz'");
         assert!(

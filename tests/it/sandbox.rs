@@ -332,3 +332,61 @@ fn a_postgres_fleet_named_by_the_environment_alone_lands_its_work_and_keeps_its_
         }
     }
 }
+
+/// Regression (#39): the repository's stage hooks ran with the operator's rights in
+/// the agent's worktree, so an `on_phase_done = ["cargo", "test"]` ran whatever build
+/// script the agent had written, unconfined. Hooks now run in the lane's sandbox
+/// (`fleet::confine::commands`): each hook here tries to write outside it (refused),
+/// writes the lane's `TMPDIR` (allowed), and the phase still lands.
+#[test]
+#[ignore = "needs Landlock in the kernel (.ci/run asks for it)"]
+fn regression_stage_hooks_run_in_the_lanes_sandbox() {
+    let env = TestEnv::with_lanes(&[("a", "profile = \"demo\"\nphases = [\"todo\"]\n")]);
+    let outside = env.dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let line = |stage: &str| {
+        let script = format!(
+            "if echo x > '{o}/{stage}' 2>/dev/null; then echo escaped > \"$TMPDIR/{stage}\"; \
+             else echo refused > \"$TMPDIR/{stage}\"; fi",
+            o = outside.display()
+        );
+        format!(
+            "{stage} = [\"sh\", \"-c\", {}]\n",
+            toml::Value::String(script)
+        )
+    };
+    std::fs::write(
+        env.repo.join("spice.toml"),
+        format!(
+            "[hooks]\n{}{}{}",
+            line("on_claim"),
+            line("on_phase_done"),
+            line("on_release")
+        ),
+    )
+    .unwrap();
+    git(&env.repo, &["add", "spice.toml"]);
+    git(&env.repo, &["commit", "-q", "-m", "hooks"]);
+    let main_before = git(&env.repo, &["rev-parse", "main"]);
+    env.add(&["Hooked", "--project", "demo"]);
+    let run = common::finished(env.fleet_up(&["--until-idle"]));
+    for stage in ["on_claim", "on_phase_done", "on_release"] {
+        assert!(
+            !outside.join(stage).exists(),
+            "{stage} wrote outside the sandbox"
+        );
+        let said =
+            std::fs::read_to_string(env.home.join("tmp/a").join(stage)).unwrap_or_else(|e| {
+                panic!(
+                    "{stage} did not run or could not write TMPDIR: {e}\n{}",
+                    run.stderr
+                )
+            });
+        assert_eq!(said.trim(), "refused", "{stage}");
+    }
+    assert_ne!(
+        main_before,
+        git(&env.repo, &["rev-parse", "main"]),
+        "the phase landed"
+    );
+}

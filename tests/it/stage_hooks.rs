@@ -122,13 +122,15 @@ fn ended(pid: &str) -> bool {
     }
 }
 
-/// A hook that starts a grandchild (its pid written to `pidfile`) and outlives its
-/// 1s timeout.
-fn hanging(pidfile: &Path) -> String {
-    sh(&format!(
-        "echo started; sleep 30 & echo $! > '{}'; sleep 30",
-        pidfile.display()
-    ))
+/// A hook that starts a grandchild (its pid written to the lane's `TMPDIR`, which a
+/// confined hook may write: [`pidfile`]) and outlives its 1s timeout.
+fn hanging() -> String {
+    sh("echo started; sleep 30 & echo $! > \"$TMPDIR/bg.pid\"; sleep 30")
+}
+
+/// Where [`hanging`] writes its grandchild's pid.
+fn pidfile(env: &TestEnv) -> PathBuf {
+    env.home.join("tmp/a/bg.pid")
 }
 
 #[track_caller]
@@ -238,14 +240,10 @@ fn every_stage_runs_in_the_worktree_with_the_event_and_spice_variables() {
 /// why; the task is claimed again later, when the hook lets it.
 #[test]
 fn a_failing_on_claim_releases_the_claim_and_the_lane_backs_off_and_reports() {
-    let out = tempfile::tempdir().unwrap();
-    let once = out.path().join("refused-once");
+    // The marker is in the lane's TMPDIR: the hook runs in the lane's sandbox.
     let env = fleet(&format!(
         "[hooks]\non_claim = {}\ntimeout = \"20s\"\n",
-        sh(&format!(
-            "[ -e '{0}' ] && exit 0; touch '{0}'; echo 'setting up'; echo 'no database for this task' >&2; exit 3",
-            once.display()
-        ))
+        sh("[ -e \"$TMPDIR/refused-once\" ] && exit 0; touch \"$TMPDIR/refused-once\"; echo 'setting up'; echo 'no database for this task' >&2; exit 3")
     ));
     let (id, handle) = task(&env, "claim refused");
     let run = common::to_run(env.fleet_up(&["--until-idle"]).wait_with_output());
@@ -324,12 +322,11 @@ fn regression_until_idle_fails_naming_the_task_a_failing_on_claim_left() {
 
 #[test]
 fn an_on_claim_that_times_out_is_stopped_with_its_process_group_and_releases() {
-    let out = tempfile::tempdir().unwrap();
-    let pidfile = out.path().join("bg.pid");
     let env = fleet(&format!(
         "[hooks]\non_claim = {}\n[hooks.timeouts]\non_claim = \"1s\"\n",
-        hanging(&pidfile)
+        hanging()
     ));
+    let pidfile = pidfile(&env);
     let (id, _) = task(&env, "claim times out");
     let run = common::to_run(env.fleet_up(&["--until-idle"]).wait_with_output());
     assert_ne!(run.code, 0, "{}", run.stderr);
@@ -407,12 +404,11 @@ fn a_failing_on_launch_starts_no_agent_and_hands_the_claim_back() {
 
 #[test]
 fn an_on_launch_that_times_out_starts_no_agent() {
-    let out = tempfile::tempdir().unwrap();
-    let pidfile = out.path().join("bg.pid");
     let env = fleet(&format!(
         "[hooks]\non_launch = {}\ntimeout = \"1s\"\n",
-        hanging(&pidfile)
+        hanging()
     ));
+    let pidfile = pidfile(&env);
     let (id, _) = task(&env, "launch times out");
     let run = common::to_run(env.fleet_up(&["--until-idle"]).wait_with_output());
     assert_ne!(run.code, 0, "{}", run.stderr);
@@ -503,12 +499,11 @@ fn a_failing_on_phase_done_refuses_the_phase_with_its_output_to_the_agent() {
 
 #[test]
 fn an_on_phase_done_that_times_out_refuses_the_phase() {
-    let out = tempfile::tempdir().unwrap();
-    let pidfile = out.path().join("bg.pid");
     let env = fleet(&format!(
         "[hooks]\non_phase_done = {}\ntimeout = \"1s\"\n",
-        hanging(&pidfile)
+        hanging()
     ));
+    let pidfile = pidfile(&env);
     let (id, t) = refused_phase(&env, "phase times out");
     let runs = hook_runs(&env, &id);
     assert_eq!(
@@ -561,12 +556,11 @@ fn a_failing_on_release_is_reported_and_the_release_stands() {
 
 #[test]
 fn an_on_release_that_times_out_is_stopped_and_the_release_stands() {
-    let out = tempfile::tempdir().unwrap();
-    let pidfile = out.path().join("bg.pid");
     let env = fleet(&format!(
         "[hooks]\non_release = {}\ntimeout = \"1s\"\n",
-        hanging(&pidfile)
+        hanging()
     ));
+    let pidfile = pidfile(&env);
     let (id, _) = task(&env, "release times out");
     common::finished(env.fleet_up(&["--until-idle"]));
     let runs = hook_runs(&env, &id);

@@ -53,6 +53,8 @@ fn phase_done(
             lanes_dir: lanes_dir.as_deref(),
             home: Some(&env.state_dir),
             repo: None,
+            confine: None,
+            sandbox_env: &[],
         },
     )
 }

@@ -50,6 +50,9 @@ pub struct Seat {
     /// The repository the lane runs in, as the supervisor knows it: where the task
     /// worktree's branch merges, never found through the worktree's own `.git`.
     pub repo: PathBuf,
+    /// The sandbox of the repository's commands run in this worktree (the stage
+    /// hooks of the phase the agent completes: `fleet::confine::commands`).
+    pub hooks: crate::fleet::confine::Confined,
 }
 
 /// The sessions running now, by the pid of their agent shim.
@@ -226,6 +229,7 @@ mod tests {
             fence: 1,
             worktree: "/w".into(),
             repo: "/r".into(),
+            hooks: Default::default(),
         };
         let mut child = std::process::Command::new("sleep")
             .arg("5")

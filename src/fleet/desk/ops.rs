@@ -133,6 +133,16 @@ fn phase_done(task: &str, json: bool, seat: &Seat, opts: &FleetOptions) -> Resul
     let holder = Holder::fenced(seat.session.clone(), seat.fence);
     let runner = crate::git::Runner::new(opts.vars.clone());
     let lanes = opts.repo.join("lanes");
+    // The stage hooks run in the agent's files, so in the agent's lane's sandbox.
+    let prepared = match &seat.hooks.write {
+        Some(write) => Some(
+            crate::sandbox::Policy {
+                write: write.clone(),
+            }
+            .prepare()?,
+        ),
+        None => None,
+    };
     let landed = crate::phase_done::complete_phase(
         &mut *store,
         &crate::phase_done::PhaseDone {
@@ -142,6 +152,8 @@ fn phase_done(task: &str, json: bool, seat: &Seat, opts: &FleetOptions) -> Resul
             lanes_dir: Some(&lanes),
             home: Some(&opts.state_dir),
             repo: Some(&seat.repo),
+            confine: prepared.as_ref().map(|p| p.entry()),
+            sandbox_env: &seat.hooks.env,
         },
     )?;
     let (out, err) = landed.report(json);

@@ -161,6 +161,7 @@ impl Lane<'_> {
                 fence: work.fence,
                 worktree: work.worktree.clone(),
                 repo: self.repo.clone(),
+                hooks: crate::fleet::confine::commands(cfg, opts, &self.repo, &work.worktree),
             },
         );
         self.port.set(Some(agent.terminal()));
@@ -344,12 +345,15 @@ impl Lane<'_> {
             .as_ref()
             .is_some_and(|q| q.send(job.clone()))
         {
-            let bound = crate::archive::DEFAULT_MAX_BYTES;
+            let bounds = crate::archive::worker::Bounds {
+                archive: crate::archive::DEFAULT_MAX_BYTES,
+                sessions: crate::config::housekeeping::DEFAULT_SESSIONS_MAX_BYTES,
+            };
             crate::archive::worker::archive_one(
                 &self.opts.state_dir,
                 &self.opts.location,
                 &self.opts.clock,
-                bound,
+                bounds,
                 &job,
             );
         }

@@ -26,11 +26,13 @@ impl Lane<'_> {
         holder: &Holder,
         worktree: &Path,
     ) -> Result<Option<String>> {
+        let confined = crate::fleet::confine::commands(self.cfg, self.opts, &self.repo, worktree);
         let site = Site {
             repo: &self.repo,
             base: &self.base,
             lane: &self.cfg.name,
             home: &self.opts.state_dir,
+            confined: &confined,
         };
         let (row, lease) = (&mut self.row, self.cfg.lease);
         let mut renewer = Renewer::new(self.cfg.renew, Instant::now());
@@ -58,6 +60,9 @@ pub struct Site<'a> {
     pub base: &'a str,
     pub lane: &'a str,
     pub home: &'a Path,
+    /// The lane's sandbox for commands in its worktree (`fleet::confine::commands`):
+    /// a hook runs in the agent's files, so with no more than the agent may do.
+    pub confined: &'a crate::fleet::confine::Confined,
 }
 
 /// Runs the repository's hook for `stage` on `claim` (held by `holder`) in
@@ -85,6 +90,15 @@ pub fn run_stage(
         return Ok(None);
     };
     let phase = store.task(&claim.task_id)?.phase;
+    let prepared = match &site.confined.write {
+        Some(write) => Some(
+            crate::sandbox::Policy {
+                write: write.clone(),
+            }
+            .prepare()?,
+        ),
+        None => None,
+    };
     let ev = hooks::Event {
         stage,
         task_id: &claim.task_id,
@@ -96,6 +110,8 @@ pub fn run_stage(
         base: site.base,
         home: Some(site.home.to_path_buf()),
         bed: crate::phase_done::bed_of(store, worktree),
+        confine: prepared.as_ref().map(|p| p.entry()),
+        sandbox_env: site.confined.env.clone(),
     };
     let run = std::thread::scope(|s| {
         let running = s.spawn(|| hooks::run_hook(hook, &ev, None));
@@ -174,11 +190,13 @@ fn release_hook(
         Ok(b) => b,
         Err(e) => return Ok(Some(format!("{} not run: {e}", Stage::OnRelease))),
     };
+    let confined = crate::fleet::confine::commands(cfg, opts, &repo, wt);
     let site = Site {
         repo: &repo,
         base: &base,
         lane: &cfg.name,
         home: &opts.state_dir,
+        confined: &confined,
     };
     run_stage(
         store,
