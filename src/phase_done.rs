@@ -335,7 +335,13 @@ fn merge(
     // What merges must be in the repository's own store, not only in the agent's
     // object directory (`git::objects`): before the gate reads it, and once merged.
     git.adopt_objects(wt, &format!("refs/heads/{branch}"), &base)?;
-    gate(store, claim, wt, git.common_dir(), &base, &branch, phase)?;
+    let at = Gated {
+        common: git.common_dir(),
+        base: &base,
+        branch: &branch,
+        phase,
+    };
+    gate(store, claim, wt, &at, req)?;
     let hooks = crate::stage::config::at_rev(git.repo(), &base).map_err(|errs| {
         let all: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
         all.join("; ")
@@ -376,21 +382,38 @@ fn phase_hook(
     }
 }
 
-/// Step 4's gate: refuses the merge when the branch's changes break a rule.
+/// What step 4's gate checks: `branch` against `base` of the repository whose common
+/// git directory is `common`, completing `phase`.
+#[derive(Clone, Copy)]
+struct Gated<'a> {
+    common: &'a Path,
+    base: &'a str,
+    branch: &'a str,
+    phase: &'a str,
+}
+
+/// Step 4's gate: refuses the merge when the branch's changes break a rule. The
+/// repository's checks run in the agent's sandbox when the request carries one.
 fn gate(
     store: &mut dyn Authority,
     claim: &Claim,
     wt: &Path,
-    common: &Path,
-    base: &str,
-    branch: &str,
-    phase: &str,
+    at: &Gated<'_>,
+    req: &PhaseDone<'_>,
 ) -> Result<()> {
+    let Gated {
+        common,
+        base,
+        branch,
+        phase,
+    } = *at;
     let opts = crate::gate::Options {
         actor: claim.claimant.clone(),
         phase: Some(phase.to_string()),
         record: false,
         now: claim.renewed_at,
+        confine: req.confine,
+        sandbox_env: req.sandbox_env.to_vec(),
     };
     let checked = crate::gate::phase::check(wt, common, base, branch, &opts).map_err(|e| {
         Error::Other(format!(

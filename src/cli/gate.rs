@@ -204,6 +204,7 @@ fn check(a: CheckArgs) -> Outcome {
         phase: a.phase.or_else(|| env("SPICE_PHASE")),
         record: a.record,
         now: crate::clock::Clock::now(&crate::clock::SystemClock),
+        ..Default::default()
     };
     let report = gate::run(&repo, &cfg, &scope, &opts).map_err(failed)?;
     if a.json {
@@ -249,6 +250,7 @@ fn run_hook(hook: &str, args: &[String]) -> Outcome {
                 phase: env("SPICE_PHASE"),
                 record: true,
                 now: crate::clock::Clock::now(&crate::clock::SystemClock),
+                ..Default::default()
             };
             let report = gate::run(&repo, &cfg, &scan::Scope::Staged, &opts).map_err(failed)?;
             record(&repo, "pre-commit", &gate_run_detail(&repo, &report));

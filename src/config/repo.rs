@@ -71,11 +71,18 @@ pub enum AtRev {
 /// Runs git in `dir` (no terminal prompt, C locale) and returns its stdout, or its
 /// first line of stderr as the reason it failed.
 pub fn git(dir: &Path, args: &[&str]) -> Result<Vec<u8>, String> {
-    let out = Command::new("git")
-        .args(args)
+    let mut cmd = Command::new("git");
+    cmd.args(args)
         .current_dir(dir)
         .env("GIT_TERMINAL_PROMPT", "0")
-        .env("LC_ALL", "C")
+        .env("LC_ALL", "C");
+    git_output(cmd, args)
+}
+
+/// Runs `cmd` (git with `args`, stdin closed) and returns its stdout, or its first
+/// line of stderr as the reason it failed.
+pub fn git_output(mut cmd: Command, args: &[&str]) -> Result<Vec<u8>, String> {
+    let out = cmd
         .stdin(Stdio::null())
         .output()
         .map_err(|e| format!("git: {e}"))?;

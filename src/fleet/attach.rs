@@ -261,18 +261,7 @@ mod tests {
         let stop = Arc::new(AtomicBool::new(false));
         let listener = serve(d.path(), "b", Port::default(), stop.clone(), seats.clone()).unwrap();
         assert_eq!(said(d.path(), "b"), NO_AGENT, "the operator is served");
-        let seated = seats.sit(
-            std::process::id(),
-            Seat {
-                lane: "a".into(),
-                session: "s".into(),
-                task: "t".into(),
-                fence: 1,
-                worktree: "/w".into(),
-                repo: "/r".into(),
-                hooks: Default::default(),
-            },
-        );
+        let seated = seats.sit(std::process::id(), Seat::for_test());
         assert_eq!(said(d.path(), "b"), AGENTS_REFUSED, "an agent is refused");
         drop(seated);
         assert_eq!(said(d.path(), "b"), NO_AGENT);

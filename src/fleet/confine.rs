@@ -11,9 +11,10 @@
 //! - its worktree's private object directory (`git::private_dir`: its git writes
 //!   new objects there, `GIT_OBJECT_DIRECTORY`, and reads the repository's through
 //!   `GIT_ALTERNATE_OBJECT_DIRECTORIES`; never the repository's object store, so no
-//!   agent can delete or rewrite history), and the directory of the task branches'
-//!   loose refs and reflogs (`refs/heads/spice/`, `logs/refs/heads/spice/`), so it
-//!   commits its branch;
+//!   agent can delete or rewrite history), and its task branch's own directories
+//!   of loose refs and reflogs (`refs/heads/spice/NAME/`, `logs/refs/heads/spice/NAME/`,
+//!   `git::task_ref_dirs`, named from the claim's handle), so it commits its branch
+//!   and cannot move any other;
 //! - the gate's directory (`spice/gate/`: latches, verified trees), which its
 //!   pre-commit hook writes from inside its `git commit`;
 //! - its transcript's directory (the profile's `transcript.dir`), its agent's home
@@ -21,19 +22,17 @@
 //!   directory (`TMPDIR`), the record of its interrupted commands, the terminal
 //!   devices, and what the lane's `writable` adds.
 //!
-//! It may not write: the repository's objects, the base branch or any ref outside
-//! `refs/heads/spice/`, the git configuration and hooks, other worktrees, the operator's checkout, beds and
+//! It may not write: the repository's objects, the base branch, another task's branch
+//! or any ref outside its own directory, the git configuration and hooks, other worktrees, the operator's checkout, beds and
 //! templates, manifests, latches, recordings and logs in the state directory.
 //!
 //! Nor the store: the agent's own `spice` commands reach it through the supervisor's
 //! desk (`fleet::desk`), so none of its files is writable.
 //!
-//! Known limits, said in `fleet check` and ARCHITECTURE.md: the task branches share
-//! one directory, so a confined agent could still move another task's branch (never
-//! base: merging into base is the supervisor's, through the holder check and the
-//! gate); and the gate's latches and verified trees are the agent's to forge (sticky
-//! flex and the bypass report are advisory against a hostile agent; the phase gate
-//! still runs every rule before a merge). Reads are not confined.
+//! Known limits, said in `fleet check` and ARCHITECTURE.md: the gate's latches and
+//! verified trees are the agent's to forge (sticky flex and the bypass report are
+//! advisory against a hostile agent; the phase gate still runs every rule before a
+//! merge). Reads are not confined.
 
 use super::FleetOptions;
 use crate::config::fleet::LaneConfig;
@@ -73,7 +72,7 @@ pub fn describe(cfg: &LaneConfig, offer: crate::sandbox::Offer) -> String {
 }
 
 /// What confinement leaves open today, said once under `fleet check`'s lanes.
-pub const LIMITS: &str = "agents can still write the task branches' refs and the gate's latches, \
+pub const LIMITS: &str = "agents can still write the gate's latches, \
 and read what their operator can (docs/security.md)";
 
 /// The private temporary directory of a lane's sessions (`TMPDIR`).
@@ -81,34 +80,24 @@ pub fn temp_dir(opts: &FleetOptions, lane: &str) -> PathBuf {
     opts.state_dir.join("tmp").join(lane)
 }
 
-/// Works out the policy of a session of `cfg` in `worktree`, creating the private
-/// directories it names. `value` expands the profile's `writable` templates (`{home}`
-/// is the HOME the agent gets).
+/// Works out the policy of a session of `cfg`: what its lane's commands in the
+/// worktree may write ([`commands`]), and what is the session's own (the record of
+/// its interrupted commands, its transcript's directory, its agent's home entries),
+/// creating the private directories it names. `value` expands the profile's
+/// `writable` templates (`{home}` is the HOME the agent gets).
 pub fn session(
     cfg: &LaneConfig,
     opts: &FleetOptions,
-    repo: &Path,
-    worktree: &Path,
+    commands: &Confined,
     session: &str,
     value: &dyn Fn(Placeholder) -> Option<String>,
 ) -> Confined {
-    if cfg.lane.sandbox == Confinement::Off {
-        return Confined {
-            write: None,
-            status: describe(cfg, crate::sandbox::probe()),
-            env: Vec::new(),
-        };
-    }
-    let mut write: Vec<PathBuf> = vec![worktree.to_path_buf()];
-    let tmp = temp_dir(opts, &cfg.name);
+    let Some(mut write) = commands.write.clone() else {
+        return commands.clone();
+    };
     let interrupted = opts.state_dir.join("interrupted").join(session);
-    for d in [&tmp, &interrupted] {
-        let _ = std::fs::create_dir_all(d);
-        write.push(d.clone());
-    }
-    let (paths, env) = git_paths(opts, repo, worktree);
-    write.extend(paths);
-    write.extend(DEVICES.iter().map(PathBuf::from));
+    let _ = std::fs::create_dir_all(&interrupted);
+    write.push(interrupted);
     let home = value(Placeholder::Home).map(PathBuf::from);
     // The scripted demo agent's HOME is its own, under the state directory.
     if cfg.profile.runs_demo_agent() {
@@ -125,21 +114,33 @@ pub fn session(
         write.push(PathBuf::from(dir));
     }
     for t in &cfg.profile.writable {
-        if let Some(p) = t
-            .expand(value)
-            .filter(|p| crate::sandbox::nameable(Path::new(p)))
-        {
+        if let Some(p) = t.expand(value) {
             write.push(PathBuf::from(p));
         }
     }
+    // `~/` in the lane's `writable` is the agent's HOME (a lane's `[env] HOME`).
     write.extend(lane_writable(cfg, home.as_deref()));
     write.retain(|p| crate::sandbox::nameable(p));
     write.dedup();
-    let status = describe(cfg, crate::sandbox::probe());
     Confined {
         write: Some(write),
-        status,
-        env,
+        ..commands.clone()
+    }
+}
+
+impl Confined {
+    /// The Landlock ruleset of this policy, for a child to enter (`None`: not
+    /// confined). It must outlive the spawn.
+    pub fn prepare(&self) -> crate::error::Result<Option<crate::sandbox::Prepared>> {
+        self.write
+            .as_ref()
+            .map(|write| {
+                crate::sandbox::Policy {
+                    write: write.clone(),
+                }
+                .prepare()
+            })
+            .transpose()
     }
 }
 
@@ -148,7 +149,14 @@ pub fn session(
 /// temporary directory, the git paths of its commits and the lane's `writable`, as
 /// the agent has them, with the same variables; nothing of a session's own (its
 /// transcript, its agent's home). `write` is `None` for a lane not confined.
-pub fn commands(cfg: &LaneConfig, opts: &FleetOptions, repo: &Path, worktree: &Path) -> Confined {
+/// `handle` is the claim's: it names the one branch the commands may move.
+pub fn commands(
+    cfg: &LaneConfig,
+    opts: &FleetOptions,
+    repo: &Path,
+    worktree: &Path,
+    handle: &str,
+) -> Confined {
     let status = describe(cfg, crate::sandbox::probe());
     if cfg.lane.sandbox == Confinement::Off {
         return Confined {
@@ -159,7 +167,7 @@ pub fn commands(cfg: &LaneConfig, opts: &FleetOptions, repo: &Path, worktree: &P
     }
     let tmp = temp_dir(opts, &cfg.name);
     let _ = std::fs::create_dir_all(&tmp);
-    let (paths, mut env) = git_paths(opts, repo, worktree);
+    let (paths, mut env) = git_paths(opts, repo, worktree, handle);
     env.push(("TMPDIR".into(), tmp.display().to_string()));
     let mut write = vec![worktree.to_path_buf(), tmp];
     write.extend(paths);
@@ -189,13 +197,14 @@ fn lane_writable(cfg: &LaneConfig, home: Option<&Path>) -> Vec<PathBuf> {
 }
 
 /// The git paths a worktree's commits write: its administrative directory, its
-/// private object directory, and the task branches' refs and reflogs (created when
-/// missing, so a packed branch can still be updated as a loose ref); with the
-/// variables that point the agent's git at its object directory.
+/// private object directory, and its task branch's directories of refs and reflogs
+/// (created when missing, so a packed branch can still be updated as a loose ref);
+/// with the variables that point the agent's git at its object directory.
 fn git_paths(
     opts: &FleetOptions,
     repo: &Path,
     worktree: &Path,
+    handle: &str,
 ) -> (Vec<PathBuf>, Vec<(String, String)>) {
     let Ok(git) = crate::git::Git::open(repo, crate::git::Runner::new(opts.vars.clone())) else {
         return (Vec::new(), Vec::new());
@@ -220,16 +229,14 @@ fn git_paths(
         Ok(None) => {}
         Err(e) => tracing::warn!("{e}; the agent cannot commit"),
     }
-    let branches = crate::git::PREFIX.trim_end_matches('/');
-    for d in [
-        common.join("refs/heads").join(branches),
-        common.join("logs/refs/heads").join(branches),
-        // The pre-commit gate runs inside the agent's `git commit`.
-        crate::gate::phase::gate_dir(&common),
-    ] {
-        let _ = std::fs::create_dir_all(&d);
-        out.push(d);
+    match git.task_ref_dirs(&crate::git::task_branch(handle)) {
+        Ok(dirs) => out.extend(dirs),
+        Err(e) => tracing::warn!("{e}; the agent cannot commit"),
     }
+    // The pre-commit gate runs inside the agent's `git commit`.
+    let gate = crate::gate::phase::gate_dir(&common);
+    let _ = std::fs::create_dir_all(&gate);
+    out.push(gate);
     (out, env)
 }
 

@@ -58,6 +58,9 @@ pub struct Report {
     pub freed_bytes: u64,
     pub worktrees_removed: usize,
     pub branches_removed: usize,
+    /// Private object directories of worktrees removed without spice, whose objects
+    /// were copied into their repository's store (`git::Git::retire_orphan_objects`).
+    pub object_dirs_retired: usize,
     pub saved: Vec<String>,
     pub items: Vec<Item>,
 }
@@ -74,6 +77,7 @@ impl Report {
     }
 
     pub fn merge(&mut self, other: Report) {
+        self.object_dirs_retired += other.object_dirs_retired;
         for i in other.items {
             self.add(i);
         }
@@ -201,6 +205,9 @@ pub fn collect(
             }
         }
         report.add(item);
+    }
+    if !opts.dry_run {
+        report.object_dirs_retired = git.retire_orphan_objects()?;
     }
     Ok(report)
 }

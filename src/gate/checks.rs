@@ -3,9 +3,12 @@
 //! `SPICE_STAGED_PATHS` (one per line) and as a JSON array on stdin, through the
 //! repository commands' one runner ([`crate::stage::run`]): stopped (their whole
 //! process group) at their timeout, the end of their output kept for when they fail.
+//! When the supervisor gates a confined agent's phase, they run in the agent's lane's
+//! sandbox ([`super::Options::confine`]): they build and run the agent's files.
 
 use super::config::Check;
 use super::scan::Repo;
+use super::Options;
 use crate::stage::run::{self as runner, Job};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -22,7 +25,8 @@ pub enum Outcome {
     NotRun(String),
 }
 
-pub fn run(repo: &Repo, check: &Check, paths: &[String], phase: Option<&str>) -> Outcome {
+pub fn run(repo: &Repo, check: &Check, paths: &[String], opts: &Options) -> Outcome {
+    let phase = opts.phase.as_deref();
     if !check.phases.is_empty() && !phase.is_some_and(|p| check.phases.iter().any(|x| x == p)) {
         return Outcome::Skipped;
     }
@@ -41,14 +45,17 @@ pub fn run(repo: &Repo, check: &Check, paths: &[String], phase: Option<&str>) ->
     let o = runner::run(Job {
         argv: &check.run,
         cwd: repo.root.clone(),
-        env: vec![
+        env: [
             ("SPICE_STAGED_PATHS".into(), listed),
             ("SPICE_GATE_CHECK".into(), check.name.clone()),
-        ],
+        ]
+        .into_iter()
+        .chain(opts.sandbox_env.iter().cloned())
+        .collect(),
         stdin: serde_json::to_vec(&relevant).expect("strings serialise"),
         timeout: check.timeout,
         on_line: None,
-        confine: None,
+        confine: opts.confine,
     });
     match o {
         runner::Outcome::Passed { .. } => Outcome::Passed,
@@ -74,6 +81,13 @@ mod tests {
         }
     }
 
+    fn at(phase: Option<&str>) -> Options {
+        Options {
+            phase: phase.map(str::to_string),
+            ..Default::default()
+        }
+    }
+
     fn repo() -> (tempfile::TempDir, Repo) {
         let d = tempfile::tempdir().unwrap();
         let r = Repo {
@@ -96,7 +110,7 @@ mod tests {
             Duration::from_secs(20),
         );
         let paths = vec!["a b.rs".to_string(), "c.rs".to_string()];
-        match run(&r, &c, &paths, None) {
+        match run(&r, &c, &paths, &at(None)) {
             Outcome::Failed { code, output } => {
                 assert_eq!(code, Some(3));
                 assert_eq!(output, "[\"a b.rs\",\"c.rs\"]\na b.rs\nc.rs");
@@ -111,7 +125,7 @@ mod tests {
         let p = vec!["src/a.rs".to_string()];
         let missing = check(&["./no-such-check"], Duration::from_secs(5));
         assert_eq!(
-            run(&r, &missing, &p, None),
+            run(&r, &missing, &p, &at(None)),
             Outcome::NotRun("./no-such-check: not found".into())
         );
         // A grandchild holding the output open is stopped too.
@@ -119,25 +133,25 @@ mod tests {
             &["sh", "-c", "sleep 30 & sleep 30"],
             Duration::from_millis(300),
         );
-        match run(&r, &slow, &p, None) {
+        match run(&r, &slow, &p, &at(None)) {
             Outcome::NotRun(why) => assert!(why.starts_with("timed out after 0.3s"), "{why}"),
             o => panic!("{o:?}"),
         }
         let mut phased = check(&["false"], Duration::from_secs(5));
         phased.phases = vec!["todo".into()];
-        assert_eq!(run(&r, &phased, &p, Some("review")), Outcome::Skipped);
-        assert_eq!(run(&r, &phased, &p, None), Outcome::Skipped);
+        assert_eq!(run(&r, &phased, &p, &at(Some("review"))), Outcome::Skipped);
+        assert_eq!(run(&r, &phased, &p, &at(None)), Outcome::Skipped);
         assert!(matches!(
-            run(&r, &phased, &p, Some("todo")),
+            run(&r, &phased, &p, &at(Some("todo"))),
             Outcome::Failed { .. }
         ));
         let mut scoped = check(&["false"], Duration::from_secs(5));
         let mut b = globset::GlobSetBuilder::new();
         b.add(globset::Glob::new("docs/**").unwrap());
         scoped.paths = Some(b.build().unwrap());
-        assert_eq!(run(&r, &scoped, &p, None), Outcome::Skipped);
+        assert_eq!(run(&r, &scoped, &p, &at(None)), Outcome::Skipped);
         assert_eq!(
-            run(&r, &check(&["true"], Duration::from_secs(5)), &p, None),
+            run(&r, &check(&["true"], Duration::from_secs(5)), &p, &at(None)),
             Outcome::Passed
         );
     }

@@ -84,6 +84,11 @@ pub struct Options {
     pub record: bool,
     /// When the run happens (latches record it).
     pub now: crate::clock::Micros,
+    /// The sandbox the repository's checks run in (a lane's, when the supervisor
+    /// gates a confined agent's phase: the checks run the agent's files), with the
+    /// variables it gives them; `None`: unconfined.
+    pub confine: Option<crate::sandbox::Entry>,
+    pub sandbox_env: Vec<(String, String)>,
 }
 
 /// Runs every rule over `scope`.
@@ -191,7 +196,7 @@ pub fn run(repo: &Repo, cfg: &GateConfig, scope: &Scope, opts: &Options) -> Resu
     // Repository checks, given every path in scope (measured or not).
     let scoped: Vec<String> = items.iter().map(|i| i.path.clone()).collect();
     for check in &cfg.checks {
-        match checks::run(repo, check, &scoped, opts.phase.as_deref()) {
+        match checks::run(repo, check, &scoped, opts) {
             checks::Outcome::Skipped | checks::Outcome::Passed => {}
             checks::Outcome::Failed { code, output } => report.findings.push(Finding {
                 path: String::new(),

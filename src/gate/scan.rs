@@ -78,22 +78,7 @@ impl Repo {
     pub fn git(&self, args: &[&str]) -> Result<Vec<u8>, String> {
         match &self.pin {
             None => git(&self.root, args),
-            Some(_) => {
-                let out = self
-                    .command(args)
-                    .stdin(Stdio::null())
-                    .output()
-                    .map_err(|e| format!("git: {e}"))?;
-                if out.status.success() {
-                    return Ok(out.stdout);
-                }
-                let err = String::from_utf8_lossy(&out.stderr);
-                let line = err
-                    .lines()
-                    .find(|l| !l.trim().is_empty())
-                    .unwrap_or("failed");
-                Err(format!("git {}: {}", args.join(" "), line.trim()))
-            }
+            Some(_) => crate::config::repo::git_output(self.command(args), args),
         }
     }
 

@@ -1,5 +1,5 @@
 //! What `spice fleet gc` needs of git: the task checkouts a repository holds (each
-//! `spice/<handle>` branch, where it is checked out, and detached task worktrees),
+//! `spice/<handle>/work` branch (or a legacy `spice/<handle>`), where it is checked out, and detached task worktrees),
 //! whether one holds anything `base` lacks, saving that to `refs/spice/wip/<handle>`,
 //! and removing the worktree and branch.
 //!
@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 /// A task's branch and/or worktree.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskCheckout {
-    /// `spice/<handle>`; `None` for a detached task worktree.
+    /// `spice/<handle>/work`; `None` for a detached task worktree.
     pub branch: Option<String>,
     pub handle: String,
     /// The commit the branch (or the detached worktree's HEAD) is at.
@@ -65,7 +65,7 @@ impl Git {
                 continue;
             };
             let branch = name.strip_prefix("refs/heads/").unwrap_or(name).to_string();
-            let Some(handle) = branch.strip_prefix(super::PREFIX) else {
+            let Some(handle) = super::task_of_branch(&branch) else {
                 continue;
             };
             let at = list
@@ -199,7 +199,10 @@ impl Git {
     pub fn remove_checkout(&self, c: &TaskCheckout) -> Result<()> {
         match c.worktree.as_deref() {
             Some(path) if !c.prunable => self.remove_worktree(path, true)?,
-            Some(_) => {
+            Some(path) => {
+                if let Err(e) = self.retire_objects(path) {
+                    tracing::warn!("{e}");
+                }
                 self.check(&self.repo, &args!["worktree", "prune"], || {
                     format!("cannot prune the worktrees of {}", self.repo.display())
                 })?;
@@ -213,6 +216,7 @@ impl Git {
                 || format!("cannot delete branch {branch} in {}", self.repo.display()),
             )
             .map_err(|e| Error::Other(e.to_string()))?;
+            self.forget_task_dirs(branch);
         }
         Ok(())
     }

@@ -45,6 +45,7 @@ mod refname;
 pub mod review;
 mod run;
 mod status;
+mod task_refs;
 #[cfg(test)]
 pub(crate) mod testutil;
 mod worktree;
@@ -57,7 +58,9 @@ pub use merge::{Merge, MergeKind};
 pub use merge_commit::MergeMethod;
 pub use objects::private_dir;
 pub use pool::Recycled;
-pub use refname::{check_branch_name, task_branch, PREFIX};
+pub use refname::{
+    check_branch_name, legacy_task_branch, task_branch, task_of_branch, KEEP, LEAF, PREFIX,
+};
 pub use run::{Output, Runner, PASSED};
 pub use status::LaunchState;
 pub use worktree::{Prepared, Worktree};

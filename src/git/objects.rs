@@ -14,8 +14,10 @@
 //! does to its directory reaches what was merged.
 //!
 //! Invariants: the alternates file is rewritten only under `spice-alternates.lock`
-//! in the common directory, whole (a temporary file renamed over it), and only ever
-//! gains lines; a private directory is named after the worktree's administrative
+//! in the common directory, whole (a temporary file renamed over it); a line goes
+//! only once its directory's objects were copied into the repository's own store,
+//! as its worktree goes ([`Git::retire_objects`]) or, for a worktree removed without
+//! spice, at `fleet gc` ([`Git::retire_orphan_objects`]); a private directory is named after the worktree's administrative
 //! directory (which git created when the supervisor added the worktree), never after
 //! anything the agent wrote.
 //!
@@ -69,12 +71,95 @@ impl Git {
         }
         next.push_str(&line);
         next.push('\n');
-        let tmp = info.join(format!("alternates.spice-{}", std::process::id()));
-        std::fs::File::create(&tmp)
-            .and_then(|mut f| f.write_all(next.as_bytes()).and_then(|()| f.sync_all()))
-            .map_err(|e| io("write", &tmp, e))?;
-        std::fs::rename(&tmp, &file).map_err(|e| io("replace", &file, e))?;
+        replace(&file, &next).map_err(|e| io("write", &file, e))?;
         Ok(Some(dir))
+    }
+
+    /// Before the worktree at `worktree` goes: copies what its private object
+    /// directory holds into the repository's own store, drops the directory from the
+    /// alternates and deletes it. Nothing is lost: its commits may live on in a branch
+    /// or a saved ref after the worktree is gone.
+    pub fn retire_objects(&self, worktree: &Path) -> Result<()> {
+        match super::admin_dir(&self.common_dir, worktree)
+            .and_then(|a| private_dir(&self.common_dir, &a))
+        {
+            Some(dir) if dir.is_dir() => self.retire_dir(&dir),
+            _ => Ok(()),
+        }
+    }
+
+    /// Retires ([`Git::retire_objects`]) the private object directories whose
+    /// worktree git no longer knows (removed before they were retired). Returns how
+    /// many.
+    pub fn retire_orphan_objects(&self) -> Result<usize> {
+        let root = self.common_dir.join("spice").join("objects");
+        let Ok(entries) = std::fs::read_dir(&root) else {
+            return Ok(0);
+        };
+        let mut n = 0;
+        for e in entries.flatten() {
+            let admin = self.common_dir.join("worktrees").join(e.file_name());
+            if e.path().is_dir() && !admin.is_dir() {
+                self.retire_dir(&e.path())?;
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    fn retire_dir(&self, dir: &Path) -> Result<()> {
+        let failed = |what: &str, why: String| {
+            Error::Other(format!(
+                "cannot {what} the objects of {} into {}: {why}",
+                dir.display(),
+                self.repo.display()
+            ))
+        };
+        let listed = self
+            .runner
+            .run_with(
+                &self.repo,
+                &args![
+                    "cat-file",
+                    "--batch-all-objects",
+                    "--batch-check=%(objectname)"
+                ],
+                &[
+                    ("GIT_OBJECT_DIRECTORY", dir.as_os_str()),
+                    ("GIT_ALTERNATE_OBJECT_DIRECTORIES", std::ffi::OsStr::new("")),
+                ],
+            )
+            .map_err(|e| super::spawn_error(&self.repo, e))?;
+        if !listed.ok() {
+            return Err(failed("list", listed.first_line()));
+        }
+        if !listed.stdout.trim().is_empty() {
+            let base = self.common_dir.join("objects").join("pack").join("pack");
+            let out = self
+                .runner
+                .run_input(
+                    &self.repo,
+                    &args!["pack-objects", "-q", base.as_os_str()],
+                    listed.stdout.as_bytes(),
+                )
+                .map_err(|e| super::spawn_error(&self.repo, e))?;
+            if !out.ok() {
+                return Err(failed("copy", out.first_line()));
+            }
+        }
+        let _lock = super::lock::exclusive(&self.common_dir.join("spice-alternates.lock"), true)
+            .map_err(|e| failed("lock the alternates for", e.to_string()))?;
+        let file = self.common_dir.join("objects/info/alternates");
+        let line = dir.display().to_string();
+        if let Ok(text) = std::fs::read_to_string(&file) {
+            let kept: String = text
+                .lines()
+                .filter(|l| *l != line)
+                .map(|l| format!("{l}\n"))
+                .collect();
+            replace(&file, &kept).map_err(|e| failed("unlist", e.to_string()))?;
+        }
+        std::fs::remove_dir_all(dir).map_err(|e| failed("delete", e.to_string()))
     }
 
     /// Copies every object reachable from `tip` and not from `not` into the
@@ -116,4 +201,12 @@ impl Git {
         }
         Ok(())
     }
+}
+
+/// Writes `file` whole: a temporary file beside it, synced, renamed over it.
+fn replace(file: &Path, text: &str) -> std::io::Result<()> {
+    let tmp = file.with_extension(format!("spice-{}", std::process::id()));
+    std::fs::File::create(&tmp)
+        .and_then(|mut f| f.write_all(text.as_bytes()).and_then(|()| f.sync_all()))?;
+    std::fs::rename(&tmp, file)
 }

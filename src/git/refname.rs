@@ -2,15 +2,30 @@
 //! git ([`check_branch_name`], for configuration), and the branches of tasks.
 //!
 //! Invariant: [`task_branch`] always returns a valid ref name (`git check-ref-format
-//! --branch` accepts it) of the form `spice/<one component>`, and two different
-//! handles never share a branch: a handle used as it is cannot collide with a handle
-//! that had to be altered, because every altered handle carries a hash of the original.
-//! One component, never nested, because `spice/a` and `spice/a/b` cannot both exist.
+//! --branch` accepts it) of the form `spice/<name>/work`, and two different handles
+//! never share a name: a handle used as it is cannot collide with a handle that had
+//! to be altered, because every altered handle carries a hash of the original.
+//!
+//! Why a directory per task: git writes a branch by creating `NAME.lock` beside the
+//! ref and renaming it over the ref, so what may move a branch is whoever may create
+//! and remove files in its directory. With each task's branch alone in
+//! `refs/heads/spice/<name>/`, a confined agent is granted that directory (and its
+//! reflog's) and no other: it commits its own branch and cannot move any other
+//! (`fleet::confine`). Branches of the earlier layout (`spice/<name>`) are renamed
+//! into it when their task next launches ([`legacy_task_branch`]).
 
 use xxhash_rust::xxh3::xxh3_64;
 
 /// The namespace of every task branch spice creates.
 pub const PREFIX: &str = "spice/";
+
+/// The last component of a task branch: its directory is the task's own.
+pub const LEAF: &str = "work";
+
+/// The file that keeps a task branch's directory when git packs and prunes its refs
+/// (git skips names starting with a dot when it reads loose refs; no ref has one), so
+/// a confined agent never needs to create the directory it was granted.
+pub const KEEP: &str = ".keep";
 
 /// Longest component kept before the hash, well under file-name limits for loose refs.
 const MAX_LEN: usize = 80;
@@ -80,7 +95,23 @@ pub fn task_branch(handle: &str) -> String {
         }
         name = format!("{name}-{:08x}", xxh3_64(handle.as_bytes()) as u32);
     }
-    format!("{PREFIX}{name}")
+    format!("{PREFIX}{name}/{LEAF}")
+}
+
+/// The name `branch` (a [`task_branch`]) had in the earlier layout, `spice/<name>`.
+pub fn legacy_task_branch(branch: &str) -> Option<&str> {
+    branch.strip_suffix(LEAF)?.strip_suffix('/')
+}
+
+/// The task directory part of a task branch, `<name>` of `spice/<name>/work` (or of a
+/// legacy `spice/<name>`); `None` for any other branch, an agent's own included.
+pub fn task_of_branch(branch: &str) -> Option<&str> {
+    let rest = branch.strip_prefix(PREFIX)?;
+    let name = rest
+        .strip_suffix(LEAF)
+        .and_then(|r| r.strip_suffix('/'))
+        .unwrap_or(rest);
+    (!name.is_empty() && !name.contains('/')).then_some(name)
 }
 
 #[cfg(test)]
@@ -159,19 +190,37 @@ mod tests {
 
     #[test]
     fn ordinary_handles_pass_through() {
-        assert_eq!(task_branch("web-Bc3dFg5hJ"), "spice/web-Bc3dFg5hJ");
-        assert_eq!(task_branch("Bc3dFg5hJ"), "spice/Bc3dFg5hJ");
+        assert_eq!(task_branch("web-Bc3dFg5hJ"), "spice/web-Bc3dFg5hJ/work");
+        assert_eq!(task_branch("Bc3dFg5hJ"), "spice/Bc3dFg5hJ/work");
         assert_eq!(
             task_branch("my_proj-Bc3dFg5hJ-2"),
-            "spice/my_proj-Bc3dFg5hJ-2"
+            "spice/my_proj-Bc3dFg5hJ-2/work"
         );
+    }
+
+    #[test]
+    fn a_task_branch_names_its_task_and_its_earlier_name() {
+        let b = task_branch("web-1");
+        assert_eq!(legacy_task_branch(&b), Some("spice/web-1"));
+        assert_eq!(task_of_branch(&b), Some("web-1"));
+        assert_eq!(task_of_branch("spice/web-1"), Some("web-1"));
+        for other in [
+            "main",
+            "spice/web-1/mine",
+            "spice/a/b/work",
+            "spice/",
+            "spice//work",
+        ] {
+            assert_eq!(task_of_branch(other), None, "{other}");
+        }
+        assert!(check_branch_name(&b).is_ok());
     }
 
     #[test]
     fn odd_handles_are_cleaned_and_hashed() {
         let b = task_branch("a b/c..d");
         assert!(b.starts_with("spice/a-b-c-d-"), "{b}");
-        assert_eq!(b.len(), "spice/a-b-c-d-".len() + 8);
+        assert_eq!(b.len(), "spice/a-b-c-d-".len() + 8 + "/work".len());
         assert!(task_branch("").starts_with("spice/task-"));
         assert!(task_branch("..").starts_with("spice/task-"));
         assert!(task_branch("@{x}.lock").starts_with("spice/x-lock-"));
@@ -188,7 +237,7 @@ mod tests {
     #[test]
     fn long_handles_are_capped() {
         let b = task_branch(&"x".repeat(500));
-        assert_eq!(b.len(), PREFIX.len() + MAX_LEN + 9);
+        assert_eq!(b.len(), PREFIX.len() + MAX_LEN + 9 + 1 + LEAF.len());
     }
 
     #[test]
@@ -197,7 +246,7 @@ mod tests {
             "é-ü", "a\u{0}b", "a\tb", "~^:?*[\\", "a//b", "x.", ".x", "ẞ",
         ] {
             let b = task_branch(h);
-            let rest = b.strip_prefix(PREFIX).unwrap();
+            let rest = task_of_branch(&b).unwrap();
             assert!(!rest.is_empty() && !rest.starts_with('-') && !rest.ends_with('-'));
             assert!(
                 rest.chars()

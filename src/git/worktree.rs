@@ -235,6 +235,11 @@ impl Git {
         if !force && !e.prunable {
             self.require_clean(&path, "removing it")?;
         }
+        // Its private objects may be all that holds its commits; kept listed (and
+        // retired by the next `fleet gc`) if they cannot be copied now.
+        if let Err(e) = self.retire_objects(&path) {
+            tracing::warn!("{e}");
+        }
         let what = || {
             format!(
                 "cannot remove worktree {} on {branch} from {}",

@@ -24,14 +24,19 @@ impl Repo {
         Repo { env }
     }
 
-    /// A task and its checkout: branch `spice/<handle>` at main, in a worktree where
+    /// A task and its checkout: branch `spice/<handle>/work` at main, in a worktree where
     /// the fleet puts one. Returns (id, handle, worktree).
     fn task(&self, title: &str) -> (String, String, PathBuf) {
+        self.task_on(title, |handle| format!("spice/{handle}/work"))
+    }
+
+    /// [`Repo::task`] on the branch `branch` names for the handle.
+    fn task_on(&self, title: &str, branch: fn(&str) -> String) -> (String, String, PathBuf) {
         let id = self.env.add(&[title, "--project", "demo"]);
         let handle = format!("demo-{id}");
         let wt = self.env.home.join("worktrees/a").join(&handle);
         std::fs::create_dir_all(wt.parent().unwrap()).unwrap();
-        let branch = format!("spice/{handle}");
+        let branch = branch(&handle);
         git(
             &self.env.repo,
             &[
@@ -62,7 +67,7 @@ impl Repo {
     fn branch_exists(&self, handle: &str) -> bool {
         !git(
             &self.env.repo,
-            &["branch", "--list", &format!("spice/{handle}")],
+            &["branch", "--list", &format!("spice/{handle}/work")],
         )
         .is_empty()
     }
@@ -118,7 +123,7 @@ fn gc_removes_merged_work_and_saves_everything_else_first() {
     r.commit_in(&merged_wt, "m.txt", "merged\n");
     git(
         &r.env.repo,
-        &["merge", "-q", "--ff-only", &format!("spice/{merged}")],
+        &["merge", "-q", "--ff-only", &format!("spice/{merged}/work")],
     );
     // Merged but dirty: a tracked change and an untracked file.
     let (_, dirty, dirty_wt) = r.task("Dirty");
@@ -247,7 +252,7 @@ fn a_second_save_keeps_the_first_reachable() {
             "add",
             "-q",
             "-b",
-            &format!("spice/{h}"),
+            &format!("spice/{h}/work"),
             wt.to_str().unwrap(),
             "main",
         ],
@@ -360,4 +365,95 @@ fn a_lane_agent_still_running_on_the_task_keeps_its_worktree() {
     let report = r.gc(&[]);
     assert_eq!(item(&report, &h)["action"], "removed", "{report}");
     assert!(!wt.exists());
+}
+
+/// A branch of the layout before each task had a directory of refs (`spice/<handle>`)
+/// is still a task checkout: merged and clean, gc removes it as it removes the others.
+#[test]
+fn a_legacy_task_branch_is_still_collected() {
+    let r = Repo::new();
+    let (_, handle, wt) = r.task_on("Old layout", |handle| format!("spice/{handle}"));
+    let legacy = format!("spice/{handle}");
+    let report = r.gc(&[]);
+    assert_eq!(item(&report, &handle)["action"], "removed", "{report}");
+    assert!(git(&r.env.repo, &["branch", "--list", &legacy]).is_empty());
+    assert!(!wt.exists());
+}
+
+/// Commits `file` in `wt` as a confined agent's git does: its objects in the
+/// worktree's private directory (`git::objects`), listed in the repository's
+/// alternates.
+fn commit_privately(repo: &std::path::Path, wt: &std::path::Path, file: &str) -> PathBuf {
+    let admin = PathBuf::from(git(wt, &["rev-parse", "--absolute-git-dir"]).trim());
+    let common = repo.join(".git");
+    let private = common
+        .join("spice/objects")
+        .join(admin.file_name().unwrap());
+    std::fs::create_dir_all(private.join("info")).unwrap();
+    std::fs::create_dir_all(common.join("objects/info")).unwrap();
+    let alternates = common.join("objects/info/alternates");
+    let mut listed = std::fs::read_to_string(&alternates).unwrap_or_default();
+    listed.push_str(&format!("{}\n", private.display()));
+    std::fs::write(&alternates, listed).unwrap();
+    std::fs::write(wt.join(file), format!("{file}\n")).unwrap();
+    let objects = common.join("objects");
+    for args in [&["add", file][..], &["commit", "-q", "-m", file][..]] {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(wt)
+            .env("GIT_OBJECT_DIRECTORY", &private)
+            .env("GIT_ALTERNATE_OBJECT_DIRECTORIES", &objects)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+    private
+}
+
+/// Regression (#39): a removed worktree's private object directory stayed listed in
+/// the repository's alternates for good, and deleting it lost the commits a saved or
+/// unmerged branch still needed. Now its objects are copied into the repository's
+/// store as the worktree goes (here: gc removing a done task's unmerged worktree), or
+/// at the next gc for a worktree removed without spice; then it is unlisted and gone.
+#[test]
+fn a_removed_worktrees_private_objects_are_kept_and_its_directory_retired() {
+    let r = Repo::new();
+    let repo = r.env.repo.clone();
+    let (done_id, done, done_wt) = r.task("Done unmerged");
+    let done_dir = commit_privately(&repo, &done_wt, "done.txt");
+    r.env.run(&["task", "done", &done_id]).ok();
+    let (_, open, open_wt) = r.task("Removed by hand");
+    let open_dir = commit_privately(&repo, &open_wt, "open.txt");
+    git(
+        &repo,
+        &["worktree", "remove", "--force", open_wt.to_str().unwrap()],
+    );
+
+    let report = r.gc(&[]);
+    assert_eq!(item(&report, &done)["action"], "removed", "{report}");
+    assert_eq!(report["object_dirs_retired"], 1, "{report}");
+    for d in [&done_dir, &open_dir] {
+        assert!(!d.exists(), "{} is still there", d.display());
+    }
+    let alternates =
+        std::fs::read_to_string(repo.join(".git/objects/info/alternates")).unwrap_or_default();
+    assert!(alternates.trim().is_empty(), "{alternates}");
+    let fsck = std::process::Command::new("git")
+        .args(["fsck", "--connectivity-only", "--no-dangling"])
+        .current_dir(&repo)
+        .output()
+        .unwrap();
+    assert!(
+        fsck.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fsck.stderr)
+    );
+    assert_eq!(
+        git(&repo, &["show", &format!("refs/spice/wip/{done}:done.txt")]).trim(),
+        "done.txt"
+    );
+    assert_eq!(
+        git(&repo, &["show", &format!("spice/{open}/work:open.txt")]).trim(),
+        "open.txt"
+    );
 }

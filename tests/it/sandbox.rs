@@ -22,6 +22,8 @@ try other_worktree sh -c 'echo x > "$ESCAPE_VICTIM/escaped"'
 try outside sh -c 'echo x > "$ESCAPE_OUTSIDE/escaped"'
 try move_main git update-ref refs/heads/main HEAD
 try move_main_there git -C "$ESCAPE_REPO" update-ref refs/heads/main HEAD
+try other_branch git update-ref refs/heads/spice/other/work HEAD
+try new_branch git branch spice/forged HEAD
 try git_config git config core.hooksPath /tmp/evil
 try git_hooks sh -c 'echo "#!/bin/sh" > "$(git rev-parse --git-common-dir)/hooks/pre-commit"'
 try state_manifest sh -c 'mkdir -p "$SPICE_HOME/beds/forged" && echo "{}" > "$SPICE_HOME/beds/forged/bed.json"'
@@ -84,10 +86,11 @@ fn a_confined_agent_is_refused_every_escape_and_still_lands_its_work() {
             "add",
             "-q",
             "-b",
-            "spice/other",
+            "spice/other/work",
             victim.to_str().unwrap(),
         ],
     );
+    let victim_tip = git(&env.repo, &["rev-parse", "spice/other/work"]);
     let outside = env.dir.path().join("outside");
     std::fs::create_dir_all(&outside).unwrap();
     let mut sleeper = std::process::Command::new("sleep")
@@ -132,7 +135,7 @@ fn a_confined_agent_is_refused_every_escape_and_still_lands_its_work() {
     );
 
     // Every escape was refused, and left nothing behind.
-    let branch = format!("spice/demo-{task}");
+    let branch = format!("spice/demo-{task}/work");
     let attempts = git(&env.repo, &["show", &format!("{branch}:attempts.txt")]);
     assert!(
         attempts.contains("escapes tried"),
@@ -140,7 +143,12 @@ fn a_confined_agent_is_refused_every_escape_and_still_lands_its_work() {
         run.stderr
     );
     assert!(!attempts.contains("ALLOWED"), "{attempts}");
-    assert_eq!(attempts.matches("refused").count(), 18, "{attempts}");
+    assert_eq!(attempts.matches("refused").count(), 20, "{attempts}");
+    assert_eq!(
+        git(&env.repo, &["rev-parse", "spice/other/work"]),
+        victim_tip,
+        "another task's branch moved"
+    );
     for p in [
         env.repo.join("escaped"),
         victim.join("escaped"),
@@ -198,16 +206,7 @@ fn a_confined_agent_is_refused_every_escape_and_still_lands_its_work() {
         "no private object directory"
     );
     std::fs::remove_dir_all(&lent).unwrap();
-    let fsck = std::process::Command::new("git")
-        .args(["fsck", "--connectivity-only", "--no-dangling"])
-        .current_dir(&env.repo)
-        .output()
-        .unwrap();
-    assert!(
-        fsck.status.success(),
-        "{}",
-        String::from_utf8_lossy(&fsck.stderr)
-    );
+    common::assert_history_whole(&env.repo);
     assert_eq!(git(&env.repo, &["show", "main:work.txt"]).trim(), "work");
     let launched = env.ledger_of(&task, "launched");
     assert!(
@@ -337,31 +336,35 @@ fn a_postgres_fleet_named_by_the_environment_alone_lands_its_work_and_keeps_its_
 /// the agent's worktree, so an `on_phase_done = ["cargo", "test"]` ran whatever build
 /// script the agent had written, unconfined. Hooks now run in the lane's sandbox
 /// (`fleet::confine::commands`): each hook here tries to write outside it (refused),
-/// writes the lane's `TMPDIR` (allowed), and the phase still lands.
+/// writes the lane's `TMPDIR` (allowed), and the phase still lands. Their sibling, the
+/// repository's gate checks that the phase gate runs on the agent's files, too.
 #[test]
 #[ignore = "needs Landlock in the kernel (.ci/run asks for it)"]
-fn regression_stage_hooks_run_in_the_lanes_sandbox() {
+fn regression_stage_hooks_and_gate_checks_run_in_the_lanes_sandbox() {
     let env = TestEnv::with_lanes(&[("a", "profile = \"demo\"\nphases = [\"todo\"]\n")]);
     let outside = env.dir.path().join("outside");
     std::fs::create_dir_all(&outside).unwrap();
-    let line = |stage: &str| {
+    // `key = [...]`, a command that says in `$TMPDIR/<file>` whether it could write
+    // `<outside>/<file>`.
+    let line = |key: &str, file: &str| {
         let script = format!(
-            "if echo x > '{o}/{stage}' 2>/dev/null; then echo escaped > \"$TMPDIR/{stage}\"; \
-             else echo refused > \"$TMPDIR/{stage}\"; fi",
+            "if echo x > '{o}/{file}' 2>/dev/null; then echo escaped > \"$TMPDIR/{file}\"; \
+             else echo refused > \"$TMPDIR/{file}\"; fi",
             o = outside.display()
         );
         format!(
-            "{stage} = [\"sh\", \"-c\", {}]\n",
+            "{key} = [\"sh\", \"-c\", {}]\n",
             toml::Value::String(script)
         )
     };
     std::fs::write(
         env.repo.join("spice.toml"),
         format!(
-            "[hooks]\n{}{}{}",
-            line("on_claim"),
-            line("on_phase_done"),
-            line("on_release")
+            "[hooks]\n{}{}{}[[gate.check]]\nname = \"escape\"\n{}",
+            line("on_claim", "on_claim"),
+            line("on_phase_done", "on_phase_done"),
+            line("on_release", "on_release"),
+            line("run", "gate_check"),
         ),
     )
     .unwrap();
@@ -370,7 +373,7 @@ fn regression_stage_hooks_run_in_the_lanes_sandbox() {
     let main_before = git(&env.repo, &["rev-parse", "main"]);
     env.add(&["Hooked", "--project", "demo"]);
     let run = common::finished(env.fleet_up(&["--until-idle"]));
-    for stage in ["on_claim", "on_phase_done", "on_release"] {
+    for stage in ["on_claim", "on_phase_done", "on_release", "gate_check"] {
         assert!(
             !outside.join(stage).exists(),
             "{stage} wrote outside the sandbox"

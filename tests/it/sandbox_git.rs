@@ -26,7 +26,8 @@ if [ ! -f "$TMPDIR/forged" ]; then
   git commit -q -m "the agent's work"
   git symbolic-ref --short HEAD > "$TMPDIR/branch"
   git rev-parse --absolute-git-dir > "$TMPDIR/admin"
-  git checkout -q -b spice/not-mine
+  # A branch of its own, in the one directory of refs it may write.
+  git checkout -q -b "$(cat "$TMPDIR/branch")-not-mine"
   printf '#!/bin/sh\necho "ran as uid $(id -u)" >> %s/PWNED\nexit 1\n' "$ESCAPE_OUTSIDE" > "$TMPDIR/evil.sh"
   chmod +x "$TMPDIR/evil.sh"
   fake="$TMPDIR/fake"
@@ -86,7 +87,7 @@ fn regression_a_forged_dot_git_never_runs_code_as_the_supervisor_nor_merges_anot
     );
     let first = std::fs::read_to_string(env.home.join("tmp/a/done1.txt")).unwrap_or_default();
     assert!(
-        first.contains("is on spice/not-mine, not the task's branch") && first.contains("refused"),
+        first.contains("/work-not-mine, not the task's branch") && first.contains("refused"),
         "{first}\n{}",
         run.stderr
     );

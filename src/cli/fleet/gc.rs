@@ -74,6 +74,12 @@ pub(super) fn run(env: &Env, dry_run: bool, json: bool) -> Result<()> {
             format!("; work saved to {}", report.saved.join(", "))
         }
     );
+    if report.object_dirs_retired > 0 {
+        println!(
+            "copied {} removed worktree(s)' objects into the repository",
+            report.object_dirs_retired
+        );
+    }
     Ok(())
 }
 

@@ -55,6 +55,22 @@ pub struct Seat {
     pub hooks: crate::fleet::confine::Confined,
 }
 
+#[cfg(test)]
+impl Seat {
+    /// Lane `a`'s session `s` on task `t`, fence 1, worktree `/w` of repository `/r`.
+    pub(crate) fn for_test() -> Seat {
+        Seat {
+            lane: "a".into(),
+            session: "s".into(),
+            task: "t".into(),
+            fence: 1,
+            worktree: "/w".into(),
+            repo: "/r".into(),
+            hooks: Default::default(),
+        }
+    }
+}
+
 /// The sessions running now, by the pid of their agent shim.
 #[derive(Debug, Clone, Default)]
 pub struct Seats(Arc<Mutex<HashMap<u32, Seat>>>);
@@ -222,15 +238,7 @@ mod tests {
     fn a_seat_is_found_from_any_descendant_and_given_up_when_dropped() {
         let seats = Seats::default();
         let me = std::process::id();
-        let seat = Seat {
-            lane: "a".into(),
-            session: "s".into(),
-            task: "t".into(),
-            fence: 1,
-            worktree: "/w".into(),
-            repo: "/r".into(),
-            hooks: Default::default(),
-        };
+        let seat = Seat::for_test();
         let mut child = std::process::Command::new("sleep")
             .arg("5")
             .spawn()

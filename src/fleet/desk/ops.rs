@@ -134,15 +134,7 @@ fn phase_done(task: &str, json: bool, seat: &Seat, opts: &FleetOptions) -> Resul
     let runner = crate::git::Runner::new(opts.vars.clone());
     let lanes = opts.repo.join("lanes");
     // The stage hooks run in the agent's files, so in the agent's lane's sandbox.
-    let prepared = match &seat.hooks.write {
-        Some(write) => Some(
-            crate::sandbox::Policy {
-                write: write.clone(),
-            }
-            .prepare()?,
-        ),
-        None => None,
-    };
+    let prepared = seat.hooks.prepare()?;
     let landed = crate::phase_done::complete_phase(
         &mut *store,
         &crate::phase_done::PhaseDone {

@@ -47,6 +47,9 @@ impl Lane<'_> {
     ) -> Result<Prepared> {
         let target = launch::worktree_path(self.cfg, self.opts, &claim.handle);
         let branch = crate::git::task_branch(&claim.handle);
+        if let Err(e) = git.upgrade_task_branch(&branch) {
+            return Ok(Prepared::Failed(e));
+        }
         let mut waited: Option<String> = None;
         let mut renewer = Renewer::new(self.cfg.renew, Instant::now());
         let since = Instant::now();

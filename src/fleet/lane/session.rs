@@ -135,8 +135,9 @@ impl Lane<'_> {
                 Placeholder::CwdSlug => claude_slug(&worktree),
             })
         };
-        let confined =
-            crate::fleet::confine::session(cfg, opts, &self.repo, &worktree, &session, &value);
+        let hooks =
+            crate::fleet::confine::commands(cfg, opts, &self.repo, &worktree, &work.claim.handle);
+        let confined = crate::fleet::confine::session(cfg, opts, &hooks, &session, &value);
         let argv = launch::argv(cfg, opts, program, resume, &value, &confined);
         env.extend(confined.env.iter().cloned());
         let recordings = opts.state_dir.join("recordings");
@@ -161,7 +162,7 @@ impl Lane<'_> {
                 fence: work.fence,
                 worktree: work.worktree.clone(),
                 repo: self.repo.clone(),
-                hooks: crate::fleet::confine::commands(cfg, opts, &self.repo, &work.worktree),
+                hooks,
             },
         );
         self.port.set(Some(agent.terminal()));

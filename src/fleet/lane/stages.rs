@@ -26,7 +26,13 @@ impl Lane<'_> {
         holder: &Holder,
         worktree: &Path,
     ) -> Result<Option<String>> {
-        let confined = crate::fleet::confine::commands(self.cfg, self.opts, &self.repo, worktree);
+        let confined = crate::fleet::confine::commands(
+            self.cfg,
+            self.opts,
+            &self.repo,
+            worktree,
+            &claim.handle,
+        );
         let site = Site {
             repo: &self.repo,
             base: &self.base,
@@ -90,15 +96,7 @@ pub fn run_stage(
         return Ok(None);
     };
     let phase = store.task(&claim.task_id)?.phase;
-    let prepared = match &site.confined.write {
-        Some(write) => Some(
-            crate::sandbox::Policy {
-                write: write.clone(),
-            }
-            .prepare()?,
-        ),
-        None => None,
-    };
+    let prepared = site.confined.prepare()?;
     let ev = hooks::Event {
         stage,
         task_id: &claim.task_id,
@@ -190,7 +188,7 @@ fn release_hook(
         Ok(b) => b,
         Err(e) => return Ok(Some(format!("{} not run: {e}", Stage::OnRelease))),
     };
-    let confined = crate::fleet::confine::commands(cfg, opts, &repo, wt);
+    let confined = crate::fleet::confine::commands(cfg, opts, &repo, wt, &claim.handle);
     let site = Site {
         repo: &repo,
         base: &base,

@@ -188,6 +188,21 @@ pub fn shared_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared")
 }
 
+/// Panics unless every object the refs of `repo` reach is there (`git fsck
+/// --connectivity-only`).
+pub fn assert_history_whole(repo: &Path) {
+    let fsck = Command::new("git")
+        .args(["fsck", "--connectivity-only", "--no-dangling"])
+        .current_dir(repo)
+        .output()
+        .unwrap();
+    assert!(
+        fsck.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fsck.stderr)
+    );
+}
+
 /// Runs git in `dir` with a fixed identity; panics with git's stderr on failure.
 pub fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
