@@ -219,13 +219,17 @@ pub enum TaskCmd {
         #[arg(long)]
         fence: Option<i64>,
     },
-    /// Take over a claim whose lease lapsed, naming the fence you saw.
+    /// Take over a lapsed claim (a live one with --force), naming the fence you saw.
     Takeover {
         /// The claimed task: id, unique prefix, handle (PROJECT-id) or uuid.
         id: String,
-        /// The fence of the lapsed claim, as `task claims --stale` shows it.
+        /// The fence of the claim you saw, as `task claims` shows it (lapsed, unless --force).
         #[arg(long, value_name = "FENCE")]
         stale: i64,
+        /// Take the claim although its lease is still live: its holder's lane stops its
+        /// agent when its next renewal finds the fence gone.
+        #[arg(long)]
+        force: bool,
         #[command(flatten)]
         lease: LeaseArgs,
         /// Print the new claim as JSON instead of text.
@@ -468,6 +472,7 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
         TaskCmd::Takeover {
             id,
             stale,
+            force,
             lease,
             json,
         } => {
@@ -478,6 +483,7 @@ pub fn run(cmd: TaskCmd, env: &Env) -> Result<()> {
                 lane: req.lane,
                 worktree: req.worktree,
                 lease: req.lease,
+                force,
             };
             let claim = a.takeover(&id, &t)?;
             render::claim_out(&claim, json);

@@ -96,6 +96,10 @@ pub struct Takeover {
     pub lane: Option<String>,
     pub worktree: Option<String>,
     pub lease: Duration,
+    /// Take it even though its lease is still live (the operator's explicit choice:
+    /// the holder's lane stops its agent when its next renewal finds the fence gone).
+    /// Still only under the exact fence seen.
+    pub force: bool,
 }
 
 const CLAIM_SELECT: &str = "SELECT c.task_id, t.project, t.title, c.claimant, c.lane, c.worktree,
@@ -426,8 +430,10 @@ impl Store {
         })
     }
 
-    /// Takes over a claim whose lease has lapsed, but only the exact holding the caller
-    /// saw (`stale_fence`). The displaced claimant gets a `displaced` ledger entry.
+    /// Takes over a claim whose lease has lapsed (or any, with `force`), but only the
+    /// exact holding the caller saw (`stale_fence`). The displaced claimant gets a
+    /// `displaced` ledger entry; the `takeover` entry says whether a live lease was
+    /// `forced`.
     pub fn takeover(&mut self, input: &str, t: &Takeover) -> Result<Claim> {
         check_claimant(&t.claimant)?;
         self.write("taking over a claim", |tx, now| {
@@ -453,7 +459,8 @@ impl Store {
                 Some(fence),
                 serde_json::json!({ "from": claim.claimant, "stale_fence": claim.fence,
                                     "worktree": worktree, "lease_until": until,
-                                    "project": project, "phase": phase }),
+                                    "project": project, "phase": phase,
+                                    "forced": claim.is_live(now) }),
             )?;
             append(
                 tx,
@@ -553,7 +560,7 @@ pub(crate) fn may_take_over(
     if claim.fence != t.stale_fence {
         return Err(refusals::takeover_stale(id, t.stale_fence, &claim, now).into());
     }
-    if claim.is_live(now) {
+    if claim.is_live(now) && !t.force {
         return Err(refusals::lease_live(id, &claim, now).into());
     }
     Ok(claim)

@@ -90,6 +90,9 @@ struct TakeoverBody {
     /// Who holds the claim afterwards (default `operator`).
     claimant: Option<String>,
     lease: Option<String>,
+    /// Take a live claim (the page asks for a confirmation first).
+    #[serde(default)]
+    force: bool,
 }
 
 pub(super) async fn takeover(body: Bytes, app: Arc<App>) -> Response {
@@ -111,6 +114,7 @@ pub(super) async fn takeover(body: Bytes, app: Arc<App>) -> Response {
                 lane: None,
                 worktree: None,
                 lease,
+                force: b.force,
             };
             let claim = s.takeover(&b.task, &t)?;
             Ok(payloads::claim_doc(&claim, s.now()?))

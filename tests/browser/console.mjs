@@ -27,7 +27,11 @@ try {
   // Dialogs are problems, except the ones a step expects (its answers, in order).
   const answers = [];
   page.on('dialog', (d) => {
-    if (answers.length) { const a = answers.shift(); d.accept(a === true ? undefined : a); return; }
+    if (answers.length) {
+      const a = answers.shift();
+      if (a === false) d.dismiss(); else d.accept(a === true ? undefined : a);
+      return;
+    }
     problems.push(`a dialog opened: ${d.message()}`); d.dismiss();
   });
   page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
@@ -148,6 +152,21 @@ try {
   await page.waitForFunction(() => !document.querySelector('#needs li[data-kind="stale_claim"]'), null, { timeout: 5000 });
   assert.equal(await page.locator(`#claims tr[data-task="${env.FRESH_ID}"] button.takeover`).count(), 0);
   assert.match(await page.textContent(`#claims tr[data-task="${env.FRESH_ID}"]`), /live/);
+
+  step('a live claim is taken only behind "force" and a confirmation');
+  const holder = () => JSON.parse(spice('task', 'claims', '--json')).find((c) => c.id === env.FRESH_ID).claimant;
+  answers.push(false);
+  await page.click(`#claims tr[data-task="${env.FRESH_ID}"] button.force-takeover`);
+  assert.equal(answers.length, 0, 'the page asked first');
+  assert.equal(holder(), 'busy', 'a declined confirmation takes nothing');
+  answers.push(true);
+  await page.click(`#claims tr[data-task="${env.FRESH_ID}"] button.force-takeover`);
+  await page.waitForFunction(() => /\(forced\)/.test(document.querySelector('#takeover-msg').textContent), null, { timeout: 5000 });
+  assert.equal(holder(), 'operator');
+  const forced = JSON.parse(spice('task', 'ledger', env.FRESH_ID, '--json')).find((e) => e.kind === 'takeover');
+  assert.equal(forced.detail.forced, true);
+  await page.waitForFunction((id) => !document.querySelector(`#claims tr[data-task="${id}"] button.force-takeover`),
+    env.FRESH_ID, { timeout: 5000 });
 
   step('a lane paused at its budget shows its tokens, and raise and stop go through the store');
   await page.waitForSelector('#lanes tr[data-lane="c"] .budget-raise');

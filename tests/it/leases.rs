@@ -76,6 +76,7 @@ fn takeover_needs_the_exact_stale_fence() {
         lane: None,
         worktree: None,
         lease: 10 * MIN,
+        force: false,
     };
     conflict(s.takeover(&id, &t(c.fence, "b")).unwrap_err(), "still live");
     clock.advance(10 * MIN);
@@ -140,6 +141,7 @@ fn writes_after_losing_the_claim_are_refused() {
         lane: None,
         worktree: None,
         lease: MIN,
+        force: false,
     };
     s.takeover(&id, &t).unwrap();
     conflict(s.renew(&id, &h("a"), None, MIN).unwrap_err(), "held by b");
@@ -217,6 +219,7 @@ fn takeover_keeps_lane_and_worktree_and_moves_locality() {
         lane: None,
         worktree: None,
         lease: MIN,
+        force: false,
     };
     let taken = s.takeover(&id, &t).unwrap();
     assert_eq!(taken.lane.as_deref(), Some("core"));

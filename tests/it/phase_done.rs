@@ -239,6 +239,7 @@ fn the_proof_keeps_a_lapsed_lease_from_being_taken_over_and_never_shortens_one()
         lane: None,
         worktree: None,
         lease: MIN,
+        force: false,
     };
     let e = s.takeover(&id, &t).unwrap_err();
     assert!(e.to_string().contains("still live"), "{e}");

@@ -588,6 +588,40 @@ fn a_claim_taken_over_while_its_agent_works_stops_the_agent_and_the_lane_goes_on
     assert_eq!(next["phase"], "review", "{next}");
 }
 
+/// #38: the operator forces a live claim away from a working agent (`--force`, the
+/// console's "force…"): the lane's next renewal finds it gone, tells and stops the
+/// agent, keeps the worktree and goes on.
+#[test]
+fn a_live_claim_forced_away_from_its_working_agent_stops_it_and_the_lane_goes_on() {
+    let env = setup(1, "lease = \"30s\"\n", &slow_profile(30));
+    let first = env.add(&["First", "--project", "demo", "--priority", "H"]);
+    let sup = env.fleet_up(&[]);
+    let working = wait_for("the lane to work", 30, || {
+        let l = env.lanes().remove(0);
+        (l["state"] == "working").then_some(l)
+    });
+    let fence = working["claims"][0]["fence"].to_string();
+    env.run(&["task", "takeover", &first, "--stale", &fence])
+        .fails(3, "still live");
+    env.run(&["task", "takeover", &first, "--stale", &fence, "--force"])
+        .ok();
+    let second = env.add(&["Second", "--project", "demo"]);
+    wait_for("the agent to be stopped", 30, || {
+        ledger_kinds(&env, &first)
+            .contains(&"exited".to_string())
+            .then_some(())
+    });
+    let show = env.run(&["task", "show", &first, "--json"]).json();
+    assert_eq!(show["claim"]["claimant"], "operator");
+    assert!(std::path::Path::new(working["claims"][0]["worktree"].as_str().unwrap()).is_dir());
+    wait_for("the lane to go on to the next task", 30, || {
+        let l = env.lanes().remove(0);
+        (l["claims"][0]["task"] == format!("demo-{second}")).then_some(())
+    });
+    env.run(&["fleet", "down"]).ok();
+    common::finished(sup);
+}
+
 #[test]
 fn twenty_supervisor_kills_leave_the_store_intact() {
     let env = setup(2, "lease = \"1m\"\n", &slow_profile(1));

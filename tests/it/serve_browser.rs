@@ -1,7 +1,8 @@
 //! The console in real headless Chromium (playwright-core driving Debian's chromium):
 //! this test prepares the store, starts `spice serve`, and runs
 //! `tests/browser/console.mjs`, which loads the page, watches a live update arrive,
-//! steers, takes over a stale claim (and is refused a fresh one), and checks that
+//! steers, takes over a stale claim (a fresh one only behind "force" and a
+//! confirmation), and checks that
 //! hostile transcript content stays text.
 //! `the_terminal_in_headless_chromium` runs a real fleet instead and drives a lane's
 //! terminal view through `tests/browser/terminal.mjs`.

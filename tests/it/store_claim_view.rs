@@ -114,6 +114,7 @@ fn a_long_lived_view_sees_every_change_to_the_claims(f: &Fleet) {
                 lane: None,
                 worktree: None,
                 lease: HOUR,
+                force: false,
             },
         )
         .unwrap();

@@ -54,6 +54,7 @@ macro_rules! both {
 both!(concurrent_claimers_never_claim_one_task_twice);
 both!(a_stale_fence_is_refused);
 both!(a_lapsed_lease_is_taken_over_explicitly);
+both!(a_live_lease_is_taken_only_by_force_under_its_fence);
 
 fn claim_json(f: &Fleet, args: &[&str]) -> serde_json::Value {
     let mut a = args.to_vec();
@@ -251,9 +252,57 @@ fn a_lapsed_lease_is_taken_over_explicitly(f: &Fleet) {
         .map(|e| e["kind"].as_str().unwrap())
         .collect();
     assert_eq!(kinds, ["added", "claimed", "takeover", "displaced"]);
+    assert_eq!(
+        ledger[2]["detail"]["forced"], false,
+        "a lapsed lease is no force"
+    );
     let displaced = &ledger[3];
     assert_eq!(displaced["actor"], "a");
     assert_eq!(displaced["fence"].as_i64(), Some(fence));
+}
+
+/// The operator may take a live claim (#38: "force", behind a confirmation in the
+/// console), but only by saying so and only under the fence it saw; the ledger says
+/// the lease was live, and the holder's next renewal finds it gone.
+fn a_live_lease_is_taken_only_by_force_under_its_fence(f: &Fleet) {
+    let id = f.env.add(&["busy"]);
+    let c = claim_json(
+        f,
+        &["task", "claim", &id, "--claimant", "a", "--lease", "30m"],
+    );
+    let fence = c["fence"].as_i64().unwrap().to_string();
+    let takeover = |fence: &str, force: bool| {
+        let mut args = vec![
+            "task",
+            "takeover",
+            &id,
+            "--stale",
+            fence,
+            "--claimant",
+            "op",
+        ];
+        if force {
+            args.push("--force");
+        }
+        f.env.run(&args)
+    };
+    takeover(&fence, false).fails(3, "still live");
+    let wrong = (c["fence"].as_i64().unwrap() + 1000).to_string();
+    takeover(&wrong, true).fails(3, "is not current");
+    let t = takeover(&fence, true).ok().to_string();
+    assert!(t.contains("op"), "{t}");
+    f.env
+        .run(&["task", "renew", &id, "--claimant", "a", "--fence", &fence])
+        .fails(3, "held by op");
+    let ledger = f.env.run(&["task", "ledger", &id, "--json"]).json();
+    let taken = ledger
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "takeover")
+        .expect("a takeover entry");
+    assert_eq!(taken["detail"]["forced"], true, "{taken}");
+    assert_eq!(taken["detail"]["from"], "a", "{taken}");
 }
 
 #[test]

@@ -305,6 +305,7 @@ fn reports_do_not_move_the_generation_and_what_can_make_work_does(f: &Fleet) {
             lane: None,
             worktree: None,
             lease: HOUR,
+            force: false,
         },
     )
     .unwrap();
@@ -557,6 +558,7 @@ fn two_hosts_share_a_lane_and_a_lost_host_is_shown_and_taken_over(f: &Fleet) {
                 lane: None,
                 worktree: None,
                 lease: HOUR,
+                force: false,
             },
         )
         .unwrap();

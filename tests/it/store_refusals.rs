@@ -59,6 +59,7 @@ fn each_refusal_says_why_in_a_type_on_every_backend(f: &Fleet) {
         lane: None,
         worktree: None,
         lease: Duration::from_secs(60),
+        force: false,
     };
     assert_eq!(
         refusal(store.takeover(&first, &takeover(held.fence))),

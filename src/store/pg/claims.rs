@@ -412,7 +412,7 @@ pub(super) fn takeover(s: &mut PgStore, input: &str, t: &Takeover) -> Result<Cla
         .query_one(
             "UPDATE claims SET claimant = $3, lane = $4, worktree = $5, fence = nextval('fences'),
                lease_until = $6, claimed_at = $7, renewed_at = $7
-             WHERE task_id = $1 AND fence = $2 AND lease_until <= $7 RETURNING fence",
+             WHERE task_id = $1 AND fence = $2 AND (lease_until <= $7 OR $8) RETURNING fence",
             &[
                 &id,
                 &t.stale_fence,
@@ -421,6 +421,7 @@ pub(super) fn takeover(s: &mut PgStore, input: &str, t: &Takeover) -> Result<Cla
                 &worktree,
                 &until,
                 &now,
+                &t.force,
             ],
         )
         .ctx("to take over a claim", at)?
@@ -434,7 +435,8 @@ pub(super) fn takeover(s: &mut PgStore, input: &str, t: &Takeover) -> Result<Cla
         Some(fence),
         serde_json::json!({ "from": claim.claimant, "stale_fence": claim.fence,
                             "worktree": worktree, "lease_until": until,
-                            "project": project, "phase": phase }),
+                            "project": project, "phase": phase,
+                            "forced": claim.is_live(now) }),
     )?;
     append(
         &mut tx,

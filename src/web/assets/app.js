@@ -291,11 +291,16 @@ function renderClaims(s) {
     el('td', { class: 'fence' }, String(c.fence)),
     el('td', { class: 'small' }, localTime(c.lease_until)),
     el('td', {}, rel(c.lease_until, 'lease')),
-    // Only a stale claim is offered to take over: a live one is its holder's.
+    // Only a stale claim is offered to take over: a live one is its holder's, taken
+    // only behind "force" and a confirmation (never from whom it would go to).
     el('td', {}, c.stale ? el('button', {
       type: 'button', class: 'takeover hot',
       'data-fence': c.fence, onclick: () => takeover(c.id, c.task, c.fence),
-    }, 'Take over') : el('span', { class: 'muted small' }, 'live')))));
+    }, 'Take over') : el('span', { class: 'muted small' }, 'live ',
+      c.session === taker() ? null : el('button', {
+        type: 'button', class: 'force-takeover small', title: 'take this live claim from its holder',
+        onclick: () => forceTakeover(c),
+      }, 'force…'))))));
   $('claims-empty').hidden = s.claims.length > 0;
 }
 
@@ -376,14 +381,26 @@ function renderConscience(c) {
   $('conscience-empty').hidden = c.steps.length > 0;
 }
 
-async function takeover(id, handle, fence) {
+// Who a takeover gives the claim to.
+function taker() {
+  return $('claimant').value.trim() || 'operator';
+}
+
+// A live claim's holder is working: taking it stops that agent, so the operator says so twice.
+function forceTakeover(c) {
+  const ask = `Take ${c.task} from ${c.session} while its lease is live?\n\n` +
+    `Its agent${c.lane ? ` in lane ${c.lane}` : ''} is stopped when it next renews; its worktree stays.`;
+  if (window.confirm(ask)) takeover(c.id, c.task, c.fence, true);
+}
+
+async function takeover(id, handle, fence, force = false) {
   const msg = $('takeover-msg');
   msg.className = '';
   msg.textContent = `taking over ${handle} (fence ${fence})…`;
-  const r = await post('/api/takeover', { task: id, fence, claimant: $('claimant').value.trim() || 'operator' });
+  const r = await post('/api/takeover', { task: id, fence, force, claimant: taker() });
   if (r.ok) {
     msg.className = 'ok';
-    msg.textContent = `took over ${r.body.handle}: now held by ${r.body.claimant} (fence ${r.body.fence})`;
+    msg.textContent = `took over ${r.body.handle}${force ? ' (forced)' : ''}: now held by ${r.body.claimant} (fence ${r.body.fence})`;
   } else {
     msg.className = 'err';
     msg.textContent = `refused: ${r.body.error}`;
