@@ -438,16 +438,7 @@ fn a_removed_worktrees_private_objects_are_kept_and_its_directory_retired() {
     let alternates =
         std::fs::read_to_string(repo.join(".git/objects/info/alternates")).unwrap_or_default();
     assert!(alternates.trim().is_empty(), "{alternates}");
-    let fsck = std::process::Command::new("git")
-        .args(["fsck", "--connectivity-only", "--no-dangling"])
-        .current_dir(&repo)
-        .output()
-        .unwrap();
-    assert!(
-        fsck.status.success(),
-        "{}",
-        String::from_utf8_lossy(&fsck.stderr)
-    );
+    common::assert_history_whole(&repo);
     assert_eq!(
         git(&repo, &["show", &format!("refs/spice/wip/{done}:done.txt")]).trim(),
         "done.txt"
