@@ -6,12 +6,12 @@
 //!   (pending, every dependency finished, no claim at all) as checked inside the same
 //!   transaction that writes it.
 //! - A lapsed lease is not free work: the task stays claimed until the holder renews
-//!   it or someone takes it over naming the exact fence they saw ([`Store::takeover`]).
+//!   it or someone takes it over naming the exact fence they saw ([`super::leases`]).
 //! - Every fence is new (a database-wide counter), so a fence names one holding of one
 //!   claim: a claim, a takeover and a renewal to a successor each get a fresh one; a
 //!   plain renewal keeps it.
 //! - Every write on a claimed task must come from the current holder; anyone else's is
-//!   refused with the holder named ([`check_holder`]).
+//!   refused with the holder named ([`judge_holder`]).
 //! - A renewal never shortens a lease that is already longer.
 
 use super::ledger::append;
@@ -136,7 +136,7 @@ pub(super) fn all_claims(tx: &Transaction<'_>) -> Result<Vec<Claim>> {
     Ok(rows.collect::<std::result::Result<Vec<_>, _>>()?)
 }
 
-fn next_fence(tx: &Transaction<'_>) -> Result<i64> {
+pub(super) fn next_fence(tx: &Transaction<'_>) -> Result<i64> {
     Ok(tx.query_row(
         "UPDATE meta SET value = value + 1 WHERE key = 'fence' RETURNING value",
         [],
@@ -161,20 +161,10 @@ pub(super) fn describe(c: &Claim, now: Micros) -> String {
     format!("{} (fence {}, {lease})", c.claimant, c.fence)
 }
 
-/// Refuses a write on `id` unless it comes from the holder of its claim. Without a
+/// Refuses a write on `id` unless it comes from the holder of its claim (`claim`, as
+/// read inside the writing transaction; every backend judges by this rule). Without a
 /// holder the task must be unclaimed; with one, the claimant must hold it, under the
 /// same fence if one is given. Returns the claim's fence when there is a claim.
-pub(super) fn check_holder(
-    tx: &Transaction<'_>,
-    id: &str,
-    holder: Option<&Holder>,
-    now: Micros,
-    verb: &str,
-) -> Result<Option<i64>> {
-    judge_holder(id, claim_of(tx, id)?.as_ref(), holder, now, verb)
-}
-
-/// [`check_holder`]'s rule on a claim already read (every backend judges by it).
 pub(super) fn judge_holder(
     id: &str,
     claim: Option<&Claim>,
@@ -317,164 +307,6 @@ impl Store {
         })
     }
 
-    /// Extends the holder's lease (never shortening it); with `successor`, passes the
-    /// claim to the successor session under a new fence without releasing it.
-    pub fn renew(
-        &mut self,
-        input: &str,
-        holder: &Holder,
-        successor: Option<&str>,
-        lease: Duration,
-    ) -> Result<Claim> {
-        let claimant = holder.claimant.as_str();
-        if let Some(s) = successor {
-            check_claimant(s)?;
-        }
-        self.write("renewing a claim", |tx, now| {
-            let id = resolve(tx, input)?;
-            let claim = claim_of(tx, &id)?
-                .ok_or_else(|| refusals::renew_unclaimed(&id, claimant))?;
-            if claim.claimant != claimant {
-                let passed = successor_of(tx, &id, claimant)?;
-                let held = Some(claimant);
-                let refused =
-                    refusals::held_by("renew", &id, held, &claim, now, passed.as_deref());
-                return Err(refused.into());
-            }
-            check_holder(tx, &id, Some(holder), now, "renew")?;
-            let until = claim.lease_until.max(lease_end(now, lease)?);
-            match successor {
-                Some(s) if s != claimant => {
-                    let (project, phase) = cell_of(tx, &id)?;
-                    let fence = next_fence(tx)?;
-                    tx.execute(
-                        "UPDATE claims SET claimant = ?2, fence = ?3, lease_until = ?4, renewed_at = ?5
-                         WHERE task_id = ?1",
-                        params![id, s, fence, until, now],
-                    )?;
-                    append(
-                        tx,
-                        &id,
-                        now,
-                        "successor",
-                        Some(s),
-                        Some(fence),
-                        serde_json::json!({ "from": claimant, "from_fence": claim.fence, "lease_until": until,
-                                            "project": project, "phase": phase }),
-                    )?;
-                }
-                _ => {
-                    tx.execute(
-                        "UPDATE claims SET lease_until = ?2, renewed_at = ?3 WHERE task_id = ?1",
-                        params![id, until, now],
-                    )?;
-                }
-            }
-            claim_of(tx, &id)?.ok_or_else(|| Error::Other(format!("claim on {id} vanished")))
-        })
-    }
-
-    /// A renewal made before the holder acts outside the store (a merge at phase
-    /// completion): refused, in `verb`'s words, unless `holder` holds the task (under
-    /// its fence, if it names one; a lapsed lease nobody took over still counts). The
-    /// lease is extended to at least `lease` from now (never shortened), so it cannot
-    /// lapse and be taken over while the act runs; the returned claim's fence pins the
-    /// write that records the act. No ledger entry, like any plain renewal.
-    pub fn hold(
-        &mut self,
-        input: &str,
-        holder: &Holder,
-        lease: Duration,
-        verb: &str,
-    ) -> Result<Claim> {
-        self.write("renewing a claim", |tx, now| {
-            let id = resolve(tx, input)?;
-            check_holder(tx, &id, Some(holder), now, verb)?;
-            let claim = claim_of(tx, &id)?
-                .ok_or_else(|| Error::Other(format!("claim on {id} vanished")))?;
-            let until = claim.lease_until.max(lease_end(now, lease)?);
-            tx.execute(
-                "UPDATE claims SET lease_until = ?2, renewed_at = ?3 WHERE task_id = ?1",
-                params![id, until, now],
-            )?;
-            claim_of(tx, &id)?.ok_or_else(|| Error::Other(format!("claim on {id} vanished")))
-        })
-    }
-
-    /// Records where the holder works on the task (the supervisor knows the worktree
-    /// only once it has the claim, since the path is named after the task).
-    pub fn set_claim_worktree(
-        &mut self,
-        input: &str,
-        holder: &Holder,
-        worktree: &str,
-    ) -> Result<()> {
-        self.write("recording a worktree", |tx, now| {
-            let id = resolve(tx, input)?;
-            check_holder(tx, &id, Some(holder), now, "set the worktree of")?;
-            tx.execute(
-                "UPDATE claims SET worktree = ?2 WHERE task_id = ?1",
-                params![id, worktree],
-            )?;
-            Ok(())
-        })
-    }
-
-    /// Gives the task back: it becomes ready again for anyone.
-    pub fn release(&mut self, input: &str, holder: &Holder) -> Result<String> {
-        self.write("releasing a claim", |tx, now| {
-            let id = resolve(tx, input)?;
-            check_holder(tx, &id, Some(holder), now, "release")?;
-            drop_claim(tx, &id, now, "released", Some(&holder.claimant))?;
-            Ok(id)
-        })
-    }
-
-    /// Takes over a claim whose lease has lapsed (or any, with `force`), but only the
-    /// exact holding the caller saw (`stale_fence`). The displaced claimant gets a
-    /// `displaced` ledger entry; the `takeover` entry says whether a live lease was
-    /// `forced`.
-    pub fn takeover(&mut self, input: &str, t: &Takeover) -> Result<Claim> {
-        check_claimant(&t.claimant)?;
-        self.write("taking over a claim", |tx, now| {
-            let id = resolve(tx, input)?;
-            let claim = may_take_over(&id, claim_of(tx, &id)?, t, now)?;
-            let fence = next_fence(tx)?;
-            let until = lease_end(now, t.lease)?;
-            // The work stays where it is: worktree and lane carry over unless named.
-            let worktree = t.worktree.clone().or(claim.worktree.clone());
-            let lane = t.lane.clone().or(claim.lane.clone());
-            tx.execute(
-                "UPDATE claims SET claimant = ?2, lane = ?3, worktree = ?4, fence = ?5,
-                 lease_until = ?6, claimed_at = ?7, renewed_at = ?7 WHERE task_id = ?1",
-                params![id, t.claimant, lane, worktree, fence, until, now],
-            )?;
-            let (project, phase) = cell_of(tx, &id)?;
-            append(
-                tx,
-                &id,
-                now,
-                "takeover",
-                Some(&t.claimant),
-                Some(fence),
-                serde_json::json!({ "from": claim.claimant, "stale_fence": claim.fence,
-                                    "worktree": worktree, "lease_until": until,
-                                    "project": project, "phase": phase,
-                                    "forced": claim.is_live(now) }),
-            )?;
-            append(
-                tx,
-                &id,
-                now,
-                "displaced",
-                Some(&claim.claimant),
-                Some(claim.fence),
-                serde_json::json!({ "by": t.claimant, "new_fence": fence }),
-            )?;
-            claim_of(tx, &id)?.ok_or_else(|| Error::Other(format!("claim on {id} vanished")))
-        })
-    }
-
     /// Every claim, live and lapsed, oldest first.
     pub fn claims(&mut self) -> Result<Vec<Claim>> {
         self.read("listing claims", |tx, _| all_claims(tx))
@@ -521,14 +353,18 @@ pub(super) fn last_cell_in(
     }))
 }
 
-fn cell_of(tx: &Transaction<'_>, id: &str) -> Result<(Option<String>, String)> {
+pub(super) fn cell_of(tx: &Transaction<'_>, id: &str) -> Result<(Option<String>, String)> {
     Ok(tx
         .prepare_cached("SELECT project, phase FROM tasks WHERE id = ?1")?
         .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))?)
 }
 
 /// The session the claim passed to from `claimant`, if it did.
-fn successor_of(tx: &Transaction<'_>, id: &str, claimant: &str) -> Result<Option<String>> {
+pub(super) fn successor_of(
+    tx: &Transaction<'_>,
+    id: &str,
+    claimant: &str,
+) -> Result<Option<String>> {
     Ok(tx
         .prepare_cached(
             "SELECT actor FROM ledger WHERE task_id = ?1 AND kind = 'successor'
@@ -545,25 +381,6 @@ pub(super) fn check_claimant(c: &str) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// The claim on task `id` that takeover `t` may displace at `now`: it exists, it is
-/// the exact holding the caller saw (`stale_fence`), and its lease has lapsed. Every
-/// backend's takeover asks this inside its transaction.
-pub(crate) fn may_take_over(
-    id: &str,
-    claim: Option<Claim>,
-    t: &Takeover,
-    now: Micros,
-) -> Result<Claim> {
-    let claim = claim.ok_or_else(|| refusals::takeover_unclaimed(id))?;
-    if claim.fence != t.stale_fence {
-        return Err(refusals::takeover_stale(id, t.stale_fence, &claim, now).into());
-    }
-    if claim.is_live(now) && !t.force {
-        return Err(refusals::lease_live(id, &claim, now).into());
-    }
-    Ok(claim)
 }
 
 #[cfg(test)]

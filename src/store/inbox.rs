@@ -15,6 +15,8 @@
 //! - An item's `problem` describes its pending state: retiring it clears the problem
 //!   (the NACK that raised it stays in the acknowledgment records).
 
+use super::acks::{self, AckTx};
+use super::sqlite_steps::SqlTx;
 use super::target::{Target, TargetKind};
 use super::vocab::{Checkpoint, Directive, Polarity};
 use super::Store;
@@ -164,42 +166,9 @@ pub(super) fn check_new(target: &Target, text: &str) -> Result<()> {
     Ok(())
 }
 
-/// What a directive not applied before does to the item it names (`None`: no item
-/// has the key), within `scope`: the one judge both backends ask.
-pub(super) fn judge(
-    item: Option<(ItemState, &Target)>,
-    scope: Scope<'_>,
-    polarity: Polarity,
-    body: &str,
-) -> Effect {
-    match item {
-        None => Effect::UnknownKey,
-        Some((_, target)) if !scope.admits(target) => Effect::NotAddressed,
-        Some((state, _)) if state != ItemState::Pending => Effect::AlreadyClosed,
-        Some(_) => match polarity {
-            Polarity::Ack => Effect::Acked,
-            Polarity::Nack if body.trim().is_empty() => Effect::NoReason,
-            Polarity::Nack => Effect::Refused,
-        },
-    }
-}
-
 /// The refusal of a lookup by a key no item has (both backends).
 pub(super) fn unknown_key(key: &str) -> Error {
     Error::input(format!("unknown steering key '{key}'"))
-}
-
-/// The problem a bare NACK leaves on its pending item.
-pub(super) fn no_reason(source: &str, line: usize) -> String {
-    format!("NACK without a reason at {source}:{line}; still pending")
-}
-
-/// A polarity as stored.
-pub(super) fn polarity_str(p: Polarity) -> &'static str {
-    match p {
-        Polarity::Ack => "ack",
-        Polarity::Nack => "nack",
-    }
 }
 
 fn row_to_item(r: &rusqlite::Row<'_>, now: Micros) -> rusqlite::Result<Item> {
@@ -228,16 +197,6 @@ fn row_to_item(r: &rusqlite::Row<'_>, now: Micros) -> rusqlite::Result<Item> {
     })
 }
 
-/// Turns pending items past their TTL into expired ones (inside a write).
-fn sweep(tx: &Transaction<'_>, now: Micros) -> Result<()> {
-    tx.prepare_cached(
-        "UPDATE steering SET state = 'expired', closed_at = expires
-         WHERE state = 'pending' AND expires <= ?1",
-    )?
-    .execute([now])?;
-    Ok(())
-}
-
 /// Creates a pending item (already checked by [`check_new`]) inside the caller's
 /// write; its key. A reminder's item and its record are one transaction this way.
 pub(super) fn create(
@@ -247,7 +206,7 @@ pub(super) fn create(
     text: &str,
     ttl: Duration,
 ) -> Result<String> {
-    sweep(tx, now)?;
+    SqlTx { tx, now }.sweep(now)?;
     let key = fresh_key(tx, now)?;
     tx.execute(
         "INSERT INTO steering (key, target_kind, target, text, created, expires)
@@ -346,8 +305,7 @@ impl Store {
         scope: Scope<'_>,
     ) -> Result<Vec<Outcome>> {
         self.write("applying acknowledgments", |tx, now| {
-            sweep(tx, now)?;
-            apply_all(tx, directives, source, scope, now)
+            acks::apply(&mut SqlTx { tx, now }, directives, source, scope, now)
         })
     }
 
@@ -436,126 +394,5 @@ pub(super) fn apply_in(
     writer: &[Target],
     now: Micros,
 ) -> Result<Vec<Outcome>> {
-    sweep(tx, now)?;
-    let out = apply_all(tx, directives, path, Scope::Within(writer), now)?;
-    tx.prepare_cached(
-        "INSERT INTO transcript_checkpoints (path, offset, line, hash, updated)
-         VALUES (?1, ?2, ?3, ?4, ?5)
-         ON CONFLICT (path) DO UPDATE SET offset = excluded.offset, line = excluded.line,
-         hash = excluded.hash, updated = excluded.updated",
-    )?
-    .execute(params![
-        path,
-        at.offset as i64,
-        at.line as i64,
-        at.hash as i64,
-        now
-    ])?;
-    Ok(out)
-}
-
-fn apply_all(
-    tx: &Transaction<'_>,
-    directives: &[Directive],
-    source: &str,
-    scope: Scope<'_>,
-    now: Micros,
-) -> Result<Vec<Outcome>> {
-    let mut out = Vec::new();
-    for d in directives {
-        let body = d.body.as_deref().unwrap_or_default();
-        for key in &d.keys {
-            let at = Source {
-                name: source,
-                line: d.line,
-                scope,
-            };
-            let effect = apply_one(tx, key, d.polarity, body, &at, now)?;
-            out.push(Outcome {
-                key: key.clone(),
-                polarity: d.polarity,
-                line: d.line,
-                effect,
-            });
-        }
-    }
-    Ok(out)
-}
-
-/// Where a directive was read and whose items it may act on.
-struct Source<'a> {
-    name: &'a str,
-    line: usize,
-    scope: Scope<'a>,
-}
-
-fn apply_one(
-    tx: &Transaction<'_>,
-    key: &str,
-    polarity: Polarity,
-    body: &str,
-    at: &Source<'_>,
-    now: Micros,
-) -> Result<Effect> {
-    let (source, line) = (at.name, at.line);
-    let pol = polarity_str(polarity);
-    let seen = tx
-        .prepare_cached(
-            "SELECT 1 FROM acks WHERE key = ?1 AND polarity = ?2 AND source = ?3 AND line = ?4",
-        )?
-        .exists(params![key, pol, source, line as i64])?;
-    if seen {
-        return Ok(Effect::Duplicate);
-    }
-    let item: Option<(ItemState, Target)> = tx
-        .prepare_cached("SELECT state, expires, target_kind, target FROM steering WHERE key = ?1")?
-        .query_row([key], |r| {
-            let (state, expires): (String, Micros) = (r.get(0)?, r.get(1)?);
-            let kind: String = r.get(2)?;
-            let target = Target {
-                kind: TargetKind::parse(&kind),
-                name: r.get(3)?,
-            };
-            Ok((derive_state(&state, expires, now), target))
-        })
-        .optional()?;
-    let effect = judge(
-        item.as_ref().map(|(s, t)| (*s, t)),
-        at.scope,
-        polarity,
-        body,
-    );
-    match effect {
-        Effect::Acked | Effect::Refused => {
-            let to = if effect == Effect::Acked {
-                "acked"
-            } else {
-                "refused"
-            };
-            tx.prepare_cached(
-                "UPDATE steering SET state = ?2, closed_at = ?3, problem = NULL
-                 WHERE key = ?1 AND state = 'pending'",
-            )?
-            .execute(params![key, to, now])?;
-        }
-        Effect::NoReason => {
-            tx.prepare_cached("UPDATE steering SET problem = ?2 WHERE key = ?1")?
-                .execute(params![key, no_reason(source, line)])?;
-        }
-        _ => {}
-    }
-    tx.prepare_cached(
-        "INSERT INTO acks (key, polarity, body, source, line, at, effect)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    )?
-    .execute(params![
-        key,
-        pol,
-        body,
-        source,
-        line as i64,
-        now,
-        effect.as_str()
-    ])?;
-    Ok(effect)
+    acks::apply_transcript(&mut SqlTx { tx, now }, (path, at), directives, writer, now)
 }

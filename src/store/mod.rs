@@ -20,6 +20,7 @@
 //! - A store that cannot be written (read-only directory or file, full disk) still
 //!   serves reads; its writes are refused naming the file and the reason ([`open`]).
 
+mod acks;
 pub mod authority;
 mod backup;
 mod beds;
@@ -31,6 +32,7 @@ mod edits;
 mod generation;
 mod inbox;
 mod lanes;
+mod leases;
 mod ledger;
 pub mod location;
 mod next;

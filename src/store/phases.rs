@@ -1,15 +1,17 @@
 //! Phase flows and the life of a task past its creation: moving through phases,
-//! completing them, finishing and deleting.
+//! completing them, finishing and deleting. The rules are written once for both
+//! backends, over the steps of one transaction ([`PhaseTx`]); a flow's checks too.
 //!
 //! Invariants: a task's phase is always one of its project's flow; completing a phase
 //! or finishing a task releases its claim, since the next phase may be another lane's;
 //! only the claim's holder may do either while the task is claimed.
 
-use super::claims::{check_holder, drop_claim, Holder};
-use super::ledger::append;
-use super::resolve::resolve;
+use super::claims::{judge_holder, Holder};
+use super::leases::LeaseTx;
+use super::sqlite_steps::SqlTx;
 use super::tasks::PhaseOutcome;
 use super::Store;
+use crate::clock::Micros;
 use crate::error::{Error, Result};
 use crate::task::{check_name, handle, Status, DEFAULT_FLOW};
 use rusqlite::{params, OptionalExtension, Transaction};
@@ -45,127 +47,159 @@ impl Store {
         })
     }
 
-    /// Moves a task to `phase` directly (an operator's correction).
+    /// Moves a task to `phase` of its flow directly (an operator's correction).
     pub fn set_phase(&mut self, input: &str, phase: &str, holder: Option<&Holder>) -> Result<()> {
-        let claimant = holder.map(|h| h.claimant.as_str());
         self.write("setting a phase", |tx, now| {
-            let id = resolve(tx, input)?;
-            check_holder(tx, &id, holder, now, "set the phase of")?;
-            let project: Option<String> =
-                tx.query_row("SELECT project FROM tasks WHERE id = ?1", [&id], |r| {
-                    r.get(0)
-                })?;
-            check_phase_in(
-                &id,
-                project.as_deref(),
-                phase,
-                &flow_of(tx, project.as_deref())?,
-            )?;
-            tx.execute(
-                "UPDATE tasks SET phase = ?2, modified = ?3 WHERE id = ?1",
-                params![id, phase, now],
-            )?;
-            append(
-                tx,
-                &id,
-                now,
-                "phase_set",
-                claimant,
-                None,
-                serde_json::json!({ "phase": phase }),
-            )?;
-            Ok(())
+            set_phase(&mut SqlTx { tx, now }, input, phase, holder)
         })
     }
 
-    /// Completes the task's current phase: it moves to the next phase of its flow (or
-    /// is completed after the last), and its claim is released, since the next phase
-    /// may belong to another lane.
+    /// Completes the task's current phase: [`complete_phase`].
     pub fn complete_phase(&mut self, input: &str, holder: Option<&Holder>) -> Result<PhaseOutcome> {
-        let claimant = holder.map(|h| h.claimant.as_str());
         self.write("completing a phase", |tx, now| {
-            let id = resolve(tx, input)?;
-            let fence = check_holder(tx, &id, holder, now, "complete the phase of")?;
-            let (project, phase, status): (Option<String>, String, String) = tx.query_row(
-                "SELECT project, phase, status FROM tasks WHERE id = ?1",
-                [&id],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )?;
-            if !Status::parse(&status).is_ok_and(Status::is_open) {
-                return Err(Error::conflict(format!("task {id} is {status}, not open")));
-            }
-            let next = next_in_flow(&id, &phase, &flow_of(tx, project.as_deref())?)?;
-            match &next {
-                Some(to) => {
-                    tx.execute(
-                        "UPDATE tasks SET phase = ?2, modified = ?3 WHERE id = ?1",
-                        params![id, to, now],
-                    )?;
-                }
-                None => {
-                    tx.execute(
-                        "UPDATE tasks SET status = 'completed', end_at = ?2, modified = ?2 WHERE id = ?1",
-                        params![id, now],
-                    )?;
-                }
-            }
-            append(
-                tx,
-                &id,
-                now,
-                "phase_completed",
-                claimant,
-                fence,
-                serde_json::json!({ "from": phase, "to": next }),
-            )?;
-            if fence.is_some() {
-                drop_claim(tx, &id, now, "released", claimant)?;
-            }
-            Ok(PhaseOutcome { from: phase, to: next })
+            complete_phase(&mut SqlTx { tx, now }, input, holder)
         })
     }
 
     /// Marks a task completed, whatever its phase, releasing its claim.
     pub fn done(&mut self, input: &str, holder: Option<&Holder>) -> Result<String> {
-        self.finish(input, holder, Status::Completed)
+        self.write("finishing a task", |tx, now| {
+            finish(&mut SqlTx { tx, now }, input, holder, Status::Completed)
+        })
     }
 
     /// Marks a task deleted (kept, like Taskwarrior, so an export still carries it).
     pub fn delete(&mut self, input: &str, holder: Option<&Holder>) -> Result<String> {
-        self.finish(input, holder, Status::Deleted)
-    }
-
-    fn finish(&mut self, input: &str, holder: Option<&Holder>, to: Status) -> Result<String> {
-        let claimant = holder.map(|h| h.claimant.as_str());
         self.write("finishing a task", |tx, now| {
-            let id = resolve(tx, input)?;
-            let (verb, kind) = finish_words(to);
-            let fence = check_holder(tx, &id, holder, now, verb)?;
-            let status: String =
-                tx.query_row("SELECT status FROM tasks WHERE id = ?1", [&id], |r| {
-                    r.get(0)
-                })?;
-            check_finishable(&id, &status)?;
-            tx.execute(
-                "UPDATE tasks SET status = ?2, end_at = ?3, modified = ?3 WHERE id = ?1",
-                params![id, to.as_str(), now],
-            )?;
-            append(tx, &id, now, kind, claimant, fence, serde_json::json!({}))?;
-            if fence.is_some() {
-                drop_claim(tx, &id, now, "released", claimant)?;
-            }
-            Ok(id)
+            finish(&mut SqlTx { tx, now }, input, holder, Status::Deleted)
         })
     }
 }
 
-/// Refuses a phase not in `flow`, the flow of task `id` (of `project`).
-pub(super) fn check_phase_in(
-    id: &str,
-    project: Option<&str>,
+/// The steps of one open transaction the phase rules add to a claim's
+/// ([`LeaseTx`]). A backend that locks rows locks the task's before its claim's, the
+/// order a claim takes them.
+pub(crate) trait PhaseTx: LeaseTx {
+    /// The task's project, phase and status, its row locked until the transaction
+    /// ends where the backend locks rows.
+    fn lock_task(&mut self, id: &str) -> Result<(Option<String>, String, String)>;
+    /// The flow of `project` (its own, else the default).
+    fn flow_of(&mut self, project: Option<&str>) -> Result<Vec<String>>;
+    /// Moves the task to `phase`.
+    fn set_task_phase(&mut self, id: &str, phase: &str, now: Micros) -> Result<()>;
+    /// Ends the task as `status` (completed or deleted).
+    fn end_task(&mut self, id: &str, status: Status, now: Micros) -> Result<()>;
+}
+
+/// A task locked for a change of phase or status, its holder judged.
+struct Judged {
+    id: String,
+    project: Option<String>,
+    phase: String,
+    status: String,
+    /// The fence the holder acts under (`None`: the task is not claimed).
+    fence: Option<i64>,
+    /// The authority's time, read after the locks.
+    now: Micros,
+}
+
+/// Locks the task's row, then its claim's, reads the clock, and judges the holder in
+/// `verb`'s words ([`judge_holder`]).
+fn judge(t: &mut impl PhaseTx, input: &str, holder: Option<&Holder>, verb: &str) -> Result<Judged> {
+    let id = t.resolve(input)?;
+    let (project, phase, status) = t.lock_task(&id)?;
+    let claim = t.lock_claim(&id)?;
+    let now = t.now()?;
+    let fence = judge_holder(&id, claim.as_ref(), holder, now, verb)?;
+    Ok(Judged {
+        id,
+        project,
+        phase,
+        status,
+        fence,
+        now,
+    })
+}
+
+/// Releases the claim the holder acted under, if the task was claimed: the next phase
+/// may be another lane's, and a finished task is nobody's.
+fn release_after(t: &mut impl PhaseTx, j: &Judged, claimant: Option<&str>) -> Result<()> {
+    match j.fence {
+        Some(f) => t.drop_claim(&j.id, f, j.now, "released", claimant),
+        None => Ok(()),
+    }
+}
+
+/// Moves a task to `phase` of its flow (an operator's correction; a claim stays).
+pub(crate) fn set_phase(
+    t: &mut impl PhaseTx,
+    input: &str,
     phase: &str,
-    flow: &[String],
+    holder: Option<&Holder>,
 ) -> Result<()> {
+    let j = judge(t, input, holder, "set the phase of")?;
+    let flow = t.flow_of(j.project.as_deref())?;
+    check_phase_in(&j.id, j.project.as_deref(), phase, &flow)?;
+    t.set_task_phase(&j.id, phase, j.now)?;
+    let claimant = holder.map(|h| h.claimant.as_str());
+    let detail = serde_json::json!({ "phase": phase });
+    t.append(&j.id, j.now, ("phase_set", claimant, None), detail)
+}
+
+/// Completes the task's current phase: it moves to the next phase of its flow (or is
+/// completed after the last), and its claim is released, since the next phase may
+/// belong to another lane.
+pub(crate) fn complete_phase(
+    t: &mut impl PhaseTx,
+    input: &str,
+    holder: Option<&Holder>,
+) -> Result<PhaseOutcome> {
+    let j = judge(t, input, holder, "complete the phase of")?;
+    if !Status::parse(&j.status).is_ok_and(Status::is_open) {
+        let (id, status) = (&j.id, &j.status);
+        return Err(Error::conflict(format!("task {id} is {status}, not open")));
+    }
+    let flow = t.flow_of(j.project.as_deref())?;
+    let next = next_in_flow(&j.id, &j.phase, &flow)?;
+    match &next {
+        Some(to) => t.set_task_phase(&j.id, to, j.now)?,
+        None => t.end_task(&j.id, Status::Completed, j.now)?,
+    }
+    let claimant = holder.map(|h| h.claimant.as_str());
+    let detail = serde_json::json!({ "from": j.phase, "to": next });
+    t.append(&j.id, j.now, ("phase_completed", claimant, j.fence), detail)?;
+    release_after(t, &j, claimant)?;
+    Ok(PhaseOutcome {
+        from: j.phase,
+        to: next,
+    })
+}
+
+/// Marks an open task completed or deleted (`to`), whatever its phase, releasing its
+/// claim.
+pub(crate) fn finish(
+    t: &mut impl PhaseTx,
+    input: &str,
+    holder: Option<&Holder>,
+    to: Status,
+) -> Result<String> {
+    let (verb, kind) = finish_words(to);
+    let j = judge(t, input, holder, verb)?;
+    check_finishable(&j.id, &j.status)?;
+    t.end_task(&j.id, to, j.now)?;
+    let claimant = holder.map(|h| h.claimant.as_str());
+    t.append(
+        &j.id,
+        j.now,
+        (kind, claimant, j.fence),
+        serde_json::json!({}),
+    )?;
+    release_after(t, &j, claimant)?;
+    Ok(j.id)
+}
+
+/// Refuses a phase not in `flow`, the flow of task `id` (of `project`).
+fn check_phase_in(id: &str, project: Option<&str>, phase: &str, flow: &[String]) -> Result<()> {
     if flow.iter().any(|p| p == phase) {
         return Ok(());
     }
@@ -178,7 +212,7 @@ pub(super) fn check_phase_in(
 
 /// The verb refusals use and the ledger's kind for finishing a task as `to`
 /// (completed or deleted).
-pub(super) fn finish_words(to: Status) -> (&'static str, &'static str) {
+fn finish_words(to: Status) -> (&'static str, &'static str) {
     if to == Status::Completed {
         ("complete", "done")
     } else {
@@ -187,7 +221,7 @@ pub(super) fn finish_words(to: Status) -> (&'static str, &'static str) {
 }
 
 /// Refuses to finish a task that is not open (`status` as stored).
-pub(super) fn check_finishable(id: &str, status: &str) -> Result<()> {
+fn check_finishable(id: &str, status: &str) -> Result<()> {
     if Status::parse(status).is_ok_and(Status::is_open) {
         return Ok(());
     }

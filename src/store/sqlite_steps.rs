@@ -1,18 +1,29 @@
-//! The SQLite steps of the edits both backends share ([`super::edits`]): one
-//! `BEGIN IMMEDIATE` transaction as a [`TaskTx`], so `task dep` and `task import` run
-//! the same rules here as on PostgreSQL.
+//! The SQLite steps of the rules both backends share, each over one `BEGIN IMMEDIATE`
+//! transaction ([`SqlTx`]): the operator's graph edits ([`TaskTx`], `super::edits`:
+//! `task dep`, `task import`), a held claim's renewal, hold, worktree, release and
+//! takeover ([`LeaseTx`], `super::leases`), completing a phase, moving to one and
+//! finishing a task ([`PhaseTx`], `super::phases`), and an agent's ACK or NACK on a
+//! steering item ([`AckTx`], `super::acks`). SQLite has one writer, so a row read
+//! inside the transaction is as good as locked.
 
+use super::acks::{AckTx, NewAck};
+use super::authority::Cell;
+use super::claims::{claim_of, next_fence, successor_of};
 use super::edits::{self, ImportReport, TaskTx};
+use super::leases::{self, Handover, LeaseTx};
 use super::ledger::append;
-use super::phases::flow_of;
+use super::phases::{flow_of, PhaseTx};
 use super::resolve::resolve;
+use super::target::{Target, TargetKind};
 use super::tasks::{handles, insert_dep, insert_task};
-use super::{Claim, Store};
+use super::vocab::Checkpoint;
+use super::{Claim, Holder, Store, Takeover};
 use crate::clock::Micros;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::task::taskwarrior::TwTask;
-use crate::task::{NewTask, Priority};
+use crate::task::{NewTask, Priority, Status};
 use rusqlite::{params, OptionalExtension, Transaction};
+use std::time::Duration;
 
 /// One writing transaction and the time it writes at.
 pub(super) struct SqlTx<'a, 'c> {
@@ -117,7 +128,248 @@ impl TaskTx for SqlTx<'_, '_> {
     }
 }
 
+impl LeaseTx for SqlTx<'_, '_> {
+    fn resolve(&mut self, input: &str) -> Result<String> {
+        resolve(self.tx, input)
+    }
+    fn lock_claim(&mut self, id: &str) -> Result<Option<Claim>> {
+        claim_of(self.tx, id)
+    }
+    fn now(&mut self) -> Result<Micros> {
+        Ok(self.now)
+    }
+    fn cell_of(&mut self, id: &str) -> Result<Cell> {
+        super::claims::cell_of(self.tx, id)
+    }
+    fn successor_of(&mut self, id: &str, claimant: &str) -> Result<Option<String>> {
+        successor_of(self.tx, id, claimant)
+    }
+    fn extend(&mut self, id: &str, fence: i64, until: Micros, now: Micros) -> Result<()> {
+        self.tx.execute(
+            "UPDATE claims SET lease_until = ?3, renewed_at = ?4 WHERE task_id = ?1 AND fence = ?2",
+            params![id, fence, until, now],
+        )?;
+        Ok(())
+    }
+    fn set_worktree(&mut self, id: &str, fence: i64, worktree: &str) -> Result<()> {
+        self.tx.execute(
+            "UPDATE claims SET worktree = ?3 WHERE task_id = ?1 AND fence = ?2",
+            params![id, fence, worktree],
+        )?;
+        Ok(())
+    }
+    fn hand_over(&mut self, id: &str, fence: i64, to: &Handover<'_>, now: Micros) -> Result<i64> {
+        let new = next_fence(self.tx)?;
+        self.tx.execute(
+            "UPDATE claims SET claimant = ?3, lane = ?4, worktree = ?5, fence = ?6,
+               lease_until = ?7, renewed_at = ?8,
+               claimed_at = CASE WHEN ?9 THEN ?8 ELSE claimed_at END
+             WHERE task_id = ?1 AND fence = ?2",
+            params![
+                id,
+                fence,
+                to.claimant,
+                to.lane,
+                to.worktree,
+                new,
+                to.until,
+                now,
+                to.afresh
+            ],
+        )?;
+        Ok(new)
+    }
+    fn drop_claim(
+        &mut self,
+        id: &str,
+        _fence: i64,
+        now: Micros,
+        kind: &str,
+        actor: Option<&str>,
+    ) -> Result<()> {
+        super::claims::drop_claim(self.tx, id, now, kind, actor)
+    }
+    fn append(
+        &mut self,
+        id: &str,
+        now: Micros,
+        (kind, actor, fence): (&str, Option<&str>, Option<i64>),
+        detail: serde_json::Value,
+    ) -> Result<()> {
+        append(self.tx, id, now, kind, actor, fence, detail)
+    }
+    fn claim(&mut self, id: &str) -> Result<Claim> {
+        claim_of(self.tx, id)?.ok_or_else(|| Error::Other(format!("claim on {id} vanished")))
+    }
+}
+
+impl PhaseTx for SqlTx<'_, '_> {
+    fn lock_task(&mut self, id: &str) -> Result<(Option<String>, String, String)> {
+        Ok(self
+            .tx
+            .prepare_cached("SELECT project, phase, status FROM tasks WHERE id = ?1")?
+            .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?)
+    }
+    fn flow_of(&mut self, project: Option<&str>) -> Result<Vec<String>> {
+        flow_of(self.tx, project)
+    }
+    fn set_task_phase(&mut self, id: &str, phase: &str, now: Micros) -> Result<()> {
+        self.tx.execute(
+            "UPDATE tasks SET phase = ?2, modified = ?3 WHERE id = ?1",
+            params![id, phase, now],
+        )?;
+        Ok(())
+    }
+    fn end_task(&mut self, id: &str, status: Status, now: Micros) -> Result<()> {
+        self.tx.execute(
+            "UPDATE tasks SET status = ?2, end_at = ?3, modified = ?3 WHERE id = ?1",
+            params![id, status.as_str(), now],
+        )?;
+        Ok(())
+    }
+}
+
+impl AckTx for SqlTx<'_, '_> {
+    fn sweep(&mut self, now: Micros) -> Result<()> {
+        self.tx
+            .prepare_cached(
+                "UPDATE steering SET state = 'expired', closed_at = expires
+                 WHERE state = 'pending' AND expires <= ?1",
+            )?
+            .execute([now])?;
+        Ok(())
+    }
+    fn lock_item(&mut self, key: &str) -> Result<Option<(String, Micros, Target)>> {
+        Ok(self
+            .tx
+            .prepare_cached(
+                "SELECT state, expires, target_kind, target FROM steering WHERE key = ?1",
+            )?
+            .query_row([key], |r| {
+                let kind: String = r.get(2)?;
+                let target = Target {
+                    kind: TargetKind::parse(&kind),
+                    name: r.get(3)?,
+                };
+                Ok((r.get(0)?, r.get(1)?, target))
+            })
+            .optional()?)
+    }
+    fn seen(&mut self, key: &str, polarity: &str, source: &str, line: i64) -> Result<bool> {
+        Ok(self
+            .tx
+            .prepare_cached(
+                "SELECT 1 FROM acks WHERE key = ?1 AND polarity = ?2 AND source = ?3 AND line = ?4",
+            )?
+            .exists(params![key, polarity, source, line])?)
+    }
+    fn retire(&mut self, key: &str, state: &str, now: Micros) -> Result<()> {
+        self.tx
+            .prepare_cached(
+                "UPDATE steering SET state = ?2, closed_at = ?3, problem = NULL
+                 WHERE key = ?1 AND state = 'pending'",
+            )?
+            .execute(params![key, state, now])?;
+        Ok(())
+    }
+    fn set_problem(&mut self, key: &str, problem: &str) -> Result<()> {
+        self.tx
+            .prepare_cached("UPDATE steering SET problem = ?2 WHERE key = ?1")?
+            .execute(params![key, problem])?;
+        Ok(())
+    }
+    fn record(&mut self, a: &NewAck<'_>, now: Micros) -> Result<bool> {
+        let n = self
+            .tx
+            .prepare_cached(
+                "INSERT INTO acks (key, polarity, body, source, line, at, effect)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT DO NOTHING",
+            )?
+            .execute(params![
+                a.key,
+                a.polarity,
+                a.body,
+                a.source,
+                a.line,
+                now,
+                a.effect.as_str()
+            ])?;
+        Ok(n == 1)
+    }
+    fn move_checkpoint(&mut self, path: &str, cp: Checkpoint, now: Micros) -> Result<()> {
+        self.tx
+            .prepare_cached(
+                "INSERT INTO transcript_checkpoints (path, offset, line, hash, updated)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (path) DO UPDATE SET offset = excluded.offset, line = excluded.line,
+                 hash = excluded.hash, updated = excluded.updated",
+            )?
+            .execute(params![
+                path,
+                cp.offset as i64,
+                cp.line as i64,
+                cp.hash as i64,
+                now
+            ])?;
+        Ok(())
+    }
+}
+
 impl Store {
+    /// Extends the holder's lease (never shortening it); with `successor`, passes the
+    /// claim to the successor session under a new fence without releasing it.
+    pub fn renew(
+        &mut self,
+        input: &str,
+        holder: &Holder,
+        successor: Option<&str>,
+        lease: Duration,
+    ) -> Result<Claim> {
+        self.write("renewing a claim", |tx, now| {
+            leases::renew(&mut SqlTx { tx, now }, input, holder, successor, lease)
+        })
+    }
+
+    /// A renewal before the holder acts outside the store: [`leases::hold`].
+    pub fn hold(
+        &mut self,
+        input: &str,
+        holder: &Holder,
+        lease: Duration,
+        verb: &str,
+    ) -> Result<Claim> {
+        self.write("renewing a claim", |tx, now| {
+            leases::hold(&mut SqlTx { tx, now }, input, holder, lease, verb)
+        })
+    }
+
+    /// Records where the holder works on the task.
+    pub fn set_claim_worktree(
+        &mut self,
+        input: &str,
+        holder: &Holder,
+        worktree: &str,
+    ) -> Result<()> {
+        self.write("recording a worktree", |tx, now| {
+            leases::set_worktree(&mut SqlTx { tx, now }, input, holder, worktree)
+        })
+    }
+
+    /// Gives the task back: it becomes ready again for anyone.
+    pub fn release(&mut self, input: &str, holder: &Holder) -> Result<String> {
+        self.write("releasing a claim", |tx, now| {
+            leases::release(&mut SqlTx { tx, now }, input, holder)
+        })
+    }
+
+    /// Takes over a claim whose lease has lapsed (or any, with `force`), but only the
+    /// exact holding the caller saw: [`leases::takeover`].
+    pub fn takeover(&mut self, input: &str, t: &Takeover) -> Result<Claim> {
+        self.write("taking over a claim", |tx, now| {
+            leases::takeover(&mut SqlTx { tx, now }, input, t)
+        })
+    }
+
     /// Imports a Taskwarrior export in one transaction: all of it or none of it.
     pub fn import(&mut self, tasks: &[TwTask], source: &str) -> Result<ImportReport> {
         self.write("importing tasks", |tx, now| {

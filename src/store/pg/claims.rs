@@ -1,27 +1,27 @@
-//! Claims on PostgreSQL: each operation one transaction that locks the rows it judges
-//! (`FOR UPDATE`; next-claim `FOR UPDATE SKIP LOCKED`), reads the server's clock after
-//! the locks, decides by the rules shared with SQLite ([`crate::store::claims`]'s
-//! `judge_holder` and `may_take_over`, every refusal from `store::refusals`), and
-//! writes under `WHERE fence = $f`.
+//! Claiming on PostgreSQL, and the claim rows every other claim write reads: each
+//! operation one transaction that locks the rows it judges (`FOR UPDATE`; next-claim
+//! `FOR UPDATE SKIP LOCKED`), reads the server's clock after the locks, and refuses in
+//! the words shared with SQLite (`store::refusals`). What happens to a claim once held
+//! (renew, hold, release, takeover) is written once, in [`crate::store::leases`], over
+//! the steps of `pg::leases`.
 //!
 //! Next-claim is one statement that locks one candidate, the best ranked that is ready
 //! and that no other claimer has locked, and claims it: claimers ranking the same
-//! order take its first, second, third … side by side. (Locking every ready candidate at once, as it first did, left each
-//! other claimer nothing to lock until that transaction ended: they re-ranked from a
-//! fresh snapshot again and again, and gave up after `alloc::next`'s bound of rounds
-//! with work still ready.)
+//! order take its first, second, third … side by side. (Locking every ready candidate
+//! at once, as it first did, left each other claimer nothing to lock until that
+//! transaction ended: they re-ranked from a fresh snapshot again and again, and gave up
+//! after `alloc::next`'s bound of rounds with work still ready.)
 
-use super::tasks::{append, cell_of, resolve, server_now};
+use super::tasks::{append, resolve, server_now};
 use super::{PgContext, PgStore, Prepared};
 use crate::clock::Micros;
 use crate::error::{ClaimError, Result};
-use crate::store::claims::{check_claimant, judge_holder, lease_end, may_take_over};
+use crate::store::claims::{check_claimant, lease_end};
 use crate::store::refusals;
 use crate::store::vocab::Filter;
-use crate::store::{Claim, ClaimRequest, Holder, Takeover};
+use crate::store::{Claim, ClaimRequest};
 use crate::task::handle;
 use postgres::{GenericClient, Row, Transaction};
-use std::time::Duration;
 
 const CLAIM_SELECT: &str = "SELECT c.task_id, t.project, t.title, c.claimant, c.lane, c.worktree,
     c.fence, c.lease_until, c.claimed_at, c.renewed_at
@@ -321,136 +321,6 @@ pub(super) fn claim_first_ready(
     Ok(None)
 }
 
-/// The session the claim passed to from `claimant`, if it did.
-fn successor_of(
-    tx: &mut Transaction<'_>,
-    at: &str,
-    id: &str,
-    claimant: &str,
-) -> Result<Option<String>> {
-    let row = tx
-        .query_opt(
-            "SELECT actor FROM ledger WHERE task_id = $1 AND kind = 'successor'
-               AND detail->>'from' = $2 ORDER BY seq DESC LIMIT 1",
-            &[&id, &claimant],
-        )
-        .ctx("to read the ledger", at)?;
-    Ok(row.and_then(|r| r.get(0)))
-}
-
-pub(super) fn renew(
-    s: &mut PgStore,
-    input: &str,
-    holder: &Holder,
-    successor: Option<&str>,
-    lease: Duration,
-) -> Result<Claim> {
-    let claimant = holder.claimant.as_str();
-    if let Some(s) = successor {
-        check_claimant(s)?;
-    }
-    let at = s.at.as_str();
-    let mut tx = s.client.transaction().ctx("to renew a claim", at)?;
-    let id = resolve(&mut tx, at, input)?;
-    let claim = locked_claim(&mut tx, at, &id)?;
-    let now = server_now(&mut tx, at)?;
-    let claim = claim.ok_or_else(|| refusals::renew_unclaimed(&id, claimant))?;
-    if claim.claimant != claimant {
-        let passed = successor_of(&mut tx, at, &id, claimant)?;
-        let held = Some(claimant);
-        let refused = refusals::held_by("renew", &id, held, &claim, now, passed.as_deref());
-        return Err(refused.into());
-    }
-    judge_holder(&id, Some(&claim), Some(holder), now, "renew")?;
-    let until = claim.lease_until.max(lease_end(now, lease)?);
-    match successor {
-        Some(next) if next != claimant => {
-            let fence: i64 = tx
-                .query_one(
-                    "UPDATE claims SET claimant = $3, fence = nextval('fences'), lease_until = $4,
-                       renewed_at = $5 WHERE task_id = $1 AND fence = $2 RETURNING fence",
-                    &[&id, &claim.fence, &next, &until, &now],
-                )
-                .ctx("to renew a claim", at)?
-                .get(0);
-            let (project, phase) = cell_of(&mut tx, at, &id)?;
-            append(
-                &mut tx,
-                at,
-                (&id, now, "successor"),
-                Some(next),
-                Some(fence),
-                serde_json::json!({ "from": claimant, "from_fence": claim.fence, "lease_until": until,
-                                    "project": project, "phase": phase }),
-            )?;
-        }
-        _ => {
-            tx.execute(
-                "UPDATE claims SET lease_until = $3, renewed_at = $4 WHERE task_id = $1 AND fence = $2",
-                &[&id, &claim.fence, &until, &now],
-            )
-            .ctx("to renew a claim", at)?;
-        }
-    }
-    let out = claim_of(&mut tx, at, &id)?;
-    tx.commit().ctx("to commit a renewal", at)?;
-    Ok(out)
-}
-
-pub(super) fn takeover(s: &mut PgStore, input: &str, t: &Takeover) -> Result<Claim> {
-    check_claimant(&t.claimant)?;
-    let at = s.at.as_str();
-    let mut tx = s.client.transaction().ctx("to take over a claim", at)?;
-    let id = resolve(&mut tx, at, input)?;
-    let claim = locked_claim(&mut tx, at, &id)?;
-    let now = server_now(&mut tx, at)?;
-    let claim = may_take_over(&id, claim, t, now)?;
-    let until = lease_end(now, t.lease)?;
-    let worktree = t.worktree.clone().or(claim.worktree.clone());
-    let lane = t.lane.clone().or(claim.lane.clone());
-    let fence: i64 = tx
-        .query_one(
-            "UPDATE claims SET claimant = $3, lane = $4, worktree = $5, fence = nextval('fences'),
-               lease_until = $6, claimed_at = $7, renewed_at = $7
-             WHERE task_id = $1 AND fence = $2 AND (lease_until <= $7 OR $8) RETURNING fence",
-            &[
-                &id,
-                &t.stale_fence,
-                &t.claimant,
-                &lane,
-                &worktree,
-                &until,
-                &now,
-                &t.force,
-            ],
-        )
-        .ctx("to take over a claim", at)?
-        .get(0);
-    let (project, phase) = cell_of(&mut tx, at, &id)?;
-    append(
-        &mut tx,
-        at,
-        (&id, now, "takeover"),
-        Some(&t.claimant),
-        Some(fence),
-        serde_json::json!({ "from": claim.claimant, "stale_fence": claim.fence,
-                            "worktree": worktree, "lease_until": until,
-                            "project": project, "phase": phase,
-                            "forced": claim.is_live(now) }),
-    )?;
-    append(
-        &mut tx,
-        at,
-        (&id, now, "displaced"),
-        Some(&claim.claimant),
-        Some(claim.fence),
-        serde_json::json!({ "by": t.claimant, "new_fence": fence }),
-    )?;
-    let out = claim_of(&mut tx, at, &id)?;
-    tx.commit().ctx("to commit a takeover", at)?;
-    Ok(out)
-}
-
 /// Deletes the claim under its fence, with the ledger entry `kind`.
 pub(super) fn drop_claim(
     tx: &mut Transaction<'_>,
@@ -473,24 +343,4 @@ pub(super) fn drop_claim(
         Some(fence),
         serde_json::json!({}),
     )
-}
-
-pub(super) fn release(s: &mut PgStore, input: &str, holder: &Holder) -> Result<String> {
-    let at = s.at.as_str();
-    let mut tx = s.client.transaction().ctx("to release a claim", at)?;
-    let id = resolve(&mut tx, at, input)?;
-    let claim = locked_claim(&mut tx, at, &id)?;
-    let now = server_now(&mut tx, at)?;
-    let fence = judge_holder(&id, claim.as_ref(), Some(holder), now, "release")?
-        .expect("a holder was judged against a claim");
-    drop_claim(
-        &mut tx,
-        at,
-        &id,
-        fence,
-        now,
-        ("released", Some(&holder.claimant)),
-    )?;
-    tx.commit().ctx("to commit a release", at)?;
-    Ok(id)
 }

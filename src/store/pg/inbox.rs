@@ -1,6 +1,8 @@
-//! Steering items, their acknowledgments and transcript checkpoints on PostgreSQL,
-//! decided by the SQLite store's rules ([`crate::store::inbox`]: `derive_state`,
-//! `judge`, `check_new`), so both backends say the same about the same directives.
+//! Steering items, their acknowledgments and transcript checkpoints on PostgreSQL:
+//! the steps ([`AckTx`]) of the acknowledgment rule written once in
+//! [`crate::store::acks`], and the inbox's reads by its shared checks
+//! ([`crate::store::inbox`]: `derive_state`, `check_new`), so both backends say the
+//! same about the same directives.
 //!
 //! Invariants, besides the inbox's own (state changes only by ACK, NACK with a reason,
 //! or TTL; showing only counts; one record per (key, polarity, source, line)):
@@ -16,14 +18,15 @@
 //!   directive judges its item by the TTL whether or not a sweep wrote it yet.
 //! - A transcript's directives and its checkpoint are one transaction.
 
+use super::steps::{in_transaction, PgSteps};
 use super::tasks::server_now;
 use super::{PgContext, PgStore};
 use crate::clock::Micros;
 use crate::error::Result;
 use crate::stamp;
+use crate::store::acks::{self, AckTx, NewAck};
 use crate::store::inbox::{
-    check_new, derive_state, judge, no_reason, polarity_str, unknown_key, AckRecord, Effect,
-    ItemState, Outcome, Scope, ITEM_COLUMNS,
+    check_new, derive_state, unknown_key, AckRecord, ItemState, Outcome, Scope, ITEM_COLUMNS,
 };
 use crate::store::target::TargetKind;
 use crate::store::vocab::{Checkpoint, Directive};
@@ -56,16 +59,105 @@ fn row_to_item(r: &Row, now: Micros) -> Item {
     }
 }
 
-/// Records the expiry of pending items past their TTL (inside a write).
-fn sweep(tx: &mut Transaction<'_>, at: &str, now: Micros) -> Result<()> {
-    tx.execute(
-        "UPDATE steering SET state = 'expired', closed_at = expires
-         WHERE key IN (SELECT key FROM steering WHERE state = 'pending' AND expires <= $1
-                       FOR UPDATE SKIP LOCKED)",
-        &[&now],
-    )
-    .ctx("to expire steering items", at)?;
-    Ok(())
+impl AckTx for PgSteps<'_, '_> {
+    /// Skips rows another transaction holds, so sweepers never wait on each other.
+    fn sweep(&mut self, now: Micros) -> Result<()> {
+        self.tx
+            .execute(
+                "UPDATE steering SET state = 'expired', closed_at = expires
+                 WHERE key IN (SELECT key FROM steering WHERE state = 'pending' AND expires <= $1
+                               FOR UPDATE SKIP LOCKED)",
+                &[&now],
+            )
+            .ctx("to expire steering items", self.at)?;
+        Ok(())
+    }
+    fn lock_item(&mut self, key: &str) -> Result<Option<(String, Micros, Target)>> {
+        let row = self
+            .tx
+            .query_opt(
+                "SELECT state, expires, target_kind, target FROM steering WHERE key = $1 FOR UPDATE",
+                &[&key],
+            )
+            .ctx("to lock a steering item", self.at)?;
+        Ok(row.map(|r| {
+            let kind: String = r.get(2);
+            let target = Target {
+                kind: TargetKind::parse(&kind),
+                name: r.get(3),
+            };
+            (r.get(0), r.get(1), target)
+        }))
+    }
+    fn seen(&mut self, key: &str, polarity: &str, source: &str, line: i64) -> Result<bool> {
+        let row = self
+            .tx
+            .query_opt(
+                "SELECT 1 FROM acks WHERE key = $1 AND polarity = $2 AND source = $3 AND line = $4",
+                &[&key, &polarity, &source, &line],
+            )
+            .ctx("to read acknowledgments", self.at)?;
+        Ok(row.is_some())
+    }
+    fn retire(&mut self, key: &str, state: &str, now: Micros) -> Result<()> {
+        self.tx
+            .execute(
+                "UPDATE steering SET state = $2, closed_at = $3, problem = NULL
+                 WHERE key = $1 AND state = 'pending'",
+                &[&key, &state, &now],
+            )
+            .ctx("to retire a steering item", self.at)?;
+        Ok(())
+    }
+    fn set_problem(&mut self, key: &str, problem: &str) -> Result<()> {
+        self.tx
+            .execute(
+                "UPDATE steering SET problem = $2 WHERE key = $1",
+                &[&key, &problem],
+            )
+            .ctx("to record a steering problem", self.at)?;
+        Ok(())
+    }
+    /// `ON CONFLICT DO NOTHING`: a directive for an unknown key has no item row to
+    /// queue on, so a second scanner of its line may get this far.
+    fn record(&mut self, a: &NewAck<'_>, now: Micros) -> Result<bool> {
+        let n = self
+            .tx
+            .execute(
+                "INSERT INTO acks (key, polarity, body, source, line, at, effect)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)
+                 ON CONFLICT (key, polarity, source, line) DO NOTHING",
+                &[
+                    &a.key,
+                    &a.polarity,
+                    &a.body,
+                    &a.source,
+                    &a.line,
+                    &now,
+                    &a.effect.as_str(),
+                ],
+            )
+            .ctx("to record an acknowledgment", self.at)?;
+        Ok(n == 1)
+    }
+    fn move_checkpoint(&mut self, path: &str, cp: Checkpoint, now: Micros) -> Result<()> {
+        self.tx
+            .execute(
+                "INSERT INTO transcript_checkpoints (path, byte_offset, line, hash, updated)
+                 VALUES ($1, $2, $3, $4, $5)
+                 ON CONFLICT (path) DO UPDATE SET byte_offset = excluded.byte_offset,
+                   line = excluded.line, hash = excluded.hash, updated = excluded.updated",
+                &[
+                    &path,
+                    &(cp.offset as i64),
+                    &(cp.line as i64),
+                    &(cp.hash as i64),
+                    &now,
+                ],
+            )
+            .ctx("to move a transcript checkpoint", self.at)?;
+        Ok(())
+    }
 }
 
 pub(super) fn steer(s: &mut PgStore, target: &Target, text: &str, ttl: Duration) -> Result<Item> {
@@ -93,7 +185,7 @@ pub(super) fn create(
     text: &str,
     ttl: Duration,
 ) -> Result<String> {
-    sweep(tx, at, now)?;
+    PgSteps { tx, at }.sweep(now)?;
     let base = stamp::MINTER.mint(now.max(0) as u64);
     let expires = now.saturating_add(crate::when::micros(ttl));
     let kind = target.kind.as_str();
@@ -181,16 +273,10 @@ pub(super) fn apply_acks_in(
     source: &str,
     scope: Scope<'_>,
 ) -> Result<Vec<Outcome>> {
-    let at = s.at.as_str();
-    let mut tx = s
-        .client
-        .transaction()
-        .ctx("to start applying acknowledgments", at)?;
-    let now = server_now(&mut tx, at)?;
-    sweep(&mut tx, at, now)?;
-    let out = apply_all(&mut tx, at, directives, (source, scope), now)?;
-    tx.commit().ctx("to commit acknowledgments", at)?;
-    Ok(out)
+    in_transaction(s, "to apply acknowledgments", |t| {
+        let now = server_now(t.tx, t.at)?;
+        acks::apply(t, directives, source, scope, now)
+    })
 }
 
 pub(super) fn transcript_checkpoint(s: &mut PgStore, path: &str) -> Result<Option<Checkpoint>> {
@@ -218,45 +304,10 @@ pub(super) fn apply_transcript(
     directives: &[Directive],
     writer: &[Target],
 ) -> Result<Vec<Outcome>> {
-    let at = s.at.as_str();
-    let mut tx = s
-        .client
-        .transaction()
-        .ctx("to start applying a transcript", at)?;
-    let now = server_now(&mut tx, at)?;
-    let out = apply_transcript_in(&mut tx, at, (path, cp), directives, writer, now)?;
-    tx.commit()
-        .ctx("to commit a transcript's acknowledgments", at)?;
-    Ok(out)
-}
-
-/// The body of [`apply_transcript`], inside the caller's transaction (the metered
-/// scan adds its usage to the same one).
-pub(super) fn apply_transcript_in(
-    tx: &mut Transaction<'_>,
-    at: &str,
-    (path, cp): (&str, Checkpoint),
-    directives: &[Directive],
-    writer: &[Target],
-    now: Micros,
-) -> Result<Vec<Outcome>> {
-    sweep(tx, at, now)?;
-    let out = apply_all(tx, at, directives, (path, Scope::Within(writer)), now)?;
-    tx.execute(
-        "INSERT INTO transcript_checkpoints (path, byte_offset, line, hash, updated)
-         VALUES ($1, $2, $3, $4, $5)
-         ON CONFLICT (path) DO UPDATE SET byte_offset = excluded.byte_offset,
-           line = excluded.line, hash = excluded.hash, updated = excluded.updated",
-        &[
-            &path,
-            &(cp.offset as i64),
-            &(cp.line as i64),
-            &(cp.hash as i64),
-            &now,
-        ],
-    )
-    .ctx("to move a transcript checkpoint", at)?;
-    Ok(out)
+    in_transaction(s, "to apply a transcript", |t| {
+        let now = server_now(t.tx, t.at)?;
+        acks::apply_transcript(t, (path, cp), directives, writer, now)
+    })
 }
 
 /// Every acknowledgment recorded for `key`, oldest first.
@@ -281,102 +332,6 @@ pub(super) fn acks_for(s: &mut PgStore, key: &str) -> Result<Vec<AckRecord>> {
             effect: r.get(6),
         })
         .collect())
-}
-
-fn apply_all(
-    tx: &mut Transaction<'_>,
-    at: &str,
-    directives: &[Directive],
-    from: (&str, Scope<'_>),
-    now: Micros,
-) -> Result<Vec<Outcome>> {
-    let mut out = Vec::new();
-    for d in directives {
-        for key in &d.keys {
-            let effect = apply_one(tx, at, key, d, from, now)?;
-            out.push(Outcome {
-                key: key.clone(),
-                polarity: d.polarity,
-                line: d.line,
-                effect,
-            });
-        }
-    }
-    Ok(out)
-}
-
-fn apply_one(
-    tx: &mut Transaction<'_>,
-    at: &str,
-    key: &str,
-    d: &Directive,
-    (source, scope): (&str, Scope<'_>),
-    now: Micros,
-) -> Result<Effect> {
-    let body = d.body.as_deref().unwrap_or_default();
-    let (pol, line) = (polarity_str(d.polarity), d.line as i64);
-    let item = tx
-        .query_opt(
-            "SELECT state, expires, target_kind, target FROM steering WHERE key = $1 FOR UPDATE",
-            &[&key],
-        )
-        .ctx("to lock a steering item", at)?
-        .map(|r| {
-            let (stored, expires): (String, Micros) = (r.get(0), r.get(1));
-            let kind: String = r.get(2);
-            let target = Target {
-                kind: TargetKind::parse(&kind),
-                name: r.get(3),
-            };
-            (derive_state(&stored, expires, now), target)
-        });
-    let seen = tx
-        .query_opt(
-            "SELECT 1 FROM acks WHERE key = $1 AND polarity = $2 AND source = $3 AND line = $4",
-            &[&key, &pol, &source, &line],
-        )
-        .ctx("to read acknowledgments", at)?
-        .is_some();
-    if seen {
-        return Ok(Effect::Duplicate);
-    }
-    let effect = judge(item.as_ref().map(|(s, t)| (*s, t)), scope, d.polarity, body);
-    match effect {
-        Effect::Acked | Effect::Refused => {
-            let to = if effect == Effect::Acked {
-                "acked"
-            } else {
-                "refused"
-            };
-            tx.execute(
-                "UPDATE steering SET state = $2, closed_at = $3, problem = NULL
-                 WHERE key = $1 AND state = 'pending'",
-                &[&key, &to, &now],
-            )
-            .ctx("to retire a steering item", at)?;
-        }
-        Effect::NoReason => {
-            tx.execute(
-                "UPDATE steering SET problem = $2 WHERE key = $1",
-                &[&key, &no_reason(source, d.line)],
-            )
-            .ctx("to record a steering problem", at)?;
-        }
-        _ => {}
-    }
-    let recorded = tx
-        .execute(
-            "INSERT INTO acks (key, polarity, body, source, line, at, effect)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)
-             ON CONFLICT (key, polarity, source, line) DO NOTHING",
-            &[&key, &pol, &body, &source, &line, &now, &effect.as_str()],
-        )
-        .ctx("to record an acknowledgment", at)?;
-    Ok(if recorded == 0 {
-        Effect::Duplicate
-    } else {
-        effect
-    })
 }
 
 /// A session as typed, by the SQLite store's rules ([`crate::store::resolve`]'s

@@ -45,14 +45,15 @@ mod connect;
 mod conscience;
 mod edits;
 mod generation;
-mod holds;
 mod inbox;
 mod lanes;
+mod leases;
 mod ledger;
 mod listing;
 mod notify;
 mod phases;
 pub mod schema;
+mod steps;
 mod supervisors;
 mod tasks;
 mod tls;
@@ -304,15 +305,15 @@ impl Authority for PgStore {
         lease: Duration,
     ) -> Result<Claim> {
         self.live()?;
-        claims::renew(self, input, holder, successor, lease)
+        leases::renew(self, input, holder, successor, lease)
     }
     fn takeover(&mut self, input: &str, t: &Takeover) -> Result<Claim> {
         self.live()?;
-        claims::takeover(self, input, t)
+        leases::takeover(self, input, t)
     }
     fn release(&mut self, input: &str, holder: &Holder) -> Result<String> {
         self.live()?;
-        claims::release(self, input, holder)
+        leases::release(self, input, holder)
     }
     fn complete_phase(&mut self, input: &str, holder: Option<&Holder>) -> Result<PhaseOutcome> {
         self.live()?;
@@ -403,11 +404,11 @@ impl Authority for PgStore {
     }
     fn hold(&mut self, input: &str, holder: &Holder, lease: Duration, verb: &str) -> Result<Claim> {
         self.live()?;
-        holds::hold(self, input, holder, lease, verb)
+        leases::hold(self, input, holder, lease, verb)
     }
     fn set_claim_worktree(&mut self, input: &str, holder: &Holder, worktree: &str) -> Result<()> {
         self.live()?;
-        holds::set_worktree(self, input, holder, worktree)
+        leases::set_worktree(self, input, holder, worktree)
     }
     fn note(
         &mut self,

@@ -1,26 +1,20 @@
-//! A task's phase and its end on PostgreSQL: completing a phase, moving to a named
-//! one, finishing a task as completed or deleted. Each is one transaction that locks
-//! the task's row, then its claim (the order a claim takes them), reads the server's
-//! clock after the locks, judges the holder by the rule shared with SQLite
-//! ([`crate::store::claims`]'s `judge_holder`) and releases the claim under its fence
-//! where SQLite's store releases it. A task's flow is its project's, else the default
+//! A task's phase and its end on PostgreSQL: the steps ([`PhaseTx`]) of the rules
+//! written once in [`crate::store::phases`] (completing a phase, moving to a named one,
+//! finishing a task as completed or deleted), each in one transaction that locks the
+//! task's row, then its claim (the order a claim takes them), and reads the server's
+//! clock after the locks. A task's flow is its project's, else the default
 //! one set for every project, else `todo → review` ([`flow_of`]); setting a flow
 //! ([`set_flow`]) locks the flows table against every transaction that read it, so a
 //! task is never added or moved into a phase by a flow that is being replaced.
 
-use super::claims::{drop_claim, locked_claim};
-use super::tasks::{append, resolve, server_now};
+use super::steps::{in_transaction, PgSteps};
 use super::{PgContext, PgStore};
 use crate::clock::Micros;
-use crate::error::{Error, Result};
-use crate::store::claims::judge_holder;
-use crate::store::phases::{
-    check_finishable, check_flow, check_phase_in, check_stranded, finish_words, next_in_flow,
-    parse_flow,
-};
+use crate::error::Result;
+use crate::store::phases::{self, check_flow, check_stranded, parse_flow, PhaseTx};
 use crate::store::{Holder, PhaseOutcome};
 use crate::task::Status;
-use postgres::{GenericClient, Transaction};
+use postgres::GenericClient;
 
 /// The flow of `project`: its own, else the default set for every project (stored
 /// under `''`), else the built-in one. Reading it holds the flows table's weakest
@@ -79,155 +73,68 @@ pub(super) fn set_flow(s: &mut PgStore, project: Option<&str>, phases: &[String]
     tx.commit().ctx("to commit a flow", at)
 }
 
-/// A task locked for a change of phase or status, as its row read.
-struct Locked {
-    project: Option<String>,
-    phase: String,
-    status: String,
-    /// The fence the holder acts under (`None`: the task is not claimed).
-    fence: Option<i64>,
-    /// The server's clock, read after the locks.
-    now: Micros,
+impl PhaseTx for PgSteps<'_, '_> {
+    fn lock_task(&mut self, id: &str) -> Result<(Option<String>, String, String)> {
+        let r = self
+            .tx
+            .query_one(
+                "SELECT project, phase, status FROM tasks WHERE id = $1 FOR UPDATE",
+                &[&id],
+            )
+            .ctx("to lock a task", self.at)?;
+        Ok((r.get(0), r.get(1), r.get(2)))
+    }
+    fn flow_of(&mut self, project: Option<&str>) -> Result<Vec<String>> {
+        flow_of(self.tx, self.at, project)
+    }
+    fn set_task_phase(&mut self, id: &str, phase: &str, now: Micros) -> Result<()> {
+        self.tx
+            .execute(
+                "UPDATE tasks SET phase = $2, modified = $3 WHERE id = $1",
+                &[&id, &phase, &now],
+            )
+            .ctx("to set a phase", self.at)?;
+        Ok(())
+    }
+    fn end_task(&mut self, id: &str, status: Status, now: Micros) -> Result<()> {
+        self.tx
+            .execute(
+                "UPDATE tasks SET status = $2, end_at = $3, modified = $3 WHERE id = $1",
+                &[&id, &status.as_str(), &now],
+            )
+            .ctx("to finish a task", self.at)?;
+        Ok(())
+    }
 }
 
-/// Locks the task's row, then its claim's, and judges the holder in `verb`'s words.
-fn lock(
-    tx: &mut Transaction<'_>,
-    at: &str,
-    id: &str,
-    holder: Option<&Holder>,
-    verb: &str,
-) -> Result<Locked> {
-    let r = tx
-        .query_one(
-            "SELECT project, phase, status FROM tasks WHERE id = $1 FOR UPDATE",
-            &[&id],
-        )
-        .ctx("to lock a task", at)?;
-    let claim = locked_claim(tx, at, id)?;
-    let now = server_now(tx, at)?;
-    let fence = judge_holder(id, claim.as_ref(), holder, now, verb)?;
-    Ok(Locked {
-        project: r.get(0),
-        phase: r.get(1),
-        status: r.get(2),
-        fence,
-        now,
-    })
-}
-
-/// Moves a task to `phase` of its flow (an operator's correction; the claim stays).
 pub(super) fn set_phase(
     s: &mut PgStore,
     input: &str,
     phase: &str,
     holder: Option<&Holder>,
 ) -> Result<()> {
-    let at = s.at.as_str();
-    let mut tx = s.client.transaction().ctx("to set a phase", at)?;
-    let id = resolve(&mut tx, at, input)?;
-    let Locked { project, now, .. } = lock(&mut tx, at, &id, holder, "set the phase of")?;
-    let flow = flow_of(&mut tx, at, project.as_deref())?;
-    check_phase_in(&id, project.as_deref(), phase, &flow)?;
-    tx.execute(
-        "UPDATE tasks SET phase = $2, modified = $3 WHERE id = $1",
-        &[&id, &phase, &now],
-    )
-    .ctx("to set a phase", at)?;
-    append(
-        &mut tx,
-        at,
-        (&id, now, "phase_set"),
-        holder.map(|h| h.claimant.as_str()),
-        None,
-        serde_json::json!({ "phase": phase }),
-    )?;
-    tx.commit().ctx("to commit a phase", at)
+    in_transaction(s, "to set a phase", |t| {
+        phases::set_phase(t, input, phase, holder)
+    })
 }
 
-/// Marks an open task completed or deleted (`to`), releasing its claim.
 pub(super) fn finish(
     s: &mut PgStore,
     input: &str,
     holder: Option<&Holder>,
     to: Status,
 ) -> Result<String> {
-    let at = s.at.as_str();
-    let mut tx = s.client.transaction().ctx("to finish a task", at)?;
-    let id = resolve(&mut tx, at, input)?;
-    let (verb, kind) = finish_words(to);
-    let Locked {
-        status, fence, now, ..
-    } = lock(&mut tx, at, &id, holder, verb)?;
-    check_finishable(&id, &status)?;
-    tx.execute(
-        "UPDATE tasks SET status = $2, end_at = $3, modified = $3 WHERE id = $1",
-        &[&id, &to.as_str(), &now],
-    )
-    .ctx("to finish a task", at)?;
-    let claimant = holder.map(|h| h.claimant.as_str());
-    append(
-        &mut tx,
-        at,
-        (&id, now, kind),
-        claimant,
-        fence,
-        serde_json::json!({}),
-    )?;
-    if let Some(f) = fence {
-        drop_claim(&mut tx, at, &id, f, now, ("released", claimant))?;
-    }
-    tx.commit().ctx("to commit a finished task", at)?;
-    Ok(id)
+    in_transaction(s, "to finish a task", |t| {
+        phases::finish(t, input, holder, to)
+    })
 }
 
-/// Completes the task's phase in its flow, releasing its claim under the holder's
-/// fence.
 pub(super) fn complete_phase(
     s: &mut PgStore,
     input: &str,
     holder: Option<&Holder>,
 ) -> Result<PhaseOutcome> {
-    let at = s.at.as_str();
-    let mut tx = s.client.transaction().ctx("to complete a phase", at)?;
-    let id = resolve(&mut tx, at, input)?;
-    let Locked {
-        project,
-        phase,
-        status,
-        fence,
-        now,
-    } = lock(&mut tx, at, &id, holder, "complete the phase of")?;
-    if !Status::parse(&status).is_ok_and(Status::is_open) {
-        return Err(Error::conflict(format!("task {id} is {status}, not open")));
-    }
-    let next = next_in_flow(&id, &phase, &flow_of(&mut tx, at, project.as_deref())?)?;
-    match &next {
-        Some(to) => tx.execute(
-            "UPDATE tasks SET phase = $2, modified = $3 WHERE id = $1",
-            &[&id, to, &now],
-        ),
-        None => tx.execute(
-            "UPDATE tasks SET status = 'completed', end_at = $2, modified = $2 WHERE id = $1",
-            &[&id, &now],
-        ),
-    }
-    .ctx("to complete a phase", at)?;
-    let claimant = holder.map(|h| h.claimant.as_str());
-    append(
-        &mut tx,
-        at,
-        (&id, now, "phase_completed"),
-        claimant,
-        fence,
-        serde_json::json!({ "from": phase, "to": next }),
-    )?;
-    if let Some(f) = fence {
-        drop_claim(&mut tx, at, &id, f, now, ("released", claimant))?;
-    }
-    tx.commit().ctx("to commit a phase", at)?;
-    Ok(PhaseOutcome {
-        from: phase,
-        to: next,
+    in_transaction(s, "to complete a phase", |t| {
+        phases::complete_phase(t, input, holder)
     })
 }

@@ -14,10 +14,12 @@
 //! - Reads that look at more than one row (a lane's and its task's budgets) see one
 //!   snapshot, as SQLite's read transaction does.
 
+use super::steps::in_transaction;
 use super::tasks::server_now;
-use super::{inbox, PgContext, PgStore};
+use super::{PgContext, PgStore};
 use crate::clock::Micros;
 use crate::error::Result;
+use crate::store::acks;
 use crate::store::usage::{check_put, counted_for, used_column, LAUNCH_KINDS};
 use crate::store::vocab::{Checkpoint, Directive};
 use crate::store::{
@@ -44,16 +46,12 @@ pub(super) fn apply_transcript_metered(
     writer: &[Target],
     metered: &Metered,
 ) -> Result<Vec<Outcome>> {
-    let at = s.at.as_str();
-    let mut tx = s
-        .client
-        .transaction()
-        .ctx("to start applying a transcript", at)?;
-    let now = server_now(&mut tx, at)?;
-    let out = inbox::apply_transcript_in(&mut tx, at, (path, cp), directives, writer, now)?;
-    add_usage(&mut tx, at, path, writer, metered, now)?;
-    tx.commit().ctx("to commit a transcript's usage", at)?;
-    Ok(out)
+    in_transaction(s, "to apply a transcript", |t| {
+        let now = server_now(t.tx, t.at)?;
+        let out = acks::apply_transcript(t, (path, cp), directives, writer, now)?;
+        add_usage(t.tx, t.at, path, writer, metered, now)?;
+        Ok(out)
+    })
 }
 
 fn add_usage(
