@@ -411,6 +411,7 @@ fn gate(
         actor: claim.claimant.clone(),
         phase: Some(phase.to_string()),
         record: false,
+        defer_releases: false,
         now: claim.renewed_at,
         confine: req.confine,
         sandbox_env: req.sandbox_env.to_vec(),

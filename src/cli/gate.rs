@@ -233,6 +233,27 @@ fn run_hook(hook: &str, args: &[String]) -> Outcome {
     if hook == "prepare-commit-msg" && trailers.is_empty() {
         return Ok(0);
     }
+    // A lane's agent may not write the gate's files: its supervisor judges the
+    // commit and keeps the record.
+    if hook == "pre-commit" {
+        if let Some(desk) =
+            crate::steer::desk::Desk::from_var(std::env::var_os(crate::steer::desk::VAR))
+        {
+            let judged = desk
+                .pre_commit(env("GIT_INDEX_FILE"))
+                .map_err(|e| (1, format!("pre-commit: {e}")))?;
+            if judged.clean {
+                return Ok(0);
+            }
+            eprint!("{}", judged.text);
+            eprintln!(
+                "{} ({} finding(s)); fix them and commit again",
+                hooks::REFUSED,
+                judged.problems
+            );
+            return Ok(1);
+        }
+    }
     let repo = repo()?;
     let cfg = load(&repo)?;
     match hook {
@@ -253,7 +274,7 @@ fn run_hook(hook: &str, args: &[String]) -> Outcome {
                 ..Default::default()
             };
             let report = gate::run(&repo, &cfg, &scan::Scope::Staged, &opts).map_err(failed)?;
-            record(&repo, "pre-commit", &gate_run_detail(&repo, &report));
+            record(&repo, "pre-commit", &report.ledger_detail(&repo));
             if report.clean() {
                 // What the phase gate checks for bypasses: this tree passed.
                 gate::phase::record_verified(&repo).map_err(failed)?;
@@ -321,20 +342,6 @@ fn run_hook(hook: &str, args: &[String]) -> Outcome {
             format!("unknown hook {other:?} (spice writes {:?})", hooks::HOOKS),
         )),
     }
-}
-
-/// What a pre-commit run found, for the task's ledger: the console shows a lane's last
-/// run and the repository's latched files from it.
-fn gate_run_detail(repo: &scan::Repo, report: &gate::Report) -> serde_json::Value {
-    serde_json::json!({
-        "clean": report.clean(),
-        "common_dir": repo.common_dir,
-        "worktree": repo.root,
-        "files": report.files,
-        "findings": report.findings,
-        "could_not_run": report.could_not_run,
-        "flexed": report.flexed,
-    })
 }
 
 /// Records a hook's run in the ledger of the task whose worktree this is

@@ -15,24 +15,21 @@
 //!   of loose refs and reflogs (`refs/heads/spice/NAME/`, `logs/refs/heads/spice/NAME/`,
 //!   `git::task_ref_dirs`, named from the claim's handle), so it commits its branch
 //!   and cannot move any other;
-//! - the gate's directory (`spice/gate/`: latches, verified trees), which its
-//!   pre-commit hook writes from inside its `git commit`;
 //! - its transcript's directory (the profile's `transcript.dir`), its agent's home
 //!   entries (the profile's `writable`; all of the demo agent's own HOME), a private temporary
 //!   directory (`TMPDIR`), the record of its interrupted commands, the terminal
 //!   devices, and what the lane's `writable` adds.
 //!
 //! It may not write: the repository's objects, the base branch, another task's branch
-//! or any ref outside its own directory, the git configuration and hooks, other worktrees, the operator's checkout, beds and
-//! templates, manifests, latches, recordings and logs in the state directory.
+//! or any ref outside its own directory, the git configuration and hooks, the gate's
+//! directory (its pre-commit hook asks the supervisor, `gate::agent`), other
+//! worktrees, the operator's checkout, beds and templates, manifests, recordings and
+//! logs in the state directory.
 //!
 //! Nor the store: the agent's own `spice` commands reach it through the supervisor's
 //! desk (`fleet::desk`), so none of its files is writable.
 //!
-//! Known limits, said in `fleet check` and ARCHITECTURE.md: the gate's latches and
-//! verified trees are the agent's to forge (sticky flex and the bypass report are
-//! advisory against a hostile agent; the phase gate still runs every rule before a
-//! merge). Reads are not confined.
+//! Known limit, said in `fleet check` and ARCHITECTURE.md: reads are not confined.
 
 use super::FleetOptions;
 use crate::config::fleet::LaneConfig;
@@ -72,8 +69,7 @@ pub fn describe(cfg: &LaneConfig, offer: crate::sandbox::Offer) -> String {
 }
 
 /// What confinement leaves open today, said once under `fleet check`'s lanes.
-pub const LIMITS: &str = "agents can still write the gate's latches, \
-and read what their operator can (docs/security.md)";
+pub const LIMITS: &str = "agents can still read what their operator can (docs/security.md)";
 
 /// The private temporary directory of a lane's sessions (`TMPDIR`).
 pub fn temp_dir(opts: &FleetOptions, lane: &str) -> PathBuf {
@@ -233,10 +229,6 @@ fn git_paths(
         Ok(dirs) => out.extend(dirs),
         Err(e) => tracing::warn!("{e}; the agent cannot commit"),
     }
-    // The pre-commit gate runs inside the agent's `git commit`.
-    let gate = crate::gate::phase::gate_dir(&common);
-    let _ = std::fs::create_dir_all(&gate);
-    out.push(gate);
     (out, env)
 }
 

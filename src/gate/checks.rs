@@ -94,6 +94,7 @@ mod tests {
             root: d.path().to_path_buf(),
             common_dir: d.path().to_path_buf(),
             pin: None,
+            index: None,
         };
         (d, r)
     }

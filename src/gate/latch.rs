@@ -12,7 +12,9 @@
 //! below the base) so parallel agents do not all stop at the same line.
 //!
 //! Latches are shared by every worktree of a repository: one JSON file in the git
-//! common directory. A latch made by a failure is kept at once (it only tightens);
+//! common directory, to which a run writes only its own changes, onto the file as it
+//! is then, under a lock ([`Latches::apply`]), so commits gated at once lose none of
+//! each other's. A latch made by a failure is kept at once (it only tightens);
 //! latches made by passes, and clears, are written only when the whole gate run is
 //! accepted, so a commit that is refused for another reason leaves no trace.
 //!
@@ -107,6 +109,23 @@ impl Latches {
         common_dir.join("spice").join("gate-latches.json")
     }
 
+    /// Holds the repository's latches for one writer (an exclusive lock on
+    /// `<common>/spice/gate/lock`) until the guard drops: every lane's commits and
+    /// the operator's run the gate at once, and each writes the whole file.
+    pub fn lock(common_dir: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, String> {
+        let dir = super::phase::gate_dir(common_dir);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let path = dir.join("lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+            .map_err(|(_, e)| format!("{}: {e}", path.display()))
+    }
+
     /// Reads the latches; a missing file is none. A corrupt file is an error (it
     /// would otherwise silently release every latch).
     pub fn load(common_dir: &Path) -> Result<Latches, String> {
@@ -132,6 +151,35 @@ impl Latches {
         let text = serde_json::to_vec_pretty(self).expect("serialisable");
         std::fs::write(&tmp, text).map_err(|e| format!("{}: {e}", tmp.display()))?;
         std::fs::rename(&tmp, &path).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Makes on this set the changes that turned `before` into `after`: what one run
+    /// set or moved, and what it released.
+    pub fn apply(&mut self, before: &Latches, after: &Latches) {
+        for l in after.all() {
+            if before.get(&l.rule, &l.path) != Some(l) {
+                self.set(l.clone());
+            }
+        }
+        for l in before.all() {
+            if after.get(&l.rule, &l.path).is_none() {
+                self.clear(&l.rule, &l.path);
+            }
+        }
+    }
+
+    /// Puts back every latch of `before` this set no longer has, and returns them as
+    /// (rule, key): what is left changed only by tightening (new latches, lower
+    /// ones), the releases held back.
+    pub fn held_back(&mut self, before: &Latches) -> Vec<(String, String)> {
+        let mut back = Vec::new();
+        for l in before.all() {
+            if self.get(&l.rule, &l.path).is_none() {
+                back.push((l.rule.clone(), l.path.clone()));
+                self.set(l.clone());
+            }
+        }
+        back
     }
 
     pub fn get(&self, rule: &str, path: &str) -> Option<&Latch> {
@@ -206,6 +254,51 @@ mod tests {
         assert_eq!(judge(101, 100, 150, Some(100)), (Verdict::Grew, 100));
         assert!(!Verdict::Flexed.fails() && !Verdict::Held.fails());
         assert!(Verdict::Grew.fails() && Verdict::Over.fails());
+    }
+
+    fn latch(path: &str, value: u64) -> Latch {
+        Latch {
+            rule: "file.lines".into(),
+            path: path.into(),
+            value,
+            base: 10,
+            since: String::new(),
+        }
+    }
+
+    #[test]
+    fn held_back_keeps_what_tightens_and_returns_what_would_be_released() {
+        let mut before = Latches::default();
+        before.set(latch("gone.txt", 12));
+        before.set(latch("lower.txt", 14));
+        let mut after = before.clone();
+        after.clear("file.lines", "gone.txt");
+        after.set(latch("lower.txt", 11));
+        after.set(latch("new.txt", 13));
+        let back = after.held_back(&before);
+        assert_eq!(back, [("file.lines".to_string(), "gone.txt".to_string())]);
+        let kept: Vec<(&str, u64)> = after.all().map(|l| (l.path.as_str(), l.value)).collect();
+        assert_eq!(kept, [("gone.txt", 12), ("lower.txt", 11), ("new.txt", 13)]);
+    }
+
+    #[test]
+    fn a_run_s_changes_go_onto_what_another_run_wrote_meanwhile() {
+        let mut before = Latches::default();
+        before.set(latch("mine.txt", 12));
+        before.set(latch("both.txt", 14));
+        let mut after = before.clone();
+        after.clear("file.lines", "mine.txt");
+        after.set(latch("new.txt", 13));
+        // Meanwhile another run latched its own file and lowered both.txt.
+        let mut now = before.clone();
+        now.set(latch("theirs.txt", 11));
+        now.set(latch("both.txt", 12));
+        now.apply(&before, &after);
+        let kept: Vec<(&str, u64)> = now.all().map(|l| (l.path.as_str(), l.value)).collect();
+        assert_eq!(
+            kept,
+            [("both.txt", 12), ("new.txt", 13), ("theirs.txt", 11)]
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! [`hooks`]. The gate needs no store and no fleet: a repository runs `spice gate
 //! install` and commits as usual.
 
+pub mod agent;
 pub mod checks;
 pub mod config;
 pub mod hooks;
@@ -65,11 +66,29 @@ pub struct Report {
     pub skipped: usize,
     /// Files that flexed above their base in this run (they pass, and are now latched).
     pub flexed: Vec<Finding>,
+    /// The latches, as (rule, key), an accepted run would release and did not
+    /// ([`Options::defer_releases`]).
+    #[serde(skip)]
+    pub released: Vec<(String, String)>,
 }
 
 impl Report {
     pub fn clean(&self) -> bool {
         self.findings.is_empty() && self.could_not_run.is_empty()
+    }
+
+    /// What a task's ledger records of this run (`gate_run`) in `repo`: the console
+    /// shows a lane's last run and the repository's latched files from it.
+    pub fn ledger_detail(&self, repo: &Repo) -> serde_json::Value {
+        serde_json::json!({
+            "clean": self.clean(),
+            "common_dir": repo.common_dir,
+            "worktree": repo.root,
+            "files": self.files,
+            "findings": self.findings,
+            "could_not_run": self.could_not_run,
+            "flexed": self.flexed,
+        })
     }
 }
 
@@ -82,6 +101,11 @@ pub struct Options {
     pub phase: Option<String>,
     /// Write latch changes (a run that only looks does not).
     pub record: bool,
+    /// Write only the latch changes that tighten (new latches, lower ones) and report
+    /// the releases in [`Report::released`] instead: a run for an agent's commit
+    /// releases a latch only once the supervisor sees that commit on its branch
+    /// ([`agent`]), so a tree judged and never committed cannot free a file.
+    pub defer_releases: bool,
     /// When the run happens (latches record it).
     pub now: crate::clock::Micros,
     /// The sandbox the repository's checks run in (a lane's, when the supervisor
@@ -97,7 +121,7 @@ pub fn run(repo: &Repo, cfg: &GateConfig, scope: &Scope, opts: &Options) -> Resu
     let mut latches = Latches::load(&repo.common_dir)?;
     let loaded = latches.clone();
     let mut report = Report::default();
-    let cached = matches!(scope, Scope::Staged);
+    let cached = scope.cached();
     let paths: Vec<String> = items.iter().map(|i| i.path.clone()).collect();
     let marked = scan::attributed(repo, &paths, cached)?;
     let mut pending = latches.clone();
@@ -223,10 +247,18 @@ pub fn run(repo: &Repo, cfg: &GateConfig, scope: &Scope, opts: &Options) -> Resu
                 pending.clear(&rule, &key);
             }
         }
-        let keep = if report.clean() { &pending } else { &latches };
+        let mut keep = if report.clean() { pending } else { latches };
+        if opts.defer_releases {
+            report.released = keep.held_back(&loaded);
+        }
         // Unchanged latches are not written again (the hooks sit on every commit).
         if keep.latches != loaded.latches {
-            keep.save(&repo.common_dir)?;
+            // Other commits may have changed them since: this run's changes go onto
+            // what is there now, one writer at a time.
+            let _writer = Latches::lock(&repo.common_dir)?;
+            let mut now = Latches::load(&repo.common_dir)?;
+            now.apply(&loaded, &keep);
+            now.save(&repo.common_dir)?;
         }
     }
     Ok(report)
@@ -267,7 +299,7 @@ fn unlimited(
         paths.sort();
         paths.dedup();
         let contents = repo.read(scope, &paths)?;
-        let marked = scan::attributed(repo, &paths, matches!(scope, Scope::Staged))?;
+        let marked = scan::attributed(repo, &paths, scope.cached())?;
         let limited: HashMap<&str, bool> = paths
             .iter()
             .zip(contents.iter().zip(marked))

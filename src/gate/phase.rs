@@ -27,14 +27,17 @@ pub struct PhaseGate {
     pub bypasses: Vec<Bypass>,
 }
 
-/// The directory of what the pre-commit gate writes (`latches.json`, `verified`):
-/// the one part of `<common>/spice/` a confined agent's commit may write, since its
-/// hook runs in the agent's sandbox (`fleet::confine`).
+/// The directory of what the pre-commit gate writes (`latches.json`, `verified`,
+/// the releases waiting for their commit): written by the operator's own hooks and,
+/// for a lane's agent, by its supervisor ([`super::agent`]); no confined agent may
+/// write it (`fleet::confine`).
 pub fn gate_dir(common_dir: &Path) -> std::path::PathBuf {
     common_dir.join("spice").join("gate")
 }
 
-/// Where the pre-commit gate records the trees it passed (one hex id a line).
+/// Where the pre-commit gate records the commits-to-be it passed, one a line: the
+/// first parent (`-` for a first commit) and the tree. (A line of a tree alone is
+/// from before parents were recorded, and still counts for any commit of it.)
 fn verified_file(common_dir: &Path) -> std::path::PathBuf {
     gate_dir(common_dir).join("verified")
 }
@@ -44,12 +47,25 @@ fn legacy_verified_file(common_dir: &Path) -> std::path::PathBuf {
     common_dir.join("spice").join("gate-verified")
 }
 
-/// Called by the pre-commit hook after a clean run: the tree about to be committed
-/// passed the gate.
+/// Called by the operator's pre-commit hook after a clean run: the index about to
+/// be committed on `HEAD` passed the gate.
 pub fn record_verified(repo: &Repo) -> Result<(), String> {
     let tree = git(&repo.root, &["write-tree"])?;
     let tree = String::from_utf8_lossy(&tree).trim().to_string();
-    let path = verified_file(&repo.common_dir);
+    append_verified(&repo.common_dir, head(repo).as_deref(), &tree)
+}
+
+/// The commit `HEAD` names, `None` before a first commit.
+pub fn head(repo: &Repo) -> Option<String> {
+    let out = repo
+        .git(&["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
+        .ok()?;
+    Some(String::from_utf8_lossy(&out).trim().to_string())
+}
+
+/// Records that a commit of `tree` on `parent` passed the pre-commit gate.
+pub fn append_verified(common_dir: &Path, parent: Option<&str>, tree: &str) -> Result<(), String> {
+    let path = verified_file(common_dir);
     std::fs::create_dir_all(path.parent().expect("has a parent"))
         .map_err(|e| format!("{}: {e}", path.display()))?;
     let mut f = std::fs::OpenOptions::new()
@@ -57,7 +73,47 @@ pub fn record_verified(repo: &Repo) -> Result<(), String> {
         .append(true)
         .open(&path)
         .map_err(|e| format!("{}: {e}", path.display()))?;
-    writeln!(f, "{tree}").map_err(|e| format!("{}: {e}", path.display()))
+    writeln!(f, "{} {tree}", parent.unwrap_or("-")).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The gate configuration `rev` carries (none when it has no `spice.toml`): what a
+/// branch is judged by, never the branch's own copy.
+pub fn config_of(repo: &Repo, rev: &str) -> Result<GateConfig, String> {
+    let shown = format!("{} (at {rev})", config::FILE);
+    match config_at(repo, rev) {
+        Some(t) => config::parse(Path::new(&shown), &t).map_err(|errs| {
+            let all: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+            all.join("; ")
+        }),
+        None => Ok(GateConfig::empty()),
+    }
+}
+
+/// The worktree `wt` of the repository whose common git directory is `common`, with
+/// git pointed at the worktree's git directory as the repository knows it (a linked
+/// worktree's own, else the main work tree's: the common one itself), never at what
+/// `wt/.git` names (the agent's to write).
+pub fn pinned(wt: &Path, common: &Path) -> Result<Repo, String> {
+    let found = crate::git::admin_dir(common, wt).or_else(|| {
+        let main = std::fs::canonicalize(wt).ok()
+            == std::fs::canonicalize(common)
+                .ok()
+                .and_then(|c| c.parent().map(Path::to_path_buf));
+        main.then(|| common.to_path_buf())
+    });
+    let pin = found.ok_or_else(|| {
+        format!(
+            "{} is gone, or no longer a worktree of {}",
+            wt.display(),
+            common.display()
+        )
+    })?;
+    Ok(Repo {
+        root: wt.to_path_buf(),
+        common_dir: common.to_path_buf(),
+        pin: Some(pin),
+        index: None,
+    })
 }
 
 /// `rev:spice.toml`'s text, `None` when it has none.
@@ -83,36 +139,9 @@ pub fn check(
     branch: &str,
     opts: &Options,
 ) -> Result<PhaseGate, String> {
-    // A linked worktree's own git directory; else the main work tree's, the common
-    // one itself.
-    let found = crate::git::admin_dir(common, wt).or_else(|| {
-        let main = std::fs::canonicalize(wt).ok()
-            == std::fs::canonicalize(common)
-                .ok()
-                .and_then(|c| c.parent().map(Path::to_path_buf));
-        main.then(|| common.to_path_buf())
-    });
-    let pin = found.ok_or_else(|| {
-        format!(
-            "{} is gone, or no longer a worktree of {}",
-            wt.display(),
-            common.display()
-        )
-    })?;
-    let repo = Repo {
-        root: wt.to_path_buf(),
-        common_dir: common.to_path_buf(),
-        pin: Some(pin),
-    };
+    let repo = pinned(wt, common)?;
     let base_text = config_at(&repo, base);
-    let shown = format!("{} (at {base})", config::FILE);
-    let cfg = match &base_text {
-        Some(t) => config::parse(Path::new(&shown), t).map_err(|errs| {
-            let all: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
-            all.join("; ")
-        })?,
-        None => GateConfig::empty(),
-    };
+    let cfg = config_of(&repo, base)?;
     let opts = Options {
         record: false,
         ..opts.clone()
@@ -158,14 +187,16 @@ pub fn check(
         let log = repo.git(&[
             "log",
             "--no-merges",
-            "--format=%H %T",
+            "--format=%H %T %P",
             &format!("{base}..{branch}"),
         ])?;
         for line in String::from_utf8_lossy(&log).lines() {
-            let Some((commit, tree)) = line.split_once(' ') else {
+            let mut words = line.split(' ');
+            let (Some(commit), Some(tree)) = (words.next(), words.next()) else {
                 continue;
             };
-            if !verified.contains(tree) {
+            let parent = words.next().filter(|p| !p.is_empty()).unwrap_or("-");
+            if !verified.contains(tree) && !verified.contains(&format!("{parent} {tree}")) {
                 bypasses.push(Bypass {
                     kind: "unverified".into(),
                     commit: Some(commit.to_string()),

@@ -21,6 +21,21 @@ pub enum Scope {
     Paths(Vec<String>),
     /// What a branch changed since it left `base` (the merge base), at the branch's tip.
     Branch { base: String, tip: String },
+    /// What a commit of `tree` on `parent` (none: a first commit) would change: the
+    /// index of an agent's commit, written as a tree by its supervisor and judged
+    /// as that tree, so what was judged is exactly what the tree id names.
+    Tree {
+        parent: Option<String>,
+        tree: String,
+    },
+}
+
+impl Scope {
+    /// Whether attributes come from the index (`.gitattributes` as it is staged) rather
+    /// than the working tree.
+    pub fn cached(&self) -> bool {
+        matches!(self, Scope::Staged | Scope::Tree { .. })
+    }
 }
 
 /// One path to check and its content.
@@ -44,6 +59,10 @@ pub struct Repo {
     /// is the agent's to write): git then runs with `GIT_DIR`, `GIT_COMMON_DIR` and
     /// `GIT_WORK_TREE` set.
     pub pin: Option<PathBuf>,
+    /// The index git reads instead of the worktree's own (`GIT_INDEX_FILE`): the one
+    /// a hook was given by the `git commit` that runs it (`commit -a` and a commit of
+    /// named paths stage into a temporary index).
+    pub index: Option<PathBuf>,
 }
 
 pub use crate::config::repo::git;
@@ -70,15 +89,16 @@ impl Repo {
             root: PathBuf::from(root),
             common_dir: PathBuf::from(common),
             pin: None,
+            index: None,
         })
     }
 
     /// Runs git in the work tree (pinned when [`Repo::pin`] says) and returns its
     /// stdout.
     pub fn git(&self, args: &[&str]) -> Result<Vec<u8>, String> {
-        match &self.pin {
-            None => git(&self.root, args),
-            Some(_) => crate::config::repo::git_output(self.command(args), args),
+        match (&self.pin, &self.index) {
+            (None, None) => git(&self.root, args),
+            _ => crate::config::repo::git_output(self.command(args), args),
         }
     }
 
@@ -93,6 +113,9 @@ impl Repo {
                 .env("GIT_COMMON_DIR", &self.common_dir)
                 .env("GIT_WORK_TREE", &self.root);
         }
+        if let Some(index) = &self.index {
+            cmd.env("GIT_INDEX_FILE", index);
+        }
         cmd
     }
 
@@ -103,6 +126,13 @@ impl Repo {
             Scope::Staged => self.changed(&["--cached"], ""),
             // What the branch changed since it left base: blobs `tip:path`.
             Scope::Branch { base, tip } => self.changed(&[&format!("{base}...{tip}")], tip),
+            Scope::Tree { parent, tree } => {
+                let from = match parent {
+                    Some(p) => p.clone(),
+                    None => self.empty_tree()?,
+                };
+                self.changed(&[&from, tree], tree)
+            }
             Scope::All => {
                 let listed = self.git(&["ls-files", "-z"])?;
                 let paths: Vec<String> = listed
@@ -135,6 +165,13 @@ impl Repo {
                 })
             })
             .collect())
+    }
+
+    /// The id of the empty tree in this repository's object format (what a first
+    /// commit is compared with).
+    fn empty_tree(&self) -> Result<String, String> {
+        let out = self.git(&["hash-object", "-t", "tree", "/dev/null"])?;
+        Ok(String::from_utf8_lossy(&out).trim().to_string())
     }
 
     /// Working-tree contents; a path that is gone or is not a file is left out.
@@ -174,6 +211,7 @@ impl Repo {
         match scope {
             Scope::Staged => at(""),
             Scope::Branch { tip, .. } => at(tip),
+            Scope::Tree { tree, .. } => at(tree),
             Scope::Paths(_) => Ok(paths.iter().map(|p| self.read_file(p)).collect()),
             Scope::All => {
                 if paths.is_empty() {

@@ -51,6 +51,15 @@ pub enum Request {
     Shown { keys: Vec<String> },
     /// Record a gate's run in the seat's task's ledger.
     GateRun { detail: Value },
+    /// Judge the commit the seat's agent is about to make (its worktree's index) and
+    /// keep what the gate remembers of it (`gate::agent`): the pre-commit hook of a
+    /// lane's agent, which may not write the gate's files itself.
+    PreCommit {
+        /// The index the hook was given (`GIT_INDEX_FILE`), if any: used only when
+        /// it is a file of the worktree's own git directory.
+        #[serde(default)]
+        index: Option<String>,
+    },
     /// Keep the connection, and write a byte per change of the store.
     Watch,
 }
@@ -74,6 +83,16 @@ pub struct Printed {
     pub err: Vec<String>,
 }
 
+/// What [`Request::PreCommit`] answers: whether the commit may go on, and the
+/// report to print when it may not.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Judged {
+    pub clean: bool,
+    /// The findings and what could not run, as `spice gate check` prints them.
+    pub text: String,
+    pub problems: usize,
+}
+
 /// The desk at a path, asked one request per connection.
 #[derive(Debug, Clone)]
 pub struct Desk {
@@ -93,7 +112,8 @@ impl Request {
     /// How long the desk may take to answer this request.
     pub fn answer_within(&self) -> Duration {
         match self {
-            Request::PhaseDone { .. } => PHASE_WITHIN,
+            // Both run the repository's checks, each bounded by its own timeout.
+            Request::PhaseDone { .. } | Request::PreCommit { .. } => PHASE_WITHIN,
             _ => ANSWER_WITHIN,
         }
     }
@@ -172,6 +192,11 @@ impl Desk {
     /// [`Request::GateRun`].
     pub fn gate_run(&self, detail: Value) -> Result<()> {
         self.ask(&Request::GateRun { detail }).map(drop)
+    }
+
+    /// [`Request::PreCommit`].
+    pub fn pre_commit(&self, index: Option<String>) -> Result<Judged> {
+        decode(self.ask(&Request::PreCommit { index })?)
     }
 
     /// [`Request::Watch`]: the connection the desk writes a byte to per change

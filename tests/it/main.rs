@@ -53,6 +53,7 @@ mod release_hooks;
 mod resilience;
 mod review;
 mod sandbox;
+mod sandbox_gate;
 mod sandbox_git;
 mod serve;
 mod serve_browser;

@@ -50,6 +50,9 @@ pub struct Seat {
     /// The repository the lane runs in, as the supervisor knows it: where the task
     /// worktree's branch merges, never found through the worktree's own `.git`.
     pub repo: PathBuf,
+    /// The branch the task merges into (the lane's base as the supervisor runs it):
+    /// whose `spice.toml` gates the agent's commits.
+    pub base: String,
     /// The sandbox of the repository's commands run in this worktree (the stage
     /// hooks of the phase the agent completes: `fleet::confine::commands`).
     pub hooks: crate::fleet::confine::Confined,
@@ -66,6 +69,7 @@ impl Seat {
             fence: 1,
             worktree: "/w".into(),
             repo: "/r".into(),
+            base: "main".into(),
             hooks: Default::default(),
         }
     }

@@ -8,7 +8,7 @@
 
 use super::{FleetOptions, Seat};
 use crate::error::{Error, Result};
-use crate::steer::desk::{Inbox, Printed, Request};
+use crate::steer::desk::{Inbox, Judged, Printed, Request};
 // After an inotify event, the wrapper's own settle: SQLite publishes a commit through
 // shared memory, which makes no event.
 use crate::steer::exec::SETTLE;
@@ -75,6 +75,9 @@ pub(super) fn perform(
         Request::GateRun { detail } => pool
             .with(opts, |s| gate_run(s, seat, detail.clone()))
             .and_then(value),
+        Request::PreCommit { index } => {
+            pre_commit(seat, index.as_deref(), opts, pool).and_then(value)
+        }
         Request::Watch => Err(Error::Other("a watch is answered on its own".into())),
     }
 }
@@ -118,6 +121,69 @@ fn gate_run(store: &mut dyn Authority, seat: &Seat, mut detail: Value) -> Result
     store.note(&seat.task, "gate_run", &seat.session, detail)
 }
 
+/// Judges the commit the seat's agent is about to make, as its supervisor: under the
+/// rules of the lane's base, the repository's checks in the lane's sandbox, and the
+/// run recorded in the task's ledger (`gate::agent`).
+fn pre_commit(
+    seat: &Seat,
+    index: Option<&str>,
+    opts: &FleetOptions,
+    pool: &Pool,
+) -> Result<Judged> {
+    let (task, now) = pool.with(opts, |s| Ok((s.task(&seat.task)?, s.now()?)))?;
+    let git = crate::git::Git::open(&seat.repo, crate::git::Runner::new(opts.vars.clone()))?;
+    let common = git.common_dir().to_path_buf();
+    let branch = crate::git::task_branch(&task.handle());
+    let prepared = seat.hooks.prepare()?;
+    let gate_opts = crate::gate::Options {
+        actor: seat.session.clone(),
+        phase: Some(task.phase.clone()),
+        now,
+        confine: prepared.as_ref().map(|p| p.entry()),
+        sandbox_env: seat.hooks.env.clone(),
+        ..Default::default()
+    };
+    let commit = crate::gate::agent::Commit {
+        index,
+        ..commit_of(seat, &common, &branch)
+    };
+    let report = crate::gate::agent::pre_commit(&commit, &gate_opts)
+        .map_err(|e| Error::Other(format!("the gate could not judge the commit: {e}")))?;
+    let repo = crate::gate::scan::Repo {
+        root: seat.worktree.clone(),
+        common_dir: common,
+        pin: None,
+        index: None,
+    };
+    let mut detail = report.ledger_detail(&repo);
+    detail["hook"] = "pre-commit".into();
+    detail["lane"] = seat.lane.clone().into();
+    pool.with(opts, |s| {
+        s.note(&seat.task, "gate_run", &seat.session, detail)
+    })?;
+    Ok(Judged {
+        clean: report.clean(),
+        text: crate::gate::render_text(&report),
+        problems: report.findings.len() + report.could_not_run.len(),
+    })
+}
+
+/// The commit a seat's agent makes, as its supervisor knows it.
+fn commit_of<'a>(
+    seat: &'a Seat,
+    common: &'a std::path::Path,
+    branch: &'a str,
+) -> crate::gate::agent::Commit<'a> {
+    crate::gate::agent::Commit {
+        worktree: &seat.worktree,
+        common,
+        base: &seat.base,
+        task: &seat.task,
+        branch,
+        index: None,
+    }
+}
+
 /// Completes the seat's task's phase, as the seat's session under its fence.
 fn phase_done(task: &str, json: bool, seat: &Seat, opts: &FleetOptions) -> Result<Printed> {
     let mut store = opts.connect()?;
@@ -132,6 +198,16 @@ fn phase_done(task: &str, json: bool, seat: &Seat, opts: &FleetOptions) -> Resul
     }
     let holder = Holder::fenced(seat.session.clone(), seat.fence);
     let runner = crate::git::Runner::new(opts.vars.clone());
+    // The branch's last commit releases the latches its gate run held back, before
+    // the phase gate reads them.
+    let common = crate::git::Git::open(&seat.repo, runner.clone())?
+        .common_dir()
+        .to_path_buf();
+    let branch = crate::git::task_branch(&task.handle());
+    let commit = commit_of(seat, &common, &branch);
+    if let Err(e) = crate::gate::agent::settle(&commit) {
+        tracing::warn!("lane {}: the gate's held-back releases: {e}", seat.lane);
+    }
     let lanes = opts.repo.join("lanes");
     // The stage hooks run in the agent's files, so in the agent's lane's sandbox.
     let prepared = seat.hooks.prepare()?;

@@ -162,6 +162,7 @@ impl Lane<'_> {
                 fence: work.fence,
                 worktree: work.worktree.clone(),
                 repo: self.repo.clone(),
+                base: self.base.clone(),
                 hooks,
             },
         );
