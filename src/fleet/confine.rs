@@ -154,6 +154,10 @@ pub fn commands(
     handle: &str,
 ) -> Confined {
     let status = describe(cfg, crate::sandbox::probe());
+    // Every lane's agent gets it as `TMPDIR` (`launch::environment`), confined or
+    // not: a missing one made an unconfined agent's temporary files fail.
+    let tmp = temp_dir(opts, &cfg.name);
+    let _ = std::fs::create_dir_all(&tmp);
     if cfg.lane.sandbox == Confinement::Off {
         return Confined {
             write: None,
@@ -161,8 +165,6 @@ pub fn commands(
             env: Vec::new(),
         };
     }
-    let tmp = temp_dir(opts, &cfg.name);
-    let _ = std::fs::create_dir_all(&tmp);
     let (paths, mut env) = git_paths(opts, repo, worktree, handle);
     env.push(("TMPDIR".into(), tmp.display().to_string()));
     let mut write = vec![worktree.to_path_buf(), tmp];
