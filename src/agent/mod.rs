@@ -23,6 +23,7 @@
 pub mod depth;
 pub mod inflight;
 mod input;
+pub mod peer;
 mod proc;
 mod reader;
 mod record;

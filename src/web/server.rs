@@ -16,6 +16,10 @@
 //!   spins it: the loop waits for a connection to end (or a backoff growing to
 //!   [`BACKOFF_MAX`]) before accepting again. (The default bound stays below the file
 //!   limit, so this happens only with descriptors used elsewhere or a bound set higher.)
+//! - A connection made by a lane's agent (its process descends from an agent shim,
+//!   `agent::peer`) is answered `403` and closed before a byte of its request is
+//!   read: the console is the operator's, and an agent on the same host reaches its
+//!   loopback address as easily as the operator's browser does.
 //! - On shutdown the loop stops accepting, asks every connection to finish its request
 //!   and close, and waits for them at most [`DRAIN`].
 
@@ -166,10 +170,10 @@ pub async fn run<S, B>(
             _ = stopped(&mut shutdown) => break,
             a = listener.accept() => a,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => {
+        let (stream, peer) = match accepted {
+            Ok((stream, peer)) => {
                 backoff = Duration::ZERO;
-                stream
+                (stream, peer)
             }
             Err(e) if out_of_descriptors(&e) => {
                 // Linux reports this before looking at the queue, so it says nothing
@@ -209,7 +213,10 @@ pub async fn run<S, B>(
         let registry = registry.clone();
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
-            serve_one(&http, stream, service, &conn, shutdown).await;
+            match from_agent(&stream, peer).await {
+                Some(pid) => refuse_agent(stream, pid).await,
+                None => serve_one(&http, stream, service, &conn, shutdown).await,
+            }
             registry.remove(id);
             drop(slot);
         });
@@ -282,16 +289,48 @@ async fn serve_one<S, B>(
 }
 
 /// Answers a connection there is no room for, without reading its request.
-async fn refuse(mut stream: TcpStream, max: usize, _permit: OwnedSemaphorePermit) {
-    let body = serde_json::json!({
-        "error": format!(
-            "too many connections: all {max} are busy (spice serve --max-connections); retry shortly"
-        )
-    })
-    .to_string();
+async fn refuse(stream: TcpStream, max: usize, _permit: OwnedSemaphorePermit) {
+    let why = format!(
+        "too many connections: all {max} are busy (spice serve --max-connections); retry shortly"
+    );
+    close_with(
+        stream,
+        "503 Service Unavailable",
+        "retry-after: 1\r\n",
+        &why,
+    )
+    .await;
+}
+
+/// The pid of a lane's process that made this connection, if one did (looked up on
+/// a blocking thread: it reads `/proc`).
+async fn from_agent(stream: &TcpStream, peer: std::net::SocketAddr) -> Option<u32> {
+    let local = stream.local_addr().ok()?;
+    tokio::task::spawn_blocking(move || crate::agent::peer::agent_of(peer, local))
+        .await
+        .ok()
+        .flatten()
+}
+
+/// Answers a lane's agent, without reading its request.
+async fn refuse_agent(stream: TcpStream, pid: u32) {
+    tracing::warn!(
+        target: "spice",
+        "serve: refused a connection from process {pid}, which runs under a lane's agent shim"
+    );
+    let why = format!(
+        "the console answers its operator only: process {pid} runs under a lane's agent shim"
+    );
+    close_with(stream, "403 Forbidden", "", &why).await;
+}
+
+/// Writes a JSON `{"error": why}` answer with `status` (and `extra` header lines)
+/// and closes the connection.
+async fn close_with(mut stream: TcpStream, status: &str, extra: &str, why: &str) {
+    let body = serde_json::json!({ "error": why }).to_string();
     let answer = format!(
-        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
-         content-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{body}",
+        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\n{extra}connection: close\r\n\r\n{body}",
         body.len()
     );
     let _ = tokio::time::timeout(Duration::from_secs(1), async {

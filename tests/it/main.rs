@@ -56,6 +56,7 @@ mod sandbox;
 mod sandbox_gate;
 mod sandbox_git;
 mod serve;
+mod serve_agents;
 mod serve_browser;
 mod serve_budget;
 mod serve_limits;
