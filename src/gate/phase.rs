@@ -116,6 +116,51 @@ pub fn pinned(wt: &Path, common: &Path) -> Result<Repo, String> {
     })
 }
 
+/// What the pre-commit gate recorded as passed: `PARENT TREE` lines, and `TREE`
+/// lines from before parents were recorded.
+struct Passed(std::collections::HashSet<String>);
+
+impl Passed {
+    fn load(common_dir: &Path) -> Passed {
+        let files = [verified_file(common_dir), legacy_verified_file(common_dir)];
+        Passed(
+            files
+                .iter()
+                .flat_map(|f| {
+                    let text = std::fs::read_to_string(f).unwrap_or_default();
+                    text.lines().map(str::to_string).collect::<Vec<_>>()
+                })
+                .collect(),
+        )
+    }
+
+    /// Whether a commit of `tree` on `parent` (`-`: none) passed: as itself, or as an
+    /// amendment: the gate judged `tree` on the commit `X` it amends (then `HEAD`),
+    /// whose own parent is `parent` and which passed itself, so every change from
+    /// `parent` to `tree` was judged in one run or the other.
+    fn holds(&self, repo: &Repo, parent: &str, tree: &str) -> bool {
+        if self.0.contains(tree) || self.0.contains(&format!("{parent} {tree}")) {
+            return true;
+        }
+        let suffix = format!(" {tree}");
+        self.0
+            .iter()
+            .filter_map(|l| l.strip_suffix(suffix.as_str()))
+            .filter(|x| *x != "-")
+            .any(|x| {
+                let Ok(out) = repo.git(&["log", "-1", "--format=%T %P", x, "--"]) else {
+                    return false;
+                };
+                let text = String::from_utf8_lossy(&out);
+                let mut words = text.trim().split(' ');
+                let x_tree = words.next().unwrap_or_default();
+                let x_parent = words.next().filter(|p| !p.is_empty()).unwrap_or("-");
+                x_parent == parent
+                    && (self.0.contains(x_tree) || self.0.contains(&format!("{x_parent} {x_tree}")))
+            })
+    }
+}
+
 /// `rev:spice.toml`'s text, `None` when it has none.
 fn config_at(repo: &Repo, rev: &str) -> Option<String> {
     repo.git(&["show", &format!("{rev}:{}", config::FILE)])
@@ -171,19 +216,7 @@ pub fn check(
     let pre_commit = hooks::dir(&repo)?.join("pre-commit");
     let installed = std::fs::read_to_string(pre_commit).is_ok_and(|t| t.contains(hooks::MARK));
     if installed {
-        let verified: std::collections::HashSet<String> = [
-            verified_file(&repo.common_dir),
-            legacy_verified_file(&repo.common_dir),
-        ]
-        .iter()
-        .flat_map(|f| {
-            std::fs::read_to_string(f)
-                .unwrap_or_default()
-                .lines()
-                .map(str::to_string)
-                .collect::<Vec<_>>()
-        })
-        .collect();
+        let passed = Passed::load(&repo.common_dir);
         let log = repo.git(&[
             "log",
             "--no-merges",
@@ -196,7 +229,7 @@ pub fn check(
                 continue;
             };
             let parent = words.next().filter(|p| !p.is_empty()).unwrap_or("-");
-            if !verified.contains(tree) && !verified.contains(&format!("{parent} {tree}")) {
+            if !passed.holds(&repo, parent, tree) {
                 bypasses.push(Bypass {
                     kind: "unverified".into(),
                     commit: Some(commit.to_string()),

@@ -9,7 +9,8 @@
 //! committing it, commits the other back at its base for real, and lands its phase:
 //! the real release takes effect, the judged-only one never does, and every commit is
 //! recorded as passed by (parent, tree), so the phase gate sees no bypass (a
-//! `commit -a` included: its hook is judged on the index git gave it).
+//! `commit -a` included: its hook is judged on the index git gave it; and a
+//! `commit --amend`, judged on the commit it replaces).
 //!
 //! Needs Landlock (as `sandbox.rs`): ignored by a bare `cargo test`, run by `.ci/run`.
 
@@ -47,6 +48,10 @@ git commit -q -am "c back at its base"
 echo b > src/b.txt
 git add src/b.txt
 git commit -q -m "b"
+# An amendment: judged on the commit it replaces, which passed itself.
+echo bb > src/b.txt
+git add src/b.txt
+git commit -q --amend -m "b, amended"
 "$1" gate latches --json > "$TMPDIR/latches2.json"
 "$1" task phase "$SPICE_TASK" --done > "$TMPDIR/done.txt" 2>&1
 "##;
@@ -115,7 +120,7 @@ fn regression_a_confined_agent_cannot_write_the_gate_and_a_judged_tree_releases_
         .iter()
         .filter(|r| r["detail"]["hook"] == "pre-commit" && r["detail"]["lane"] == "a")
         .count();
-    assert_eq!(judged_by_supervisor, 4, "{runs:?}");
+    assert_eq!(judged_by_supervisor, 5, "{runs:?}");
     let verified = std::fs::read_to_string(gate.join("verified")).unwrap();
     assert!(
         verified.lines().all(|l| l.split(' ').count() == 2),
