@@ -161,15 +161,7 @@ fn index_file(repo: &Repo, said: Option<&str>) -> Result<Option<PathBuf>, String
 
 /// The (first parent or `-`, tree) of `branch`'s tip.
 fn tip(repo: &Repo, branch: &str) -> Option<(String, String)> {
-    let spec = format!("refs/heads/{branch}");
-    let out = repo
-        .git(&["log", "-1", "--format=%T %P", &spec, "--"])
-        .ok()?;
-    let text = String::from_utf8_lossy(&out);
-    let mut words = text.trim().split(' ');
-    let tree = words.next().filter(|t| !t.is_empty())?.to_string();
-    let parent = words.next().filter(|p| !p.is_empty()).unwrap_or("-");
-    Some((parent.to_string(), tree))
+    super::phase::parent_and_tree(repo, &format!("refs/heads/{branch}"))
 }
 
 /// The pinned worktree's index as a tree (the objects it needs are the repository's

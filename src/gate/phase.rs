@@ -148,17 +148,55 @@ impl Passed {
             .filter_map(|l| l.strip_suffix(suffix.as_str()))
             .filter(|x| *x != "-")
             .any(|x| {
-                let Ok(out) = repo.git(&["log", "-1", "--format=%T %P", x, "--"]) else {
-                    return false;
-                };
-                let text = String::from_utf8_lossy(&out);
-                let mut words = text.trim().split(' ');
-                let x_tree = words.next().unwrap_or_default();
-                let x_parent = words.next().filter(|p| !p.is_empty()).unwrap_or("-");
-                x_parent == parent
-                    && (self.0.contains(x_tree) || self.0.contains(&format!("{x_parent} {x_tree}")))
+                parent_and_tree(repo, x).is_some_and(|(x_parent, x_tree)| {
+                    x_parent == parent
+                        && (self.0.contains(&x_tree)
+                            || self.0.contains(&format!("{x_parent} {x_tree}")))
+                })
             })
     }
+}
+
+/// The (first parent or `-`, tree) of the commit `rev` names, `None` when it names none.
+pub(super) fn parent_and_tree(repo: &Repo, rev: &str) -> Option<(String, String)> {
+    let out = repo.git(&["log", "-1", "--format=%T %P", rev, "--"]).ok()?;
+    let text = String::from_utf8_lossy(&out);
+    let mut words = text.trim().split(' ');
+    let tree = words.next().filter(|t| !t.is_empty())?.to_string();
+    let parent = words.next().filter(|p| !p.is_empty()).unwrap_or("-");
+    Some((parent.to_string(), tree))
+}
+
+/// Each commit of `base..branch` (merges aside, newest first) with whether the
+/// pre-commit gate passed it; `None` when the repository's hooks do not run the gate
+/// (nothing is recorded as passed then, so nothing can be told apart).
+pub fn verdicts(
+    repo: &Repo,
+    base: &str,
+    branch: &str,
+) -> Result<Option<Vec<(String, bool)>>, String> {
+    let pre_commit = hooks::dir(repo)?.join("pre-commit");
+    let installed = std::fs::read_to_string(pre_commit).is_ok_and(|t| t.contains(hooks::MARK));
+    if !installed {
+        return Ok(None);
+    }
+    let passed = Passed::load(&repo.common_dir);
+    let log = repo.git(&[
+        "log",
+        "--no-merges",
+        "--format=%H %T %P",
+        &format!("{base}..{branch}"),
+    ])?;
+    let mut out = Vec::new();
+    for line in String::from_utf8_lossy(&log).lines() {
+        let mut words = line.split(' ');
+        let (Some(commit), Some(tree)) = (words.next(), words.next()) else {
+            continue;
+        };
+        let parent = words.next().filter(|p| !p.is_empty()).unwrap_or("-");
+        out.push((commit.to_string(), passed.holds(repo, parent, tree)));
+    }
+    Ok(Some(out))
 }
 
 /// `rev:spice.toml`'s text, `None` when it has none.
@@ -212,34 +250,16 @@ pub fn check(
             ),
         });
     }
-    // Only a repository whose hooks run the gate records what it verified.
-    let pre_commit = hooks::dir(&repo)?.join("pre-commit");
-    let installed = std::fs::read_to_string(pre_commit).is_ok_and(|t| t.contains(hooks::MARK));
-    if installed {
-        let passed = Passed::load(&repo.common_dir);
-        let log = repo.git(&[
-            "log",
-            "--no-merges",
-            "--format=%H %T %P",
-            &format!("{base}..{branch}"),
-        ])?;
-        for line in String::from_utf8_lossy(&log).lines() {
-            let mut words = line.split(' ');
-            let (Some(commit), Some(tree)) = (words.next(), words.next()) else {
-                continue;
-            };
-            let parent = words.next().filter(|p| !p.is_empty()).unwrap_or("-");
-            if !passed.holds(&repo, parent, tree) {
-                bypasses.push(Bypass {
-                    kind: "unverified".into(),
-                    commit: Some(commit.to_string()),
-                    detail: format!(
-                        "commit {} never passed the pre-commit gate (committed with --no-verify, or rewritten)",
-                        &commit[..commit.len().min(12)]
-                    ),
-                });
-            }
-        }
+    let judged = verdicts(&repo, base, branch)?.unwrap_or_default();
+    for (commit, _) in judged.into_iter().filter(|(_, passed)| !passed) {
+        bypasses.push(Bypass {
+            kind: "unverified".into(),
+            detail: format!(
+                "commit {} never passed the pre-commit gate (committed with --no-verify, or rewritten)",
+                &commit[..commit.len().min(12)]
+            ),
+            commit: Some(commit),
+        });
     }
     Ok(PhaseGate { report, bypasses })
 }

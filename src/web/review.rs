@@ -7,7 +7,9 @@
 //! whether the lines they quote still read the same. Once the phase has merged (nothing
 //! left between base and the branch), the review is of what the merge brought in, from
 //! the `merged` ledger entry `phase_done` writes; edits not committed yet come apart
-//! (`uncommitted`).
+//! (`uncommitted`). Each commit says what the pre-commit gate made of it
+//! (`gate::phase::verdicts`: `passed`, `unverified`, or null for a merge or a
+//! repository whose hooks do not run the gate).
 
 use crate::error::{Error, Result};
 use crate::git::{Git, Runner};
@@ -70,6 +72,13 @@ pub fn doc(s: &mut dyn Authority, runner: &Runner, id: &str) -> Result<Value> {
             });
         }
     }
+    // What the pre-commit gate made of each commit; nothing when the repository's
+    // hooks do not run it (or the worktree is no longer the repository's).
+    let verdicts = crate::gate::phase::pinned(wt, git.common_dir())
+        .and_then(|r| crate::gate::phase::verdicts(&r, &review.merge_base, &review.head))
+        .ok()
+        .flatten()
+        .unwrap_or_default();
     let (uncommitted, uncommitted_cut) = git.uncommitted(wt)?;
     let lane = l.detail["lane"].as_str();
     let targets = agent_targets(l.actor.as_deref(), lane, Some(wt));
@@ -109,6 +118,10 @@ pub fn doc(s: &mut dyn Authority, runner: &Runner, id: &str) -> Result<Value> {
         }));
     }
     let mut v = serde_json::to_value(&review).expect("a review serialises");
+    for c in v["commits"].as_array_mut().into_iter().flatten() {
+        let verdict = verdicts.iter().find(|(sha, _)| c["sha"] == sha.as_str());
+        c["gate"] = json!(verdict.map(|(_, passed)| if *passed { "passed" } else { "unverified" }));
+    }
     v["task"] =
         json!({"id": task.id, "handle": task.handle(), "title": task.title, "phase": task.phase});
     v["lane"] = json!(lane);

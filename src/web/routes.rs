@@ -25,6 +25,7 @@ pub const BODY_LIMIT: u64 = 64 * 1024;
 const INDEX_HTML: &str = include_str!("assets/index.html");
 const APP_JS: &str = include_str!("assets/app.js");
 const APP_CSS: &str = include_str!("assets/app.css");
+const REVIEW_JS: &str = include_str!("assets/review.js");
 const MANIFEST: &str = include_str!("assets/manifest.webmanifest");
 const ICON_SVG: &str = include_str!("assets/icon.svg");
 
@@ -72,6 +73,9 @@ pub(super) fn all(
     let js = warp::path!("app.js")
         .and(get)
         .map(|| asset(APP_JS, "text/javascript; charset=utf-8"));
+    let review_js = warp::path!("review.js")
+        .and(get)
+        .map(|| asset(REVIEW_JS, "text/javascript; charset=utf-8"));
     let css = warp::path!("app.css")
         .and(get)
         .map(|| asset(APP_CSS, "text/css; charset=utf-8"));
@@ -227,6 +231,8 @@ pub(super) fn all(
 
     let pages = index
         .or(js)
+        .unify()
+        .or(review_js)
         .unify()
         .or(css)
         .unify()

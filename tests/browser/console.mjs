@@ -190,10 +190,18 @@ try {
   step('the review of what lane r\'s agent changed, and a comment on its lines that becomes steering');
   await page.click('#lanes tr[data-lane="r"] button.review');
   await page.waitForSelector('#review-diff table.diff tr.kadd');
+  // 1,000 added lines of a generated file: the blocks far below the viewport are empty
+  // boxes until they scroll near.
+  const big = '#review-diff .file[data-path="x_table.rs"]';
+  const waiting = await page.locator(`${big} .block.waiting`).count();
+  assert.ok(waiting >= 3, `only the blocks near the viewport are drawn (${waiting} of 7 waiting)`);
+  assert.equal(await page.locator(`${big} td.pick[data-line="1000"]`).count(), 0);
   assert.match(await page.textContent('#review-task'), /Reviewed work/);
   assert.match(await page.textContent('#review-files'), /x\.rs modified \+2 -1/);
   assert.match(await page.textContent('#review-commits'), /b, and markup/);
   assert.match(await page.textContent('#review-base'), /1 file\(s\) edited, not committed/);
+  // Below the long generated file: drawn once scrolled near.
+  await page.locator('#review-diff .file.uncommitted[data-path="notes.txt"]').scrollIntoViewIfNeeded();
   await page.waitForSelector('#review-diff .file.uncommitted[data-path="notes.txt"] tr.kadd');
   assert.match(await page.textContent('#review-diff h3.uncommitted'), /Not committed yet \(1 file\(s\)\)/);
   assert.equal(await page.locator('#review-diff img').count(), 0, 'changed lines stay text');
@@ -213,6 +221,39 @@ try {
   execFileSync(env.SPICE_BIN, ['ack', 'apply'], { cwd: env.REPO, env, input: `ACK ${anchored[0].key}: it returns an error now` });
   await page.waitForFunction(() => /acked/.test(document.querySelector('#review-diff tr.comment').textContent), null, { timeout: 8000 });
   assert.match(await page.textContent('#review-diff tr.comment .reply'), /ACK\s*it returns an error now/);
+
+  step('the review side by side and unified, coloured, a long file drawn as it scrolls in');
+  // Side by side at desktop widths: a removed line beside the line that replaced it.
+  assert.equal(await page.getAttribute('#review-split', 'aria-pressed'), 'true');
+  const x = '#review-diff .file[data-path="x.rs"]';
+  assert.equal(await page.locator(`${x} table.diff.split`).count(), 1);
+  assert.equal(await page.textContent(`${x} tr[data-new="2"] td.code.del`), 'fn b() {}');
+  assert.equal(await page.textContent(`${x} tr[data-new="2"] td.code.add`), 'fn b() { todo!() }');
+  // Coloured by highlight.js: spans of its classes around the text, markup kept text.
+  assert.ok(await page.locator(`${x} span.hljs-keyword`).count() >= 4, 'rust keywords coloured');
+  assert.equal(await page.locator('#review-diff img').count(), 0, 'markup in a coloured line stays text');
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  // The long file's last block, drawn once it scrolls near.
+  await page.locator(`${big} .block`).last().scrollIntoViewIfNeeded();
+  await page.waitForSelector(`${big} td.pick[data-line="1000"]`, { timeout: 5000 });
+  // Unified on request, remembered by this browser; the comment stays at its lines.
+  await page.click('#review-unified');
+  await page.waitForSelector(`${x} table.diff.unified`);
+  assert.equal(await page.locator('#review-diff table.diff.split').count(), 0);
+  assert.equal(await page.textContent(`${x} tr.kdel td.code`), '-fn b() {}');
+  assert.equal(await page.evaluate(() => localStorage.getItem('spice.review.view')), 'unified');
+  assert.equal(await page.$eval('#review-diff tr.comment', (tr) => tr.previousElementSibling.dataset.new), '3');
+  await page.click('#review-split');
+  await page.waitForSelector(`${x} table.diff.split`);
+  await page.locator(x).scrollIntoViewIfNeeded();
+  if (env.SCREENSHOTS) await page.screenshot({ path: `${env.SCREENSHOTS}/console-review.png` });
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.click('#review-unified');
+  await page.locator(x).scrollIntoViewIfNeeded();
+  assert.ok(await page.evaluate(() => document.documentElement.scrollWidth) <= 390, 'the review fits a phone');
+  if (env.SCREENSHOTS) await page.screenshot({ path: `${env.SCREENSHOTS}/console-review-phone.png` });
+  await page.click('#review-close');
+  assert.equal(await page.isHidden('#review-section'), true);
 
   step('installable: the manifest and its icon are served from this origin');
   const manifest = await page.evaluate(async () => (await fetch('/manifest.webmanifest')).json());

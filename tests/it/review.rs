@@ -192,6 +192,47 @@ fn a_review_comment_is_steering_anchored_to_its_lines() {
 /// the same commit and the review showed nothing at all, just when the review lane
 /// reads it. It shows what the merge brought in, named so; and edits the agent has
 /// not committed come apart from the committed ones.
+/// Each commit of a review says what the pre-commit gate made of it: passed through
+/// the installed hook, or not through it (`--no-verify`, or made before the hook was
+/// installed: the phase gate's bypasses, seen before the merge); nothing without it.
+#[test]
+fn each_commit_says_whether_it_went_through_the_pre_commit_gate() {
+    let (env, task, wt) = reviewed();
+    let srv = Server::start(&env, &[]);
+    let path = format!("/api/tasks/{task}/review");
+    let doc = srv.get(&path).expect(200);
+    assert_eq!(doc["commits"][0]["gate"], json!(null), "no hook: {doc}");
+    env.run(&["gate", "install"]).ok();
+    for (file, flags) in [("src/y.rs", &[][..]), ("src/z.rs", &["--no-verify"][..])] {
+        std::fs::write(wt.join(file), "fn f() {}\n").unwrap();
+        git(&wt, &["add", file]);
+        let mut args = vec!["commit", "-q", "-m", file];
+        args.extend_from_slice(flags);
+        git(&wt, &args);
+    }
+    let doc = srv.get(&path).expect(200);
+    let gates: Vec<(String, serde_json::Value)> = doc["commits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["subject"].as_str().unwrap().to_string(),
+                c["gate"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        gates,
+        [
+            ("b and d".to_string(), json!("unverified")),
+            ("src/y.rs".to_string(), json!("passed")),
+            ("src/z.rs".to_string(), json!("unverified")),
+        ],
+        "{doc}"
+    );
+}
+
 #[test]
 fn regression_a_merged_phase_still_shows_what_it_changed_and_loose_edits_apart() {
     let (env, task, wt) = reviewed();

@@ -29,7 +29,8 @@ export -f ask
 ask GET /api/status "" > "$TMPDIR/read.txt"
 ask POST /api/steer '{"target":"lane:b","text":"steered by an agent"}' > "$TMPDIR/write.txt"
 ( setsid bash -c 'ask POST /api/steer "{\"target\":\"lane:b\",\"text\":\"steered by a detached agent\"}" > "$TMPDIR/detached.txt"' & )
-for _ in $(seq 1 100); do [ -s "$TMPDIR/detached.txt" ] && break; sleep 0.1; done
+# The detached request's answer, waited for (60 s: the test runs beside others).
+for _ in $(seq 1 600); do [ -s "$TMPDIR/detached.txt" ] && break; sleep 0.1; done
 set -e
 echo work > work.txt
 git add work.txt

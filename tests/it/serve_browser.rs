@@ -176,6 +176,12 @@ fn the_console_in_headless_chromium() {
         "fn a() {}\nfn b() { todo!() }\nfn c() {}\n<img src=x onerror=\"window.__pwned = 4\">\n",
     )
     .unwrap();
+    // A generated file long enough that the review draws it in blocks as it scrolls in.
+    let table: String = (1..=1000)
+        .map(|i| format!("pub const T{i}: u32 = {i}; // row {i}\n"))
+        .collect();
+    std::fs::write(wt.join("x_table.rs"), table).unwrap();
+    common::git(&wt, &["add", "x_table.rs"]);
     common::git(&wt, &["commit", "-q", "-am", "b, and markup"]);
     // An edit the agent has not committed: the review shows it apart.
     std::fs::write(wt.join("notes.txt"), "one\ntwo\n").unwrap();

@@ -1,5 +1,6 @@
 //! The terminal view's files, embedded like the rest of the page: its script and the
-//! vendored xterm.js with its fit add-on, stylesheet and licences (pinned by
+//! vendored xterm.js with its fit add-on and stylesheet; and the other vendored files:
+//! highlight.js and its theme (the review's colours) and the licences (pinned by
 //! `web/vendor/package-lock.json`, copied by `web/vendor/refresh.sh`). Served from
 //! this origin under the console's content-security policy, so nothing is loaded from
 //! elsewhere and `cargo install` needs no Node.
@@ -12,6 +13,8 @@ const TERMINAL_JS: &str = include_str!("../assets/terminal.js");
 const XTERM_JS: &str = include_str!("../assets/vendor/xterm.js");
 const XTERM_CSS: &str = include_str!("../assets/vendor/xterm.css");
 const FIT_JS: &str = include_str!("../assets/vendor/addon-fit.js");
+const HIGHLIGHT_JS: &str = include_str!("../assets/vendor/highlight.js");
+const HIGHLIGHT_CSS: &str = include_str!("../assets/vendor/highlight.css");
 const LICENSES: &str = include_str!("../assets/vendor/LICENSES.txt");
 
 const JS: &str = "text/javascript; charset=utf-8";
@@ -35,6 +38,14 @@ pub(super) fn routes(
         .or(file("xterm.css", XTERM_CSS, "text/css; charset=utf-8"))
         .unify()
         .or(file("addon-fit.js", FIT_JS, JS))
+        .unify()
+        .or(file("highlight.js", HIGHLIGHT_JS, JS))
+        .unify()
+        .or(file(
+            "highlight.css",
+            HIGHLIGHT_CSS,
+            "text/css; charset=utf-8",
+        ))
         .unify()
         .or(file("LICENSES.txt", LICENSES, "text/plain; charset=utf-8"))
         .unify()
