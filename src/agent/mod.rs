@@ -28,6 +28,7 @@ mod proc;
 mod reader;
 mod record;
 pub mod shim;
+mod sock_diag;
 mod spec;
 
 pub use input::{ENTER_AFTER_PASTE, INPUT_STALL};

@@ -3,11 +3,11 @@
 //! otherwise reach it on loopback and act as the operator there (steer other lanes,
 //! take over claims, lift holds, raise budgets, type into terminals).
 //!
-//! Theory: Linux lists every TCP socket of a network namespace in `/proc/net/tcp`
-//! and `/proc/net/tcp6`, with its local and remote address, its owner and its
-//! inode; a process holding it has a descriptor that links to `socket:[INODE]`. The
-//! client end of a connection made on this host is the entry whose local address is
-//! the server's peer and whose remote address is the server's own. Its holders and
+//! Theory: the client end of a connection made on this host is the TCP socket whose
+//! local address is the server's peer and whose remote address is the server's own;
+//! the kernel names its inode (`super::sock_diag`'s exact lookup, or the listings of
+//! every socket in `/proc/net/tcp` and `/proc/net/tcp6` where that is unavailable),
+//! and a process holding it has a descriptor that links to `socket:[INODE]`. Its holders and
 //! their ancestors are read from `/proc/PID/stat` and `/proc/PID/cmdline`; a `spice
 //! agent-shim` among them that is not also above the server means the connection
 //! was made inside a lane. (A console an agent started for itself, as when a fleet
@@ -40,9 +40,12 @@ const MAX_DEPTH: usize = 256;
 pub fn agent_of(peer: SocketAddr, local: SocketAddr) -> Option<u32> {
     let peer = canonical(peer);
     let local = canonical(local);
-    let inode = ["/proc/net/tcp", "/proc/net/tcp6"].iter().find_map(|f| {
-        let text = std::fs::read_to_string(f).ok()?;
-        client_inode(&text, peer, local)
+    // The kernel's exact lookup, else its listings (slower: every socket printed).
+    let inode = super::sock_diag::inode(peer, local).or_else(|| {
+        ["/proc/net/tcp", "/proc/net/tcp6"].iter().find_map(|f| {
+            let text = std::fs::read_to_string(f).ok()?;
+            client_inode(&text, peer, local)
+        })
     })?;
     let (found, unreadable) = holders(Path::new("/proc"), inode);
     // Only when no holder could be seen may one be hiding among the unreadable.

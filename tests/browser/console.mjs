@@ -255,6 +255,13 @@ try {
   await page.click('#review-close');
   assert.equal(await page.isHidden('#review-section'), true);
 
+  step('a lease that lapses while the page is open: its claim enters the queue, with nothing else changing');
+  const lapsing = JSON.parse(spice('task', 'add', '--json', 'Lapsing work', '--project', 'app')).id;
+  spice('task', 'claim', lapsing, '--claimant', 'sess-l', '--lease', '3s');
+  await page.waitForSelector(`#claims tr[data-task="${lapsing}"]`, { timeout: 5000 });
+  assert.equal(await page.locator(`#needs li[data-task="${lapsing}"]`).count(), 0, 'live: not in the queue');
+  await page.waitForSelector(`#needs li[data-kind="stale_claim"][data-task="${lapsing}"]`, { timeout: 8000 });
+
   step('installable: the manifest and its icon are served from this origin');
   const manifest = await page.evaluate(async () => (await fetch('/manifest.webmanifest')).json());
   assert.equal(manifest.start_url, '/');

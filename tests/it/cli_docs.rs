@@ -1,5 +1,7 @@
 //! `spice completions` and `spice man` through the real binary (issue #40): the
-//! scripts name the commands and parse in their shell, a page is written for every
+//! scripts name the commands and complete them in bash, zsh and fish as those shells
+//! run them (zsh and fish tests ignored unless asked for: `.ci/run` installs the
+//! shells and runs them), a page is written for every
 //! command `--help` lists, and each command's help says how to install its output;
 //! neither offers what clap hides. The page is rendered with the system's `man -l` (or
 //! `groff`): without either the rendering is skipped, saying so, except under `CI`,
@@ -212,4 +214,109 @@ fn render(page: &Path, needle: &str) {
         page.display(),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// What zsh's completion system offers for a command line: the script is loaded under
+/// `compinit` in an interactive zsh on a pseudo-terminal (`zsh/zpty`), `compadd` is
+/// wrapped to print each candidate it is given, and TAB is pressed at the end of the
+/// line. (The markers are split in the source so the terminal's echo of it never
+/// matches.)
+const ZSH_CAPTURE: &str = r#"zmodload zsh/zpty
+zpty z zsh -f -i
+zpty -w z "PROMPT=; RPROMPT=; autoload -Uz compinit; compinit -u -D; source $2"
+zpty -w z 'compadd() {
+  local -a __hits __dscr; local __i
+  builtin compadd -A __hits -D __dscr "$@"
+  for __i in $__hits; do print -r -- "<h""it>$__i"; done
+  builtin compadd "$@"
+}'
+zpty -w z 'finish() { print -r -- "<e""nd>"; exit }; zstyle ":completion:*" menu no; comppostfuncs=(finish)'
+zpty -w z 'bindkey "^I" complete-word'
+zpty -w -n z "$1"$'\t'
+while zpty -r z line; do
+  [[ $line == *'<end>'* ]] && break
+  [[ $line == *'<hit>'* ]] && print -r -- "${${line#*<hit>}%%$'\r'*}"
+done
+zpty -d z
+"#;
+
+/// The commands `--help` lists, then `task`'s, then `task list`'s `--json`, each
+/// offered by `offered` (what a shell completes after that line).
+fn completes_the_commands(env: &TestEnv, shell: &str, offered: impl Fn(&str) -> Vec<String>) {
+    let words = offered("spice ");
+    let top = commands_in_help(env.run(&["--help"]).ok());
+    assert!(top.len() > 10, "{top:?}");
+    for cmd in &top {
+        assert!(
+            words.contains(cmd),
+            "{shell}: {cmd} not offered after 'spice ': {words:?}"
+        );
+    }
+    let words = offered("spice task ");
+    for sub in commands_in_help(env.run(&["task", "--help"]).ok()) {
+        assert!(
+            words.contains(&sub),
+            "{shell}: {sub} not offered after 'spice task ': {words:?}"
+        );
+    }
+    let words = offered("spice task list --");
+    assert!(words.iter().any(|w| w == "--json"), "{shell}: {words:?}");
+    for hidden in ["agent-shim", "demo-agent"] {
+        assert!(
+            !offered("spice ").iter().any(|w| w == hidden),
+            "{shell} offers {hidden}"
+        );
+    }
+}
+
+fn shell_output(mut cmd: Command, what: &str) -> Vec<String> {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: {e} (.ci/run installs it)"));
+    assert!(
+        out.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.split('\t').next().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+#[ignore = "needs zsh (apt: zsh; installed by .ci/run)"]
+fn the_zsh_completion_completes_the_commands_in_zsh() {
+    let env = TestEnv::new();
+    let script = env.dir.path().join("_spice");
+    std::fs::write(&script, env.run(&["completions", "zsh"]).ok()).unwrap();
+    let capture = env.dir.path().join("capture.zsh");
+    std::fs::write(&capture, ZSH_CAPTURE).unwrap();
+    completes_the_commands(&env, "zsh", |line| {
+        let mut cmd = Command::new("timeout");
+        cmd.args(["20", "zsh", "-f"])
+            .arg(&capture)
+            .arg(line)
+            .arg(&script)
+            .env("HOME", env.dir.path());
+        shell_output(cmd, "zsh")
+    });
+}
+
+#[test]
+#[ignore = "needs fish (apt: fish; installed by .ci/run)"]
+fn the_fish_completion_completes_the_commands_in_fish() {
+    let env = TestEnv::new();
+    let script = env.dir.path().join("spice.fish");
+    std::fs::write(&script, env.run(&["completions", "fish"]).ok()).unwrap();
+    completes_the_commands(&env, "fish", |line| {
+        let mut cmd = Command::new("fish");
+        cmd.args(["--no-config", "-c"])
+            .arg(format!(
+                "source '{}'; complete -C '{line}'",
+                script.display()
+            ))
+            .env("HOME", env.dir.path());
+        shell_output(cmd, "fish")
+    });
 }

@@ -113,6 +113,18 @@ async function refreshStatus() {
   renderGates(await api('/api/gate'));
   renderConscience(await api('/api/conscience'));
   $('summary').textContent = `${s.lanes.length} lane(s), ${s.claims.length} claim(s), ${s.pending_steering} pending steering`;
+  refreshAtLapse(s);
+}
+
+// A lease that lapses changes nothing in the store, so nothing announces it: the page
+// refreshes itself just after the next live lease ends, and the claim enters the queue
+// as stale then, not at the next unrelated change.
+state.lapse = null;
+function refreshAtLapse(s) {
+  clearTimeout(state.lapse);
+  const t = now();
+  const next = Math.min(...s.claims.filter((c) => !c.stale).map((c) => new Date(c.lease_until).getTime()).filter((d) => d > t));
+  if (Number.isFinite(next)) state.lapse = setTimeout(refreshSoon, Math.min(next - t + 300, 2 ** 31 - 1));
 }
 
 // ---- what needs the operator, first ---------------------------------------------
@@ -158,7 +170,7 @@ function renderNeeds(s) {
       action = el('button', { type: 'button', onclick: () => selectLane(n.lane) }, 'open lane');
     }
     const budget = n.kind === 'budget' && n.limit != null ? ` (${n.used} of ${n.limit} tokens)` : '';
-    return el('li', { class: `need need-${n.kind}`, 'data-kind': n.kind, 'data-lane': n.lane || '' },
+    return el('li', { class: `need need-${n.kind}`, 'data-kind': n.kind, 'data-lane': n.lane || '', 'data-task': n.task_id || '' },
       el('div', { class: 'need-head' },
         el('span', { class: `badge nd-${n.kind}` }, NEED_WORDS[n.kind] || n.kind), ' ',
         n.lane ? el('strong', {}, n.lane) : null, ' ',
