@@ -69,24 +69,7 @@ fn the_bash_completion_parses_and_completes_the_commands() {
             .map(str::to_string)
             .collect()
     };
-    let top = commands_in_help(env.run(&["--help"]).ok());
-    assert!(top.len() > 10, "{top:?}");
-    let words = offered("spice ");
-    for cmd in &top {
-        assert!(
-            words.contains(cmd),
-            "{cmd} not offered after 'spice ': {words:?}"
-        );
-    }
-    let words = offered("spice task ");
-    for sub in commands_in_help(env.run(&["task", "--help"]).ok()) {
-        assert!(
-            words.contains(&sub),
-            "{sub} not offered after 'spice task ': {words:?}"
-        );
-    }
-    let words = offered("spice task list --");
-    assert!(words.iter().any(|w| w == "--json"), "{words:?}");
+    completes_the_commands(&env, "bash", &offered);
     // What spice runs itself, hidden from --help, is not offered either.
     for hidden in ["agent-shim", "demo-agent", "log-only"] {
         assert!(!script.contains(hidden), "{hidden} offered by\n{script}");
@@ -242,7 +225,7 @@ zpty -d z
 
 /// The commands `--help` lists, then `task`'s, then `task list`'s `--json`, each
 /// offered by `offered` (what a shell completes after that line).
-fn completes_the_commands(env: &TestEnv, shell: &str, offered: impl Fn(&str) -> Vec<String>) {
+fn completes_the_commands(env: &TestEnv, shell: &str, offered: &dyn Fn(&str) -> Vec<String>) {
     let words = offered("spice ");
     let top = commands_in_help(env.run(&["--help"]).ok());
     assert!(top.len() > 10, "{top:?}");
@@ -292,7 +275,7 @@ fn the_zsh_completion_completes_the_commands_in_zsh() {
     std::fs::write(&script, env.run(&["completions", "zsh"]).ok()).unwrap();
     let capture = env.dir.path().join("capture.zsh");
     std::fs::write(&capture, ZSH_CAPTURE).unwrap();
-    completes_the_commands(&env, "zsh", |line| {
+    completes_the_commands(&env, "zsh", &|line| {
         let mut cmd = Command::new("timeout");
         cmd.args(["20", "zsh", "-f"])
             .arg(&capture)
@@ -309,7 +292,7 @@ fn the_fish_completion_completes_the_commands_in_fish() {
     let env = TestEnv::new();
     let script = env.dir.path().join("spice.fish");
     std::fs::write(&script, env.run(&["completions", "fish"]).ok()).unwrap();
-    completes_the_commands(&env, "fish", |line| {
+    completes_the_commands(&env, "fish", &|line| {
         let mut cmd = Command::new("fish");
         cmd.args(["--no-config", "-c"])
             .arg(format!(
