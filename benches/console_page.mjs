@@ -29,6 +29,7 @@ try {
   // The page ready, against navigating to one of the server's static files.
   const load = [];
   const nav = [];
+  let slow = '';
   for (let i = 0; i < ROUNDS; i++) {
     const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
     let t = Date.now();
@@ -38,9 +39,17 @@ try {
     await page.goto(base);
     await ready(page);
     load.push(Date.now() - t);
+    if (i === ROUNDS - 1) {
+      // Where the time went: the slowest requests, from the navigation's start.
+      slow = await page.evaluate(() => performance.getEntriesByType('resource')
+        .map((e) => [new URL(e.name).pathname, Math.round(e.startTime), Math.round(e.duration)])
+        .sort((x, y) => y[2] - x[2]).slice(0, 5)
+        .map(([p, at, d]) => `${p} ${d} ms (from ${at} ms)`).join(', '));
+    }
     await page.close();
   }
   report(`page ready (${lanes} lanes, 10,000 tasks)`, median(load), median(nav), 300);
+  console.log(`  slowest requests of the last load: ${slow}`);
 
   // A lane held → its entry in the needs-you queue, against fetching the status.
   const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });

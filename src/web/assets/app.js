@@ -103,15 +103,17 @@ function tick() { document.querySelectorAll('.rel').forEach(tickOne); }
 
 async function refreshStatus() {
   const t0 = Date.now();
-  const s = await api('/api/status');
-  state.offset = new Date(s.now).getTime() - (t0 + Date.now()) / 2;
+  // The three documents at once: the page waits for the slowest, not for their sum.
+  const timed = api('/api/status').then((s) => ({ s, t1: Date.now() }));
+  const [{ s, t1 }, gate, conscience] = await Promise.all([timed, api('/api/gate'), api('/api/conscience')]);
+  state.offset = new Date(s.now).getTime() - (t0 + t1) / 2;
   state.status = s;
   renderNeeds(s);
   renderLanes(s);
   tellNeeds(s);
   renderClaims(s);
-  renderGates(await api('/api/gate'));
-  renderConscience(await api('/api/conscience'));
+  renderGates(gate);
+  renderConscience(conscience);
   $('summary').textContent = `${s.lanes.length} lane(s), ${s.claims.length} claim(s), ${s.pending_steering} pending steering`;
   refreshAtLapse(s);
 }
@@ -672,16 +674,18 @@ async function refreshGraph() {
 // ---- live updates --------------------------------------------------------------------
 
 let pending = null;
-function refreshSoon() {
+// Changes come in bursts: one refresh 30 ms after the first (at once on loading), the
+// status, the inbox, and (at most every 2 s) the tasks and the graph fetched together.
+function refreshSoon(delay = 30) {
   if (pending) return;
   pending = setTimeout(async () => {
     pending = null;
     try {
-      await refreshStatus();
-      if (state.lane) await refreshInbox();
-      if (Date.now() >= state.tasksDue) {
-        state.tasksDue = Date.now() + 2000;
-        await Promise.all([refreshTasks(), refreshGraph()]);
+      const due = Date.now() >= state.tasksDue;
+      if (due) state.tasksDue = Date.now() + 2000;
+      await Promise.all([refreshStatus(), state.lane ? refreshInbox() : null,
+        due ? Promise.all([refreshTasks(), refreshGraph()]) : null]);
+      if (due) {
         if (state.ledger) await showLedger(state.ledger);
         // A comment being written is not swept away by a refresh.
         if (state.review && !state.review.sel) await refreshReview();
@@ -691,7 +695,7 @@ function refreshSoon() {
     } catch (e) {
       $('conn').textContent = `error: ${clean(e.message)}`;
     }
-  }, 30);
+  }, delay);
 }
 
 function connect() {
@@ -726,5 +730,5 @@ document.addEventListener('DOMContentLoaded', () => {
   $('tasks-more').addEventListener('click', () => { state.taskLimit += 100; refreshTasks(); });
   setInterval(tick, 1000);
   connect();
-  refreshSoon();
+  refreshSoon(0);
 });
