@@ -157,6 +157,15 @@ mod tests {
             .unwrap()
     }
 
+    /// Whether the host has an IPv6 loopback at all (the kernel lists `::1` in
+    /// `/proc/net/if_inet6`); where it has one, the IPv6 tests must run and pass.
+    fn has_ipv6_loopback() -> bool {
+        std::fs::read_to_string("/proc/net/if_inet6").is_ok_and(|t| {
+            t.lines()
+                .any(|l| l.starts_with("00000000000000000000000000000001"))
+        })
+    }
+
     fn round_trip(bind: &str) -> Option<(TcpStream, TcpStream)> {
         let server = TcpListener::bind(bind).ok()?;
         let client = TcpStream::connect(server.local_addr().unwrap()).unwrap();
@@ -178,10 +187,11 @@ mod tests {
 
     #[test]
     fn an_ipv6_connection_too_where_the_host_has_ipv6() {
-        let Some((client, _accepted)) = round_trip("[::1]:0") else {
-            eprintln!("skipped: no IPv6 loopback here");
+        if !has_ipv6_loopback() {
+            eprintln!("skipped: this host has no IPv6 loopback");
             return;
-        };
+        }
+        let (client, _accepted) = round_trip("[::1]:0").expect("::1 is listed, so it binds");
         let (local, remote) = (client.local_addr().unwrap(), client.peer_addr().unwrap());
         assert_eq!(inode(local, remote), Some(inode_of(&client)));
     }
@@ -190,10 +200,11 @@ mod tests {
     /// addresses its peer sees (the console canonicalises them).
     #[test]
     fn an_ipv6_socket_on_a_mapped_address_is_found_from_its_ipv4_addresses() {
-        let Ok(server) = TcpListener::bind("[::]:0") else {
-            eprintln!("skipped: no IPv6 here");
+        if !has_ipv6_loopback() {
+            eprintln!("skipped: this host has no IPv6 loopback");
             return;
-        };
+        }
+        let server = TcpListener::bind("[::]:0").expect("::1 is listed, so [::] binds");
         let port = server.local_addr().unwrap().port();
         let client = TcpStream::connect(format!("[::ffff:127.0.0.1]:{port}")).unwrap();
         let _accepted = server.accept().unwrap();
